@@ -1,0 +1,55 @@
+"""The server's one typed settings class; every environment variable is read here (prefix ARENA_).
+
+Nothing else reads `os.environ`: the composition root (`create_app`) receives a Settings object,
+and tests build one directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Deployment settings. Defaults give a working single-machine (SQLite) server."""
+
+    model_config = SettingsConfigDict(env_prefix="ARENA_", env_file=None, extra="ignore")
+
+    data_dir: Path = Path("arena-data")
+    database_url: str = ""  # "" -> sqlite:///<data_dir>/arena.db
+    storage_dir: Path | None = None  # None -> <data_dir>/storage
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    default_queue: str = "arena"
+    secret_key: str = Field(default="change-me-in-production", min_length=8)
+    public_base_url: str = "http://127.0.0.1:8000"
+    admin_bootstrap_token: str | None = None
+    auto_migrate: bool = True
+
+    max_upload_bytes: int = 200 * 1024**2
+    max_uncompressed_bytes: int = 2 * 1024**3
+    max_zip_files: int = 2_000
+    max_dataset_upload_bytes: int = 20 * 1024**3
+    log_cap_bytes: int = 1024**2
+
+    lease_seconds: int = 120
+    max_platform_failures: int = 3
+    requeue_after_s: int = 900  # a queued run unclaimed this long was lost by the broker
+    reconcile_interval_s: float = 60.0  # 0 disables the in-process reconciler
+    session_cookie_secure: bool = False
+
+    @model_validator(mode="after")
+    def _fill_paths(self) -> Settings:
+        """Derive the database URL and storage folder from data_dir when they are not given."""
+        if not self.database_url:
+            self.database_url = f"sqlite:///{(self.data_dir / 'arena.db').as_posix()}"
+        if self.storage_dir is None:
+            self.storage_dir = self.data_dir / "storage"
+        return self
+
+    @property
+    def storage(self) -> Path:
+        """The storage folder (always set after validation)."""
+        assert self.storage_dir is not None
+        return self.storage_dir

@@ -1,0 +1,102 @@
+"""Database engines, sessions and migrations, built by factories (nothing connects at import).
+
+SQLite gets WAL (readers never wait for the writer), foreign keys and a busy timeout. Because
+pysqlite's own transaction handling starts transactions lazily and too late for locking, we take
+it over: every transaction begins with an explicit BEGIN, and sessions from `write_sessions`
+begin with BEGIN IMMEDIATE so that check-then-insert (quotas) holds the write lock from the
+first read. On Postgres the same code locks rows with SELECT ... FOR UPDATE instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+_IMMEDIATE = "arena_sqlite_immediate"
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; for SQLite, create the parent folder and install the pragmas."""
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+@dataclass(frozen=True)
+class Database:
+    """The engine with its two session factories: `sessions` (reads, simple writes) and
+    `write_sessions` (check-then-write transactions that must serialize on SQLite)."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    write_sessions: sessionmaker[Session]
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @contextmanager
+    def session(self, write: bool = False) -> Iterator[Session]:
+        """A session committed on success, rolled back on error, always closed."""
+        factory = self.write_sessions if write else self.sessions
+        with factory() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+
+def make_database(url: str) -> Database:
+    """Build the engine and session factories for `url`."""
+    engine = make_engine(url)
+    immediate = engine.execution_options(**{_IMMEDIATE: True})
+    return Database(
+        engine=engine,
+        sessions=sessionmaker(engine, expire_on_commit=False),
+        write_sessions=sessionmaker(immediate, expire_on_commit=False),
+    )
+
+
+def alembic_config(url: str):
+    """An Alembic Config pointing at our migrations, independent of the working directory."""
+    from alembic.config import Config
+
+    config = Config(str(_MIGRATIONS.parent / "alembic.ini"))
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.attributes["database_url"] = url
+    return config
+
+
+def upgrade_database(url: str, revision: str = "head") -> None:
+    """Apply the migrations to `url` (creating the SQLite file if needed)."""
+    from alembic import command
+
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(url), revision)

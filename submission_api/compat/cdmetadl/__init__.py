@@ -1,0 +1,1 @@
+"""Compatibility names of the NeurIPS'22 Cross-Domain MetaDL starting kit."""

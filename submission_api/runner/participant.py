@@ -1,0 +1,202 @@
+"""The participant side of a run: imports the submission, meta-trains it on the meta-train view,
+saves the learner once, and for every test task loads a fresh learner, fits the support set and
+writes the query predictions. On the platform this runs inside the sandbox; `arena run` runs it
+as a subprocess. It reads only `bundle/` and the submission, and writes only `output/`: the query
+labels are never in reach.
+
+Usage: python -m submission_api.runner.participant --submission DIR --bundle DIR --output DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+COMPAT_DIR = Path(__file__).resolve().parents[1] / "compat"
+
+
+class StageFailed(Exception):
+    """Participant code raised during a stage; carries the stage and the task, if any."""
+
+    def __init__(self, stage: str, task: int | None, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__} in {stage}: {cause}")
+        self.stage, self.task, self.cause = stage, task, cause
+
+
+class StatusWriter:
+    """Writes status.json and progress.json atomically, so a reader never sees half a file."""
+
+    def __init__(self, output_dir: Path) -> None:
+        self.output_dir = output_dir
+        self.started = time.monotonic()
+
+    def _write(self, name: str, content: dict) -> None:
+        temp = self.output_dir / f".{name}.tmp"
+        temp.write_text(json.dumps(content))
+        os.replace(temp, self.output_dir / name)
+
+    def status(self, stage: str, error: str | None = None, trace: str | None = None,
+               task: int | None = None) -> None:
+        self._write("status.json", {"stage": stage, "error": error, "traceback": trace, "task": task})
+
+    def progress(self, stage: str, done: int, total: int | None) -> None:
+        elapsed = round(time.monotonic() - self.started, 3)
+        self._write("progress.json", {"stage": stage, "done": done, "total": total, "elapsed_s": elapsed})
+
+
+def seed_everything(phase_seed: int, run_seed: int) -> np.random.Generator:
+    """Seed Python, NumPy and torch from the run's seeds; return the generator for meta-train data."""
+    state = np.random.SeedSequence([phase_seed, run_seed]).generate_state(2)
+    random.seed(int(state[0]))
+    np.random.seed(int(state[0]) % (2**32))
+    torch.manual_seed(int(state[0]))
+    return np.random.default_rng(int(state[1]))
+
+
+def import_submission(submission_dir: Path) -> tuple[type, type]:
+    """Import `model.py` with the NeurIPS'22 names (`api`, `cdmetadl`) on the path."""
+    sys.path[:0] = [str(submission_dir), str(COMPAT_DIR)]
+    module = importlib.import_module("model")
+    missing = [n for n in ("MyMetaLearner", "MyLearner") if not hasattr(module, n)]
+    if missing:
+        raise ImportError(f"model.py defines no {' and no '.join(missing)}; define both classes "
+                          "(see the starting kit's tutorial)")
+    return module.MyMetaLearner, module.MyLearner
+
+
+def _counting(generator: Callable[[int], Iterator[Any]] | None, status: StatusWriter
+              ) -> Callable[[int], Iterator[Any]] | None:
+    """Wrap a generator so each item drawn is counted in progress.json (throttled)."""
+    if generator is None:
+        return None
+    drawn = [0, 0.0]
+
+    def counted(n: int) -> Iterator[Any]:
+        for item in generator(n):
+            drawn[0] += 1
+            if time.monotonic() - drawn[1] > 1.0:
+                drawn[1] = time.monotonic()
+                status.progress("meta_fit", drawn[0], None)
+            yield item
+
+    return counted
+
+
+def meta_train(my_meta_learner: type, submission_dir: Path, bundle_dir: Path, output_dir: Path,
+               rng: np.random.Generator, status: StatusWriter) -> None:
+    """Meta-train on the bundle's views and save the learner into output/learner."""
+    from submission_api.config import load_submission_config
+    from submission_api.data import open_compiled
+    from submission_api.logger import Logger
+    from submission_api.sampling.meta_train import (
+        build_meta_train_generator,
+        build_meta_valid_generator,
+        count_classes,
+    )
+
+    def open_view(folder: str) -> list:
+        root = bundle_dir / folder
+        return [open_compiled(p) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+
+    config = load_submission_config(submission_dir / "config.json")
+    train_sets, valid_sets = open_view("meta_train"), open_view("meta_valid")
+    train_gen = build_meta_train_generator(train_sets, config, rng)
+    valid_gen = build_meta_valid_generator(valid_sets, config, rng)
+    train_classes, total_classes = count_classes(train_sets, config)
+    stage = "meta_fit"
+    try:
+        meta_learner = my_meta_learner(train_classes, total_classes, Logger(output_dir / "logs"))
+        learner = meta_learner.meta_fit(_counting(train_gen, status), _counting(valid_gen, status))
+        stage = "save"
+        (output_dir / "learner").mkdir(exist_ok=True)
+        learner.save(str(output_dir / "learner"))
+    except Exception as error:  # noqa: BLE001 - any participant exception is reported, not raised
+        raise StageFailed(stage, None, error) from error
+
+
+def _to_array(predictions: Any) -> np.ndarray:
+    if isinstance(predictions, torch.Tensor):
+        predictions = predictions.detach().cpu().numpy()
+    array = np.asarray(predictions)
+    if array.dtype == object:
+        raise TypeError(f"predict returned an array of Python objects ({type(predictions).__name__}); "
+                        "return a numeric numpy array of labels [n] or scores [n, n_ways]")
+    return array
+
+
+def meta_test(my_learner: type, bundle_dir: Path, output_dir: Path, status: StatusWriter) -> None:
+    """Predict every test task with a fresh learner loaded from output/learner."""
+    from submission_api.data import images_to_tensor
+    from submission_api.runner.bundle import read_meta_test
+
+    bundle = read_meta_test(bundle_dir)
+    predictions_dir = output_dir / "predictions"
+    predictions_dir.mkdir(exist_ok=True)
+    for done, task in enumerate(bundle.tasks):
+        status.progress("meta_test", done, len(bundle.tasks))
+        images, labels = bundle.support(task)
+        y = torch.from_numpy(np.array(labels, dtype=np.int64))
+        support = (images_to_tensor(np.asarray(images)), y, y.clone(), task.n_ways, task.n_shots)
+        stage = "load"
+        try:
+            learner = my_learner()
+            learner.load(str(output_dir / "learner"))
+            stage = "fit"
+            predictor = learner.fit(support)
+            stage = "predict"
+            array = _to_array(predictor.predict(images_to_tensor(np.asarray(bundle.query(task)))))
+            np.save(predictions_dir / f"task_{task.id:05d}.npy", array, allow_pickle=False)
+        except Exception as error:  # noqa: BLE001 - reported with its stage and task
+            raise StageFailed(stage, task.id, error) from error
+    status.progress("meta_test", len(bundle.tasks), len(bundle.tasks))
+
+
+def run(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
+    """Run both phases; return the process exit code (0 done, 1 participant failure)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    status = StatusWriter(output_dir)
+    info = json.loads((bundle_dir / "run.json").read_text())
+    torch.set_num_threads(max(1, int(info.get("threads", 1))))
+    rng = seed_everything(int(info["phase_seed"]), int(info["run_seed"]))
+    try:
+        status.status("import")
+        try:
+            my_meta_learner, my_learner = import_submission(submission_dir)
+        except BaseException as error:  # noqa: BLE001 - SystemExit at import is a failure too
+            raise StageFailed("import", None, error) from error
+        status.status("meta_fit")
+        meta_train(my_meta_learner, submission_dir, bundle_dir, output_dir, rng, status)
+        status.status("meta_test")
+        meta_test(my_learner, bundle_dir, output_dir, status)
+    except StageFailed as failed:
+        trace = "".join(traceback.format_exception(failed.cause))
+        status.status(failed.stage, str(failed.cause) or type(failed.cause).__name__, trace, failed.task)
+        print(f"[arena] {failed} (task {failed.task})\n{trace}", file=sys.stderr, flush=True)
+        return 1
+    status.status("done")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--submission", type=Path, required=True)
+    parser.add_argument("--bundle", type=Path, required=True)
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    return run(args.submission.resolve(), args.bundle.resolve(), args.output.resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

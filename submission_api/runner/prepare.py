@@ -1,0 +1,101 @@
+"""Preparation of one run, on the side that holds the labels (the worker, or `arena run`): the
+meta-train and meta-valid views (only what the protocol lets the participant see) and the meta-test
+bundle, plus the answers kept back for scoring.
+
+A view that holds a whole compiled dataset is hard-linked from the cache (no copy); one that holds
+part of it (held-out images, within-domain class splits) is written as a new compiled entry, so
+the excluded images are physically absent from what the participant side can read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from submission_api.data import CompiledDataset, Collection, write_compiled_subset
+from submission_api.protocols import (
+    ProtocolParams,
+    plan_meta_train_view,
+    plan_meta_valid_view,
+    plan_test_episodes,
+)
+from submission_api.runner.bundle import BundleTask, write_meta_test
+
+VIEW_FOLDERS = {"meta-train": "meta_train", "meta-valid": "meta_valid"}
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """What preparation produced, for progress reports and the run record."""
+
+    bundle_dir: Path
+    answers_dir: Path
+    tasks: list[BundleTask]
+    meta_train_images: int
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _write_view_dataset(dataset: CompiledDataset, indices: np.ndarray, target: Path) -> None:
+    if len(indices) == len(dataset.labels):
+        target.mkdir(parents=True)
+        for item in dataset.root.iterdir():
+            if item.is_file():
+                _link_or_copy(item, target / item.name)
+    else:
+        write_compiled_subset(dataset, np.sort(indices), target, name=dataset.name)
+
+
+def write_view(collection: Collection, view: dict[str, np.ndarray], target_dir: Path) -> int:
+    """Write a view (dataset -> allowed image indices) under `target_dir`; returns its image count."""
+    target_dir.mkdir(parents=True, exist_ok=True)
+    total = 0
+    for name, indices in sorted(view.items()):
+        if len(indices) == 0:
+            continue
+        _write_view_dataset(collection.datasets[name], np.asarray(indices), target_dir / name)
+        total += len(indices)
+    return total
+
+
+def prepare_run(
+    collection: Collection,
+    protocol: ProtocolParams,
+    seed: tuple[int, int],
+    bundle_dir: Path,
+    answers_dir: Path,
+    threads: int = 1,
+) -> PreparedRun:
+    """Write `bundle_dir` (participant side, read-only there) and `answers_dir` (scoring side).
+
+    Args:
+        seed: `(phase_seed, run_seed)`; test tasks depend on nothing else.
+        threads: CPU threads the participant side may use (pins torch's, so local and platform
+            runs compute alike).
+    """
+    bundle_dir.mkdir(parents=True, exist_ok=True)
+    train_images = write_view(
+        collection, plan_meta_train_view(protocol, collection), bundle_dir / VIEW_FOLDERS["meta-train"]
+    )
+    write_view(collection, plan_meta_valid_view(protocol, collection), bundle_dir / VIEW_FOLDERS["meta-valid"])
+    episodes = plan_test_episodes(protocol, collection, seed)
+    tasks = write_meta_test(episodes, collection.datasets, bundle_dir, answers_dir)
+    run_info = {
+        "phase_seed": seed[0],
+        "run_seed": seed[1],
+        "protocol": protocol.name,
+        "threads": threads,
+        "n_tasks": len(tasks),
+    }
+    (bundle_dir / "run.json").write_text(json.dumps(run_info, indent=2))
+    return PreparedRun(bundle_dir, answers_dir, tasks, train_images)

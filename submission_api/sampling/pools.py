@@ -1,0 +1,108 @@
+"""Which images of each class may be drawn as support and which as query.
+
+Meta-train tasks use *shared* pools: one pool per class, and a task draws its support and query
+from it without overlap. A meta-test run uses *disjoint* pools, drawn once per dataset per run
+from the run's seed, so that no query image ever appears with its label in any task of the run
+(DESIGN.md, 'Evaluation protocols').
+
+Disjoint split rule, for a class with `n` images and a protocol asking `q` queries per class:
+  - `n > q`:  query pool = `max(q, ceil(n / 2))` images, support pool = the rest (>= 1 image).
+    With Meta-Album's 40 images per class and q = 20 this is 20 / 20, so k <= 20 exactly as
+    the NeurIPS'22 kit allows (k <= n - q); larger classes give queries half their images.
+  - `n <= q`: query pool = `floor(n / 2)`, support pool = the rest. Such a class cannot serve a
+    task that needs `q` queries, but stays usable by samplers that shrink their query count
+    (Meta-Dataset's `q = min(10, min_c floor(n_c / 2))`).
+Only labels and indices are read here, never pixels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from submission_api.sampling.episode import ClassPools
+
+
+def compute_class_members(
+    labels: np.ndarray, n_classes: int, allowed: np.ndarray | None = None
+) -> list[np.ndarray]:
+    """Sorted image indices of each class `0..n_classes-1`, restricted to `allowed` if given."""
+    labels = np.asarray(labels, dtype=np.int64)
+    idx = np.arange(len(labels), dtype=np.int64)
+    if allowed is not None:
+        idx = np.unique(np.asarray(allowed, dtype=np.int64))
+        if idx.size and (idx[0] < 0 or idx[-1] >= len(labels)):
+            raise ValueError(
+                f"Allowed image indices span {idx[0]}..{idx[-1]}, expected 0..{len(labels) - 1}; "
+                "pass indices into this dataset's images."
+            )
+    if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
+        raise ValueError(
+            f"Labels span {labels.min()}..{labels.max()}, expected 0..{n_classes - 1}; "
+            "pass n_classes = len(dataset.class_names)."
+        )
+    sub = labels[idx]
+    order = np.argsort(sub, kind="stable")
+    bounds = np.searchsorted(sub[order], np.arange(n_classes + 1))
+    return [idx[order[bounds[c]:bounds[c + 1]]] for c in range(n_classes)]
+
+
+def compute_shared_pools(
+    labels: np.ndarray, n_classes: int, allowed: np.ndarray | None = None
+) -> ClassPools:
+    """Meta-train pools: support and query of a class are the same array."""
+    members = tuple(compute_class_members(labels, n_classes, allowed))
+    return ClassPools(support=members, query=members, disjoint=False)
+
+
+def compute_query_pool_size(n_images: int, n_queries: int) -> int:
+    """Size of a class's query pool under the split rule of this module's docstring."""
+    if n_images > n_queries:
+        return max(n_queries, -(-n_images // 2))
+    return n_images // 2
+
+
+def sample_disjoint_pools(
+    labels: np.ndarray,
+    n_classes: int,
+    n_queries: int,
+    rng: np.random.Generator,
+    allowed: np.ndarray | None = None,
+) -> ClassPools:
+    """Split every class at random into a query pool and a support pool (module docstring).
+
+    Returns:
+        ClassPools with `disjoint=True`; for every class, support and query are sorted, share
+        no index, and their union is the class's (allowed) images.
+    """
+    support, query = [], []
+    for members in compute_class_members(labels, n_classes, allowed):
+        shuffled = rng.permutation(members)
+        n_query = compute_query_pool_size(len(members), n_queries)
+        query.append(np.sort(shuffled[:n_query]))
+        support.append(np.sort(shuffled[n_query:]))
+    return ClassPools(support=tuple(support), query=tuple(query), disjoint=True)
+
+
+def compute_capacities(pools: ClassPools, n_queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per class: how many support images a task asking `n_queries` queries can still get, and
+    how many query images the class can give.
+
+    Shared pools: support `n_c - n_queries` (clipped at 0), query `n_c`. Disjoint: the pool sizes.
+    """
+    n_support = np.array([len(p) for p in pools.support], dtype=np.int64)
+    n_query = np.array([len(p) for p in pools.query], dtype=np.int64)
+    if not pools.disjoint:
+        n_support = np.maximum(n_support - n_queries, 0)
+    return n_support, n_query
+
+
+def sample_class_images(
+    pools: ClassPools, class_id: int, n_shots: int, n_queries: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw `n_shots` support and `n_queries` query images of one class, without overlap."""
+    if pools.disjoint:
+        support = rng.choice(pools.support[class_id], n_shots, replace=False)
+        query = rng.choice(pools.query[class_id], n_queries, replace=False)
+        return support, query
+    drawn = rng.choice(pools.support[class_id], n_shots + n_queries, replace=False)
+    return drawn[:n_shots], drawn[n_shots:]

@@ -1,0 +1,74 @@
+"""Worst-of-runs submission score and the two leaderboard orders."""
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from submission_api.scoring import (
+    TaskRecord,
+    compute_average_rank,
+    compute_worst_of_runs,
+    rank_by_score,
+    summarize_run,
+)
+
+T0 = datetime(2024, 1, 1)
+
+
+def at(minutes):
+    return T0 + timedelta(minutes=minutes)
+
+
+def run_with_mean(mean):
+    return summarize_run([TaskRecord(0, "a", "test", 5, 1, mean, mean, 0.0)])
+
+
+def test_worst_of_runs_is_the_lowest_mean_and_its_index():
+    runs = [run_with_mean(m) for m in (0.5, 0.3, 0.3, 0.7)]
+    assert compute_worst_of_runs(runs) == (0.3, 1)
+
+
+def test_worst_of_runs_needs_runs():
+    with pytest.raises(ValueError, match="at least one run"):
+        compute_worst_of_runs([])
+
+
+def test_rank_by_score_higher_first_ties_to_earlier_submission():
+    ranked = rank_by_score([("late", at(5), 0.8), ("best", at(9), 0.9), ("early", at(1), 0.8)])
+    assert [r.entry_id for r in ranked] == ["best", "early", "late"]
+    assert [r.position for r in ranked] == [1, 2, 3]
+    assert ranked[0].value == 0.9
+
+
+def test_rank_by_score_refuses_nan():
+    with pytest.raises(ValueError, match="entry 'x'"):
+        rank_by_score([("x", at(0), float("nan"))])
+
+
+def test_average_rank_uses_average_ranks_for_ties():
+    entries = [
+        ("a", at(0), {"d1": 0.9, "d2": 0.1}),
+        ("b", at(1), {"d1": 0.9, "d2": 0.5}),
+        ("c", at(2), {"d1": 0.2, "d2": 0.9}),
+    ]
+    ranked = compute_average_rank(entries)
+    # d1: a,b tie at 1.5, c 3; d2: c 1, b 2, a 3 -> a 2.25, b 1.75, c 2.0
+    assert [(r.entry_id, r.value) for r in ranked] == [("b", 1.75), ("c", 2.0), ("a", 2.25)]
+
+
+def test_average_rank_ties_go_to_the_earlier_submission():
+    entries = [("x", at(3), {"d1": 1.0, "d2": 0.0}), ("y", at(2), {"d1": 0.0, "d2": 1.0})]
+    assert [r.entry_id for r in compute_average_rank(entries)] == ["y", "x"]
+
+
+def test_missing_dataset_ranks_last_on_it():
+    entries = [("full", at(5), {"d1": 0.1, "d2": 0.1}), ("partial", at(0), {"d1": 0.2})]
+    ranked = compute_average_rank(entries)
+    assert [(r.entry_id, r.value) for r in ranked] == [("full", 1.5), ("partial", 1.5)][::-1] or [
+        r.entry_id for r in ranked
+    ] == ["partial", "full"]
+    assert {r.entry_id: r.value for r in ranked} == {"full": 1.5, "partial": 1.5}
+
+
+def test_average_rank_of_nothing_is_empty():
+    assert compute_average_rank([]) == []

@@ -1,0 +1,167 @@
+"""HTTP client for the server's internal API (docs/internals.md, "Platform: server <-> worker").
+
+Workers hold no database credentials: this is their only channel to the source of truth. The
+client owns the wire schema of a claimed run and the retry policy: connection errors and 5xx
+answers are retried with exponential backoff (they are the platform's fault and usually pass);
+a 409 is an answer, not an error (the run is done, or someone else holds it: callers get `None`
+or `False`); any other 4xx is a bug or a revoked token and raises `ServerRejectedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+log = logging.getLogger(__name__)
+
+RunId = int | str
+
+
+class ServerUnavailableError(Exception):
+    """The server could not be reached or kept failing (5xx) after every retry: a platform fault."""
+
+
+class ServerRejectedError(Exception):
+    """The server refused a call with a 4xx other than 409 (bad token, unknown run)."""
+
+
+class Resources(BaseModel):
+    """What one run may use; the sandbox enforces it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    cpus: float = Field(default=1.0, gt=0)
+    memory_mb: int = Field(default=4096, gt=0)
+    gpus: int = Field(default=0, ge=0)
+
+
+class DatasetRef(BaseModel):
+    """A dataset of the phase: its name in the collection, its compiled content hash, its splits."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    name: str
+    content_hash: str = Field(pattern=r"^[0-9a-f]{16,128}$")
+    splits: tuple[str, ...]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_single_split(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "splits" not in data and "split" in data:
+            data = {**data, "splits": [data["split"]]}
+        return data
+
+
+class ClaimedRun(BaseModel):
+    """The answer to a successful claim: everything the worker needs to evaluate the run."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    run_id: RunId
+    fencing_token: int
+    lease_expires_at: datetime
+    submission_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    protocol: dict[str, Any]
+    phase_seed: int
+    run_seed: int
+    time_limit_s: float = Field(gt=0)
+    resources: Resources = Resources()
+    image: str
+    datasets: list[DatasetRef]
+
+
+class InternalClient:
+    """Calls the internal API with a per-run bearer token; retries transient faults."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 60.0, attempts: int = 5,
+                 backoff_s: float = 1.0, transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
+        self._attempts, self._backoff_s, self._sleep = attempts, backoff_s, sleep
+
+    def close(self) -> None:
+        self._http.close()
+
+    def claim(self, run_id: RunId, token: str, worker: str) -> ClaimedRun | None:
+        """Take the run's lease; `None` when it is finished or leased by someone else (409)."""
+        response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json={"worker": worker})
+        return None if response is None else ClaimedRun.model_validate(response.json())
+
+    def heartbeat(self, run_id: RunId, token: str, fencing_token: int, stage: str) -> bool:
+        """Extend the lease; `False` when the token is stale (the run was taken away)."""
+        body = {"fencing_token": fencing_token, "stage": stage}
+        return self._call("POST", f"/internal/runs/{run_id}/heartbeat", token, json=body) is not None
+
+    def finish(self, run_id: RunId, token: str, body: dict[str, Any]) -> bool:
+        """Publish the final state; `False` when the token is stale (nothing was written)."""
+        return self._call("POST", f"/internal/runs/{run_id}/finish", token, json=body) is not None
+
+    def release(self, run_id: RunId, token: str, fencing_token: int, error: str) -> bool:
+        """Hand the run back after a platform fault (never charged); `False` when stale."""
+        body = {"fencing_token": fencing_token, "error": error}
+        return self._call("POST", f"/internal/runs/{run_id}/release", token, json=body) is not None
+
+    def download_submission(self, run_id: RunId, token: str, dest: Path) -> None:
+        """Stream the submission zip to `dest` (overwritten)."""
+        self._download(f"/internal/runs/{run_id}/submission", token, dest)
+
+    def download_dataset(self, content_hash: str, token: str, dest: Path) -> None:
+        """Stream the tar of a compiled dataset entry to `dest` (overwritten)."""
+        self._download(f"/internal/datasets/{content_hash}", token, dest)
+
+    def _call(self, method: str, url: str, token: str, **kwargs: Any) -> httpx.Response | None:
+        def send() -> httpx.Response:
+            return self._http.request(method, url, headers=_auth(token), **kwargs)
+        return self._with_retries(url, send)
+
+    def _download(self, url: str, token: str, dest: Path) -> None:
+        def send() -> httpx.Response:
+            # Each attempt restarts the file: a half-written download is never kept.
+            with self._http.stream("GET", url, headers=_auth(token)) as response:
+                if response.status_code < 400:
+                    with dest.open("wb") as out:
+                        for chunk in response.iter_bytes(1 << 20):
+                            out.write(chunk)
+                return response
+        if self._with_retries(url, send) is None:
+            raise ServerRejectedError(f"GET {url} answered 409; expected the file. The run's "
+                                      "lease was probably taken away.")
+
+    def _with_retries(self, url: str, send: Callable[[], httpx.Response]) -> httpx.Response | None:
+        delay, last = self._backoff_s, ""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                response = send()
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 409:
+                    return None
+                if response.status_code < 400:
+                    return response
+                if response.status_code < 500:
+                    raise ServerRejectedError(
+                        f"{url} answered {response.status_code} {_text(response)}; expected 2xx "
+                        "or 409. Check the run token and the worker's server_url.")
+                last = f"HTTP {response.status_code} {_text(response)}"
+            log.warning("client.retry", extra={"url": url, "attempt": attempt, "error": last})
+            if attempt < self._attempts:
+                self._sleep(delay)
+                delay *= 2
+        raise ServerUnavailableError(f"{url} failed {self._attempts} times, last: {last}; "
+                                     "check that the server is up and reachable from the worker.")
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _text(response: httpx.Response) -> str:
+    try:
+        return response.text[:200]
+    except httpx.ResponseNotRead:
+        return ""

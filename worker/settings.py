@@ -1,0 +1,87 @@
+"""The worker's one settings class: every knob an operator may turn, read from `ARENA_WORKER_*`.
+
+Nothing else in `worker/` reads the environment. Settings are built once at start-up
+(`get_settings`) and passed to the factories that build the Celery app, the HTTP client and
+the executor, so tests build their own with explicit values.
+"""
+
+from __future__ import annotations
+
+import socket
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_QUEUE = "arena.default"
+
+
+class WorkerSettings(BaseSettings):
+    """Configuration of one worker host (a Celery worker process and its pool)."""
+
+    model_config = SettingsConfigDict(env_prefix="ARENA_WORKER_", extra="ignore")
+
+    name: str = Field(default_factory=socket.gethostname)
+    """Sent with every claim, so the server can tell a redelivery to this worker apart."""
+    server_url: str = "http://127.0.0.1:8000"
+    broker_url: str = "redis://localhost:6379/0"
+    """`redis://...` for a deployment, `filesystem://` for the one-machine embedded default."""
+    data_dir: Path = Path.home() / ".arena" / "worker"
+    """Holds the download cache, per-run scratch folders and the filesystem broker's queue."""
+    queues: list[str] = [DEFAULT_QUEUE]
+    """Queues this worker consumes (per phase or per hardware class); the server names one."""
+    gpu_ids: list[str] = []
+    """GPUs this host owns; one concurrent run per GPU, each pool slot pinned to one."""
+    concurrency: int = Field(default=1, ge=1)
+    """Concurrent runs on a host without GPUs (ignored when `gpu_ids` is set)."""
+    max_time_limit_s: float = Field(default=6 * 3600, gt=0)
+    """The longest wall-clock limit of any phase this worker may serve."""
+    visibility_margin_s: float = Field(default=3600, gt=0)
+    """Added to `max_time_limit_s` for fetch/prepare/score before Redis redelivers a message."""
+    heartbeat_interval_s: float = Field(default=30.0, gt=0)
+    http_timeout_s: float = Field(default=60.0, gt=0)
+    http_attempts: int = Field(default=5, ge=1)
+    http_backoff_s: float = Field(default=1.0, ge=0)
+    """First pause between attempts; doubled on each retry."""
+    claim_retries: int = Field(default=5, ge=0)
+    """Celery retries of a job whose claim could not reach the server."""
+    executor: Literal["auto", "docker", "local"] = "auto"
+    """`auto`: Docker when an engine answers, else the unsandboxed local mode (trusted code)."""
+    log_cap_bytes: int = Field(default=64 * 1024, ge=1024)
+    """Bytes kept of each of stdout and stderr for the run log."""
+
+    @field_validator("queues")
+    @classmethod
+    def _check_queues(cls, queues: list[str]) -> list[str]:
+        if not queues or any(not q.strip() for q in queues):
+            raise ValueError(f"queues must be non-empty names, got {queues!r}; "
+                             f'set ARENA_WORKER_QUEUES to e.g. ["{DEFAULT_QUEUE}"]')
+        return queues
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.data_dir / "cache"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.data_dir / "broker"
+
+    @property
+    def pool_size(self) -> int:
+        return len(self.gpu_ids) if self.gpu_ids else self.concurrency
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        return int(self.max_time_limit_s + self.visibility_margin_s)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> WorkerSettings:
+    """The process-wide settings, read from the environment once."""
+    return WorkerSettings()
