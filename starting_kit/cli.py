@@ -51,8 +51,8 @@ def run_command(
         console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")
         raise typer.Exit(1)
     scores = result.scores or {}
-    low, high = scores.get("ci95") or (None, None)
-    ci = f" (95% CI {low:.3f} .. {high:.3f})" if low is not None else ""
+    half = scores.get("ci95")
+    ci = f" ± {half:.3f} (95% CI)" if half is not None else ""
     console.print(f"[bold green]score {scores['score']:.4f}[/]{ci} over {scores['n_tasks']} tasks")
     console.print(f"results: {output / 'scores.json'}, {output / 'detailed_results.html'}")
 

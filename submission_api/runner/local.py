@@ -70,19 +70,25 @@ def _run_participant(command: list[str], run_dir: Path, time_limit_s: float | No
     return process.returncode, timed_out, time.monotonic() - started
 
 
-def write_scores(output_dir: Path, scored: ScoredRun, title: str) -> dict:
-    """Write scores.json and detailed_results.html; return the scores document."""
-    from submission_api.report import write_detailed_results
-
+def compute_scores_document(scored: ScoredRun) -> dict:
+    """The scores.json document: headline score, CI half-width, per-task records."""
     summary = scored.summary
-    document = {
+    tasks = [{"ways": r.n_ways, "shots": r.n_shots, **r.to_dict()} for r in scored.records]
+    return {
         "score": summary["mean"],
         "ci95": summary["ci95"],
         "n_tasks": summary["n_tasks"],
         "duration_s": summary.get("duration_s"),
         "summary": summary,
-        "tasks": [r.to_dict() for r in scored.records],
+        "tasks": tasks,
     }
+
+
+def write_scores(output_dir: Path, scored: ScoredRun, title: str) -> dict:
+    """Write scores.json and detailed_results.html; return the scores document."""
+    from submission_api.report import write_detailed_results
+
+    document = compute_scores_document(scored)
     (output_dir / "scores.json").write_text(json.dumps(document, indent=2))
     write_detailed_results(summary, scored.records, output_dir / "detailed_results.html", title=title)
     return document

@@ -7,6 +7,7 @@ through a link), size-bounded, and arrays are loaded with `allow_pickle=False`.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -16,13 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from submission_api.runner.bundle import AnswerTask, read_answers
-from submission_api.scoring import (
-    BadPredictionsError,
-    TaskRecord,
-    check_predictions,
-    compute_task_metrics,
-    summarize_run,
-)
+from submission_api.scoring import BadPredictionsError, TaskRecord, score_task, summarize_run
 
 STATUS_MAX_BYTES = 1 << 20
 STAGE_REASONS = {
@@ -90,20 +85,19 @@ def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
     limit = 4096 + 8 * task.n_query * max(task.n_ways, 1)
     raw = _read_regular(path, limit)
     if raw is None:
-        raise BadPredictionsError(
+        raise ParticipantFailure(
+            "bad_predictions",
             f"task {task.id}: no readable predictions file {path.name} (missing, a link, or over "
-            f"{limit} bytes); expected labels [{task.n_query}] or scores [{task.n_query}, {task.n_ways}]",
-            code="missing_predictions",
+            f"{limit} bytes); expected labels [{task.n_query}] or scores [{task.n_query}, "
+            f"{task.n_ways}] saved with numpy.save",
         )
-    import io
-
     try:
         return np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
-        raise BadPredictionsError(
+        raise ParticipantFailure(
+            "bad_predictions",
             f"task {task.id}: {path.name} is not a numeric .npy array ({error}); save predictions "
             "with numpy.save as labels [n] or scores [n, n_ways]",
-            code="unreadable_predictions",
         ) from error
 
 
@@ -120,11 +114,9 @@ def score_output(output_dir: Path, answers_dir: Path, duration_s: float | None =
     try:
         for task in tasks:
             raw = load_predictions(output_dir, task)
-            predicted = check_predictions(raw, task.n_query, task.n_ways, task.id)
             truth = query_labels[task.query_offset : task.query_offset + task.n_query]
-            metrics = compute_task_metrics(predicted, truth, task.n_ways)
-            records.append(TaskRecord(id=task.id, dataset=task.dataset, group=task.group,
-                                      ways=task.n_ways, shots=task.n_shots, **metrics))
+            records.append(score_task(task.id, task.dataset, task.n_ways, task.n_shots, raw,
+                                      truth, group=task.group))
     except BadPredictionsError as error:
         raise ParticipantFailure("bad_predictions", str(error)) from error
     summary = summarize_run(records).to_dict()

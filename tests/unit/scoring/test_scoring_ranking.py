@@ -62,12 +62,15 @@ def test_average_rank_ties_go_to_the_earlier_submission():
 
 
 def test_missing_dataset_ranks_last_on_it():
-    entries = [("full", at(5), {"d1": 0.1, "d2": 0.1}), ("partial", at(0), {"d1": 0.2})]
+    entries = [
+        ("partial", at(0), {"d1": 0.9}),
+        ("weak", at(5), {"d1": 0.1, "d2": 0.1}),
+        ("none", at(1), {"d1": 0.5}),
+    ]
     ranked = compute_average_rank(entries)
-    assert [(r.entry_id, r.value) for r in ranked] == [("full", 1.5), ("partial", 1.5)][::-1] or [
-        r.entry_id for r in ranked
-    ] == ["partial", "full"]
-    assert {r.entry_id: r.value for r in ranked} == {"full": 1.5, "partial": 1.5}
+    # d1: partial 1, none 2, weak 3; d2: weak 1, partial and none tie at 2.5
+    assert {r.entry_id: r.value for r in ranked} == {"partial": 1.75, "weak": 2.0, "none": 2.25}
+    assert [r.entry_id for r in ranked] == ["partial", "weak", "none"]
 
 
 def test_average_rank_of_nothing_is_empty():

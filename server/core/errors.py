@@ -1,0 +1,129 @@
+"""Every error the server reports, and the one table mapping each to an HTTP status and code.
+
+Services raise these plain exceptions (no HTTP in services); `install_error_handlers` turns them
+into `{"error": {"code", "message", "family"}}` answers. Codes are a stable wire contract:
+clients (the CLI, the worker) branch on them, never on messages. Family says who must act:
+`participant` (fix your submission or request), `platform` (ours; retried, never charged).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from submission_api.submission_zip import UnsafeZipError
+
+
+class ArenaError(Exception):
+    """Base class; `code` may be refined per instance."""
+
+    code = "error"
+
+    def __init__(self, message: str, code: str | None = None, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+        if code:
+            self.code = code
+
+
+class NotFoundError(ArenaError):
+    code = "not_found"
+
+
+class AuthRequiredError(ArenaError):
+    code = "auth.required"
+
+
+class BadCredentialsError(ArenaError):
+    code = "auth.bad_credentials"
+
+
+class ForbiddenError(ArenaError):
+    code = "auth.forbidden"
+
+
+class CsrfError(ArenaError):
+    code = "auth.csrf"
+
+
+class ConflictError(ArenaError):
+    code = "conflict"
+
+
+class StaleLeaseError(ConflictError):
+    code = "run.stale_lease"
+
+
+class NotClaimableError(ConflictError):
+    code = "run.not_claimable"
+
+
+class PhaseClosedError(ArenaError):
+    code = "phase.closed"
+
+
+class QuotaExceededError(ArenaError):
+    code = "quota.exceeded"
+
+
+class UploadTooLargeError(ArenaError):
+    code = "upload.too_large"
+
+
+class InvalidInputError(ArenaError):
+    code = "invalid_input"
+
+
+# exception class -> (HTTP status, family). Most specific classes first: lookup walks the MRO.
+ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
+    UnsafeZipError: (422, "participant"),
+    NotFoundError: (404, "participant"),
+    AuthRequiredError: (401, "participant"),
+    BadCredentialsError: (401, "participant"),
+    ForbiddenError: (403, "participant"),
+    CsrfError: (403, "participant"),
+    StaleLeaseError: (409, "platform"),
+    NotClaimableError: (409, "platform"),
+    ConflictError: (409, "participant"),
+    PhaseClosedError: (409, "participant"),
+    QuotaExceededError: (429, "participant"),
+    UploadTooLargeError: (413, "participant"),
+    InvalidInputError: (422, "participant"),
+}
+
+
+def describe_error(exc: Exception) -> tuple[int, dict]:
+    """The HTTP status and JSON body for `exc` (500 `internal` when not in the table)."""
+    for cls in type(exc).__mro__:
+        if cls in ERROR_TABLE:
+            status, family = ERROR_TABLE[cls]
+            body = {"code": exc.code, "message": exc.message, "family": family}  # type: ignore[attr-defined]
+            if isinstance(exc, ArenaError) and exc.details:
+                body["details"] = exc.details
+            return status, {"error": body}
+    return 500, {"error": {"code": "internal", "family": "platform",
+                           "message": "internal server error; it has been logged"}}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register one handler per table entry, plus request validation."""
+
+    async def handle(_request: Request, exc: Exception) -> JSONResponse:
+        status, body = describe_error(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    async def handle_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        ]
+        message = "the request does not match the expected shape: " + "; ".join(problems)
+        body = {"code": "request.invalid", "message": message, "family": "participant",
+                "details": {"errors": problems}}
+        return JSONResponse({"error": body}, status_code=422)
+
+    for cls in ERROR_TABLE:
+        app.add_exception_handler(cls, handle)
+    app.add_exception_handler(RequestValidationError, handle_validation)

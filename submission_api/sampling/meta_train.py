@@ -1,0 +1,188 @@
+"""The meta-train and meta-valid generators handed to `MetaLearner.meta_fit`, as in the NeurIPS'22
+kit: `gen(n)` yields `n` Tasks (task mode) or `n` batches `[X, y]` (batch mode).
+
+Task mode: each task picks one dataset uniformly, then an episode of the config's shape from
+shared pools (support and query without overlap inside a task). Batch mode: images of every
+meta-train dataset in one shuffled stream; labels are global class ids `0..total_classes-1`,
+datasets in name order, classes in id order. Generators keep their generator state between
+calls, so `gen(2); gen(3)` draws what `gen(5)` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from submission_api.sampling.any_shot import TaskShape, compute_eligible_classes, sample_n_way_k_shot
+from submission_api.sampling.materialize import materialize_batch, materialize_task
+from submission_api.sampling.pools import compute_shared_pools
+from submission_api.task import Task
+
+if TYPE_CHECKING:  # runtime import would be circular: config imports sampling.any_shot
+    from submission_api.config import GeneratorConfig, SubmissionConfig
+
+Views = Mapping[str, np.ndarray] | None
+
+
+def _sorted_datasets(datasets: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
+    items = list(datasets.values()) if isinstance(datasets, Mapping) else list(datasets)
+    return sorted(items, key=lambda ds: ds.name)
+
+
+def _allowed(views: Views, name: str) -> np.ndarray | None:
+    return None if views is None else views.get(name, np.empty(0, dtype=np.int64))
+
+
+class TaskGenerator:
+    """`gen(n)` -> n Tasks; dataset uniform among those able to serve `shape`."""
+
+    def __init__(self, datasets: list[Any], shape: TaskShape, rng: np.random.Generator,
+                 views: Views = None) -> None:
+        self.shape, self.rng = shape, rng
+        self.entries = []
+        for ds in datasets:
+            pools = compute_shared_pools(ds.labels, len(ds.class_names), _allowed(views, ds.name))
+            need = shape.n_ways if shape.n_ways is not None else shape.min_ways
+            if len(compute_eligible_classes(pools, shape)) >= need:
+                self.entries.append((ds, pools))
+        if not self.entries:
+            raise ValueError(
+                f"None of the datasets {[ds.name for ds in datasets]} can give tasks of {shape}; "
+                "expected at least one with enough classes and images per class; ask fewer "
+                "ways, shots or queries in config.json."
+            )
+
+    def __call__(self, n: int) -> Iterator[Task]:
+        for _ in range(n):
+            ds, pools = self.entries[int(self.rng.integers(len(self.entries)))]
+            episode = sample_n_way_k_shot(pools, self.rng, ds.name, self.shape)
+            yield materialize_task(episode, ds)
+
+
+class BatchGenerator:
+    """`gen(n)` -> n batches `[X float32 [b,3,128,128], y int64 [b]]` over every view image,
+    epoch after epoch, each epoch a fresh permutation."""
+
+    def __init__(self, datasets: list[Any], batch_size: int, rng: np.random.Generator,
+                 views: Views = None) -> None:
+        self.datasets, self.batch_size, self.rng = datasets, batch_size, rng
+        owners, images, labels = [], [], []
+        offset = 0
+        for pos, ds in enumerate(datasets):
+            allowed = _allowed(views, ds.name)
+            idx = np.arange(len(ds.labels)) if allowed is None else np.unique(allowed)
+            present, dense = np.unique(np.asarray(ds.labels)[idx], return_inverse=True)
+            owners.append(np.full(len(idx), pos))
+            images.append(idx)
+            labels.append(dense + offset)
+            offset += len(present)
+        self.total_classes = offset
+        self.owner = np.concatenate(owners).astype(np.int64)
+        self.image = np.concatenate(images).astype(np.int64)
+        self.label = np.concatenate(labels).astype(np.int64)
+        if len(self.label) == 0:
+            raise ValueError("Batch mode got no meta-train images; expected a non-empty view.")
+        self.order, self.cursor = self.rng.permutation(len(self.label)), 0
+
+    def _next_positions(self) -> np.ndarray:
+        taken = []
+        need = self.batch_size
+        while need:
+            if self.cursor == len(self.order):
+                self.order, self.cursor = self.rng.permutation(len(self.label)), 0
+            part = self.order[self.cursor:self.cursor + need]
+            self.cursor += len(part)
+            need -= len(part)
+            taken.append(part)
+        return np.concatenate(taken)
+
+    def __call__(self, n: int) -> Iterator[list[torch.Tensor]]:
+        for _ in range(n):
+            pos = self._next_positions()
+            grouped = pos[np.argsort(self.owner[pos], kind="stable")]
+            parts = [(ds, self.image[grouped[self.owner[grouped] == i]])
+                     for i, ds in enumerate(self.datasets)]
+            x, y = materialize_batch(parts, self.label[grouped])
+            inverse = np.argsort(np.argsort(self.owner[pos], kind="stable"), kind="stable")
+            yield [x[torch.from_numpy(inverse)], y[torch.from_numpy(inverse)]]
+
+
+def compute_total_classes(datasets: Mapping[str, Any] | Sequence[Any], views: Views = None) -> int:
+    """Classes across all meta-train datasets that have at least one image in the view."""
+    total = 0
+    for ds in _sorted_datasets(datasets):
+        allowed = _allowed(views, ds.name)
+        labels = np.asarray(ds.labels) if allowed is None else np.asarray(ds.labels)[allowed]
+        total += len(np.unique(labels))
+    return total
+
+
+def compute_train_classes(
+    datasets: Mapping[str, Any] | Sequence[Any], config: SubmissionConfig, views: Views = None
+) -> tuple[int, int]:
+    """`(train_classes, total_classes)` for `MyMetaLearner`, as the NeurIPS'22 kit computes them:
+    task mode: `train_config.N` (its `max_N` when N is null); batch mode: total classes."""
+    total = compute_total_classes(datasets, views)
+    if config.train_data_format == "batch":
+        return total, total
+    train = config.train_config
+    return (train.N if train.N is not None else int(train.max_N)), total
+
+
+def build_meta_train_generator(
+    datasets: Mapping[str, Any] | Sequence[Any],
+    config: SubmissionConfig,
+    rng: np.random.Generator,
+    views: Views = None,
+) -> TaskGenerator | BatchGenerator:
+    """The meta-train generator of `config.train_data_format` over `datasets` (restricted to
+    `views`, dataset name -> allowed image indices, when given)."""
+    ordered = _sorted_datasets(datasets)
+    if config.train_data_format == "batch":
+        return BatchGenerator(ordered, config.batch_size, rng, views)
+    return TaskGenerator(ordered, config.train_config.to_task_shape(), rng, views)
+
+
+def build_meta_valid_generator(
+    datasets: Mapping[str, Any] | Sequence[Any],
+    config: SubmissionConfig,
+    rng: np.random.Generator,
+    views: Views = None,
+) -> TaskGenerator | None:
+    """Tasks of `config.valid_config`, or None when the config asks no validation datasets or
+    none are given (the kit's behaviour)."""
+    ordered = _sorted_datasets(datasets)
+    if config.validation_datasets is None or not ordered:
+        return None
+    return TaskGenerator(ordered, _shape(config.valid_config), rng, views)
+
+
+def _shape(generator_config: GeneratorConfig) -> TaskShape:
+    return generator_config.to_task_shape()
+
+
+def split_validation_datasets(
+    train_names: Sequence[str], valid_names: Sequence[str], config: SubmissionConfig,
+    rng: np.random.Generator,
+) -> tuple[list[str], list[str]]:
+    """Which datasets feed the meta-train and the meta-valid generator.
+
+    `validation_datasets=None`: all of `train_names`, none for validation. Otherwise
+    `validation_datasets` datasets, from the protocol's meta-valid view when it has some, else
+    taken out of the meta-train datasets (the kit's behaviour); names drawn in sorted order.
+    """
+    train, valid = sorted(train_names), sorted(valid_names)
+    n = config.validation_datasets
+    if n is None:
+        return train, []
+    source = valid if valid else train
+    if not valid and n >= len(train):
+        raise ValueError(
+            f"config.json validation_datasets={n} but the meta-train view has {len(train)} "
+            f"datasets; expected fewer than {len(train)} so that some remain for meta-training."
+        )
+    chosen = sorted(rng.choice(source, min(n, len(source)), replace=False).tolist())
+    return ([t for t in train if t not in chosen] if not valid else train), chosen

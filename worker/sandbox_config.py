@@ -1,0 +1,182 @@
+"""What a sandboxed run is allowed, and the exact container settings that enforce it.
+
+`SandboxLimits` (stored with a phase) and `SandboxSpec` (one run's image, command and folders) are
+frozen, validated values. `build_container_kwargs` turns them into the keyword arguments of
+`docker.APIClient.create_container`-level settings, as a pure function, so that every flag can be
+checked by a unit test without a Docker engine. Nothing else in the worker chooses a limit.
+
+Security choices worth knowing:
+- Only the `submission_api` package is mounted (at /opt/arena/submission_api), never the whole
+  project folder: that one may hold caches, answers of other runs, or configuration.
+- The environment is an allowlist: the host's variables never reach the container, and a spec may
+  only add variables named in `ALLOWED_ENV` or starting with `ARENA_` (secret-like names refused).
+- /tmp is a size-bounded tmpfs *with* exec: torch.compile / Triton write shared objects there and
+  dlopen them; noexec would buy little, since participant code already runs arbitrary Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
+CODE_TARGET = "/opt/arena"
+MOUNT_TARGETS = {"submission": "/submission", "bundle": "/bundle", "output": "/output"}
+ALLOWED_ENV = frozenset({
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "PYTHONHASHSEED", "PYTHONFAULTHANDLER", "TZ", "LC_ALL", "CUBLAS_WORKSPACE_CONFIG",
+})
+ENV_PREFIX = "ARENA_"
+SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
+# Labels let an operator (or a reaper) find containers the driver could not remove.
+CONTAINER_LABELS = {"org.metadl-arena.role": "sandbox"}
+NOFILE_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Every resource bound of one sandboxed run; validated on construction.
+
+    `gpus` holds device ids (index or UUID strings as `nvidia-smi` shows them); empty means no GPU.
+    `log_cap_bytes` bounds each of stdout and stderr as kept by the worker.
+    """
+
+    memory_mb: int = 4096
+    cpus: float = 2.0
+    pids: int = 256
+    shm_mb: int = 256
+    tmp_mb: int = 512
+    output_mb: int = 512
+    wall_time_s: float = 3600.0
+    log_cap_bytes: int = 1_000_000
+    gpus: tuple[str, ...] = ()
+    network: bool = False
+
+    def __post_init__(self) -> None:
+        minimums = {"memory_mb": 16, "pids": 4, "shm_mb": 1, "tmp_mb": 1, "output_mb": 1,
+                    "log_cap_bytes": 0}
+        for name, least in minimums.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"SandboxLimits.{name}={value!r}: expected an integer >= {least}; "
+                                 "fix the phase's limits")
+        for name in ("cpus", "wall_time_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"SandboxLimits.{name}={value!r}: expected a number > 0; "
+                                 "fix the phase's limits")
+        if isinstance(self.gpus, str) or not all(isinstance(g, str | int) for g in self.gpus):
+            raise ValueError(f"SandboxLimits.gpus={self.gpus!r}: expected a tuple of device ids "
+                             "such as ('0',) or () for no GPU")
+        object.__setattr__(self, "gpus", tuple(str(g) for g in self.gpus))
+        if self.network:
+            raise ValueError("SandboxLimits.network=True: sandboxed runs never get a network; "
+                             "ship what the submission needs inside the zip")
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """One run's image, command and folders (host paths); validated on construction.
+
+    `code_dir` is the host folder of the `submission_api` package, mounted read-only at
+    /opt/arena/submission_api with PYTHONPATH=/opt/arena. `output_dir` is the one writable folder.
+    """
+
+    image: str
+    command: tuple[str, ...]
+    submission_dir: Path
+    bundle_dir: Path
+    output_dir: Path
+    code_dir: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/submission"
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.image:
+            raise ValueError("SandboxSpec.image is empty; expected e.g. 'metadl-arena/sandbox:cpu'")
+        command = (self.command,) if isinstance(self.command, str) else tuple(self.command)
+        if not command or not all(isinstance(part, str) for part in command):
+            raise ValueError(f"SandboxSpec.command={self.command!r}: expected a non-empty list of "
+                             "strings, e.g. ['python3', '-m', 'submission_api.runner.participant']")
+        object.__setattr__(self, "command", command)
+        for name in ("submission_dir", "bundle_dir", "output_dir", "code_dir"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, Path(value).resolve())
+        check_env(self.env)
+        object.__setattr__(self, "env", dict(self.env))
+
+
+def check_env(env: dict[str, str]) -> None:
+    """Raise ValueError unless every variable is allowlisted and not secret-like."""
+    for key, value in env.items():
+        allowed = key in ALLOWED_ENV or key.startswith(ENV_PREFIX)
+        secret_like = any(word in key.upper() for word in SECRET_WORDS)
+        if not allowed or secret_like or not isinstance(value, str):
+            raise ValueError(
+                f"sandbox environment variable {key!r}={type(value).__name__} is not allowed: "
+                f"expected a str value and a name in {sorted(ALLOWED_ENV)} or starting with "
+                f"{ENV_PREFIX!r} and not naming a secret; pass data through the bundle instead")
+
+
+def default_code_dir() -> Path:
+    """The host folder of the installed `submission_api` package."""
+    import submission_api
+
+    return Path(submission_api.__file__).resolve().parent
+
+
+def build_mounts(spec: SandboxSpec, output_source: Path | None = None) -> list[Mount]:
+    """Bind mounts: inputs and code read-only, only the output folder writable."""
+    code_dir = spec.code_dir or default_code_dir()
+    output = output_source or spec.output_dir
+    return [
+        Mount(MOUNT_TARGETS["submission"], str(spec.submission_dir), type="bind", read_only=True),
+        Mount(MOUNT_TARGETS["bundle"], str(spec.bundle_dir), type="bind", read_only=True),
+        Mount(f"{CODE_TARGET}/submission_api", str(code_dir), type="bind", read_only=True),
+        Mount(MOUNT_TARGETS["output"], str(output), type="bind", read_only=False),
+    ]
+
+
+def build_environment(spec: SandboxSpec) -> dict[str, str]:
+    """The container's whole environment beyond the image's own: fixed values plus the spec's."""
+    return {**spec.env, "PYTHONPATH": CODE_TARGET, "HOME": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def build_container_kwargs(spec: SandboxSpec, limits: SandboxLimits,
+                           output_source: Path | None = None) -> dict[str, Any]:
+    """Keyword arguments for `client.containers.create` that enforce `limits` on `spec`.
+
+    `output_source` replaces `spec.output_dir` as the host side of /output when the driver
+    bounds the output through a mounted filesystem image.
+    """
+    mb = 1024 * 1024
+    kwargs: dict[str, Any] = {
+        "image": spec.image, "command": list(spec.command), "working_dir": spec.workdir,
+        "environment": build_environment(spec), "mounts": build_mounts(spec, output_source),
+        "user": f"{SANDBOX_UID}:{SANDBOX_GID}", "network_mode": "none", "read_only": True,
+        "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "privileged": False,
+        "ipc_mode": "private", "init": True, "hostname": "sandbox",
+        "mem_limit": limits.memory_mb * mb, "memswap_limit": limits.memory_mb * mb,
+        "nano_cpus": int(limits.cpus * 1e9), "pids_limit": limits.pids,
+        "shm_size": limits.shm_mb * mb,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_mb}m,mode=1777"},
+        "ulimits": [Ulimit(name="nofile", soft=NOFILE_LIMIT, hard=NOFILE_LIMIT),
+                    Ulimit(name="core", soft=0, hard=0)],
+        # The driver streams stdout/stderr itself, capped; the daemon keeps no log file to fill.
+        "log_config": LogConfig(type="none"),
+        "labels": dict(CONTAINER_LABELS), "stdin_open": False, "tty": False,
+        "detach": True, "auto_remove": False,
+    }
+    if limits.gpus:
+        kwargs["device_requests"] = [
+            DeviceRequest(device_ids=list(limits.gpus), capabilities=[["gpu"]])]
+    if spec.name:
+        kwargs["name"] = spec.name
+    return kwargs
