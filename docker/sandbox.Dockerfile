@@ -19,7 +19,7 @@ RUN set -eu; mkdir -p /opt/site; \
         if [ -n "$pip_whl" ]; then pip="python3 $pip_whl/pip"; else pip="python3 -m pip"; fi; \
         reqs="$(ls /tmp/wheels/*.whl | grep -v '/pip-' )"; \
         $pip install --no-index --no-cache-dir --no-compile --disable-pip-version-check \
-            --target /opt/site $reqs; \
+            --root-user-action=ignore --target /opt/site $reqs; \
         rm -rf /opt/site/bin; \
     fi
 
@@ -37,7 +37,7 @@ RUN set -eu; \
     if ! grep -q '^[^:]*:[^:]*:1000:' /etc/passwd; then \
         echo 'participant:x:1000:1000:participant:/tmp:/usr/sbin/nologin' >> /etc/passwd; fi; \
     mkdir -p /submission /bundle /output /opt/arena; \
-    "$py" -c "import numpy, PIL, torch; print('torch', torch.__version__, 'numpy', numpy.__version__)"
+    "$py" -c "import numpy, PIL, torch; print('torch', torch.__version__)"
 # The root filesystem is read-only at run time: every cache points into the /tmp tmpfs, and
 # Python writes no bytecode next to the read-only submission.
 ENV HOME=/tmp \

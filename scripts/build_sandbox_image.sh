@@ -81,4 +81,6 @@ arena_say "building $tag on $base (recipe $recipe)"
 DOCKER_BUILDKIT=0 docker build --build-arg "BASE_IMAGE=$base" \
     --label "org.metadl-arena.recipe=$recipe" -t "$tag" "$context" >"$cache/build-$target.log" 2>&1 \
     || arena_fail "docker build of $tag failed; see $cache/build-$target.log"
+# The image this build replaced is now dangling; it carries our label, the stage cache does not.
+docker image prune -f --filter "label=org.metadl-arena.recipe" >/dev/null 2>&1 || true
 arena_say "$tag ready"

@@ -25,16 +25,28 @@ PROTOCOLS = ["cross-domain", "fixed", "meta-dataset", "within-domain", "id-ood",
 
 @app.command("run")
 def run_command(
-    submission: Path = typer.Argument(..., exists=True, file_okay=False, help="Submission folder with model.py."),
-    data: Path = typer.Option(..., "--data", exists=True, file_okay=False, help="Meta-Album collection folder."),
-    output: Path = typer.Option(Path("arena_output"), "--output", help="Where results are written."),
+    submission: Path = typer.Argument(
+        ..., exists=True, file_okay=False, help="Submission folder with model.py."
+    ),
+    data: Path = typer.Option(
+        ..., "--data", exists=True, file_okay=False, help="Meta-Album collection folder."
+    ),
+    output: Path = typer.Option(
+        Path("arena_output"), "--output", help="Where results are written."
+    ),
     protocol: str = typer.Option("cross-domain", help=f"One of: {', '.join(PROTOCOLS)}."),
     tasks_per_dataset: int | None = typer.Option(None, help="Test tasks per test dataset."),
     seed: int = typer.Option(0, help="Run seed."),
     phase_seed: int = typer.Option(0, help="Phase seed (the platform's phase setting)."),
-    time_limit: float | None = typer.Option(None, "--time-limit", help="Wall-clock limit in seconds."),
-    threads: int = typer.Option(1, help="CPU threads for the submission (the platform pins it too)."),
-    cache: Path | None = typer.Option(None, help="Compiled-dataset cache (default ~/.cache/metadl-arena)."),
+    time_limit: float | None = typer.Option(
+        None, "--time-limit", help="Wall-clock limit in seconds."
+    ),
+    threads: int = typer.Option(
+        1, help="CPU threads for the submission (the platform pins it too)."
+    ),
+    cache: Path | None = typer.Option(
+        None, help="Compiled-dataset cache (default ~/.cache/metadl-arena)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
 ) -> None:
     """Meta-train and meta-test a submission locally, exactly as the platform scores it."""
@@ -42,11 +54,23 @@ def run_command(
     from submission_api.runner.local import run_local
 
     if protocol not in PROTOCOLS:
-        raise typer.BadParameter(f"got {protocol!r}; expected one of {', '.join(PROTOCOLS)}", param_hint="--protocol")
+        raise typer.BadParameter(
+            f"got {protocol!r}; expected one of {', '.join(PROTOCOLS)}", param_hint="--protocol"
+        )
     overrides = {"tasks_per_dataset": tasks_per_dataset} if tasks_per_dataset else {}
-    params = ProtocolParams.from_dict({"name": protocol, **overrides})
-    result = run_local(submission, data, output, protocol=params, seed=seed, phase_seed=phase_seed,
-                       time_limit_s=time_limit, threads=threads, cache_dir=cache, show_progress=not quiet)
+    params = ProtocolParams.from_dict({"name": protocol, "split_seed": phase_seed, **overrides})
+    result = run_local(
+        submission,
+        data,
+        output,
+        protocol=params,
+        seed=seed,
+        phase_seed=phase_seed,
+        time_limit_s=time_limit,
+        threads=threads,
+        cache_dir=cache,
+        show_progress=not quiet,
+    )
     if result.state != "finished":
         console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")
         raise typer.Exit(1)
@@ -60,7 +84,9 @@ def run_command(
 @app.command("zip")
 def zip_command(
     folder: Path = typer.Argument(..., exists=True, file_okay=False, help="Submission folder."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Zip path (default FOLDER.zip)."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Zip path (default FOLDER.zip)."
+    ),
 ) -> None:
     """Build a submission zip, refusing one the platform would reject."""
     from submission_api.submission_zip import UnsafeZipError, build_submission_zip
@@ -82,7 +108,8 @@ def _mount_plugins() -> None:
         try:
             plugin.load()(app)
         except ImportError as error:  # the platform extra is not installed
-            hint = f"{plugin.name} commands unavailable ({error.name} missing): pip install 'metadl-arena[platform]'"
+            hint = f"{plugin.name} commands unavailable ({error.name} missing): "
+            hint += "pip install 'metadl-arena[platform]'"
             _unavailable.append(hint)
 
 

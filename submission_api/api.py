@@ -35,7 +35,9 @@ class Predictor:
         Returns:
             Labels `[n_query]` in `0..n_ways-1`, or scores `[n_query, n_ways]` (argmax is taken).
         """
-        raise NotImplementedError("You should implement the predict method for the Predictor class.")
+        raise NotImplementedError(
+            "You should implement the predict method for the Predictor class."
+        )
 
 
 class Learner:
@@ -86,4 +88,6 @@ class MetaLearner:
             meta_valid_generator: `meta_valid_generator(n)` yields n tasks from the validation
                 datasets, or None when config.json asks for none.
         """
-        raise NotImplementedError("You should implement the meta_fit method for the MetaLearner class.")
+        raise NotImplementedError(
+            "You should implement the meta_fit method for the MetaLearner class."
+        )

@@ -9,6 +9,8 @@ Conv4 is the four-block network of Vinyals et al. 2016 (Matching Networks) and S
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -65,7 +67,7 @@ class Conv4(nn.Module):
             )
         channels = [in_channels] + [width] * depth
         self.downsample_factor = downsample_factor
-        self.blocks = nn.Sequential(*(conv_block(a, b) for a, b in zip(channels, channels[1:])))
+        self.blocks = nn.Sequential(*(conv_block(a, b) for a, b in pairwise(channels)))
         self.out_features = width * (side // 2**depth) ** 2
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -163,5 +163,7 @@ def load_submission_config(submission_dir: Path) -> SubmissionConfig:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config.json is not valid JSON ({exc}); expected a JSON object.") from exc
+        raise ConfigError(
+            f"config.json is not valid JSON ({exc}); expected a JSON object."
+        ) from exc
     return parse_submission_config(data)

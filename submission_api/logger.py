@@ -24,7 +24,9 @@ def _as_numpy(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
-def compute_iteration_scores(truth: np.ndarray, predictions: np.ndarray, n_ways: int | None) -> dict:
+def compute_iteration_scores(
+    truth: np.ndarray, predictions: np.ndarray, n_ways: int | None
+) -> dict:
     """Accuracy, and normalized balanced accuracy when the number of ways is known (tasks)."""
     predicted = predictions.argmax(axis=1) if predictions.ndim == 2 else predictions
     predicted = predicted.astype(np.int64, copy=False)
@@ -45,7 +47,9 @@ class Logger:
         self.meta_train_iterations = 0
         self.meta_valid_iterations = 0
 
-    def log(self, data: Any, predictions: Any, loss: float | None = None, meta_train: bool = True) -> None:
+    def log(
+        self, data: Any, predictions: Any, loss: float | None = None, meta_train: bool = True
+    ) -> None:
         """Print and store the scores of one meta-train or meta-valid iteration.
 
         Args:

@@ -47,7 +47,8 @@ class DatasetRef(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     name: str
     content_hash: str = Field(pattern=r"^[0-9a-f]{16,128}$")
-    splits: tuple[str, ...]
+    splits: tuple[str, ...] = ()
+    """Splits the dataset is listed in; none for one a protocol names itself (FewSTAB)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -72,6 +73,7 @@ class ClaimedRun(BaseModel):
     resources: Resources = Resources()
     image: str
     datasets: list[DatasetRef]
+    collection: str = "phase"
 
 
 class InternalClient:
@@ -88,13 +90,15 @@ class InternalClient:
 
     def claim(self, run_id: RunId, token: str, worker: str) -> ClaimedRun | None:
         """Take the run's lease; `None` when it is finished or leased by someone else (409)."""
-        response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json={"worker": worker})
+        body = {"worker": worker}
+        response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())
 
     def heartbeat(self, run_id: RunId, token: str, fencing_token: int, stage: str) -> bool:
         """Extend the lease; `False` when the token is stale (the run was taken away)."""
         body = {"fencing_token": fencing_token, "stage": stage}
-        return self._call("POST", f"/internal/runs/{run_id}/heartbeat", token, json=body) is not None
+        url = f"/internal/runs/{run_id}/heartbeat"
+        return self._call("POST", url, token, json=body) is not None
 
     def finish(self, run_id: RunId, token: str, body: dict[str, Any]) -> bool:
         """Publish the final state; `False` when the token is stale (nothing was written)."""

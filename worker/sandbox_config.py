@@ -99,8 +99,9 @@ class SandboxSpec:
     def __post_init__(self) -> None:
         if not self.image:
             raise ValueError("SandboxSpec.image is empty; expected e.g. 'metadl-arena/sandbox:cpu'")
-        command = (self.command,) if isinstance(self.command, str) else tuple(self.command)
-        if not command or not all(isinstance(part, str) for part in command):
+        # A plain string would be split by no shell here: refuse it rather than guess.
+        command = () if isinstance(self.command, str) else tuple(self.command)
+        if not command or not command[0] or not all(isinstance(p, str) for p in command):
             raise ValueError(f"SandboxSpec.command={self.command!r}: expected a non-empty list of "
                              "strings, e.g. ['python3', '-m', 'submission_api.runner.participant']")
         object.__setattr__(self, "command", command)

@@ -28,8 +28,8 @@ def _member_problems(info: zipfile.ZipInfo, where: str) -> list[Problem]:
         return [Problem(where, f"member {name!r} has an absolute path.", fix)]
     if ".." in pure.parts:
         return [Problem(where, f"member {name!r} climbs out of the folder with '..'.", fix)]
-    mode = info.external_attr >> 16
-    if stat.S_ISLNK(mode) or (mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))):
+    kind = stat.S_IFMT(info.external_attr >> 16)  # 0 when the zip records no Unix file type
+    if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
         return [Problem(where, f"member {name!r} is a link or special file, not a plain file.",
                         "Replace links by the files themselves (`zip` without `-y`).")]
     return []

@@ -1,12 +1,13 @@
 """Turning compiled pixels into the tensors participant code receives.
 
-This sits on the hot path of every task: one `torch.from_numpy`, one permuting copy into a
-contiguous float32 buffer, one in-place scale; no per-image Python work.
+This sits on the hot path of every task: one fused numpy pass that reads the uint8 pixels in
+channel-first order, divides by 255 in float32 and writes a fresh contiguous buffer, which
+`torch.from_numpy` then wraps without copying. Measured faster than the torch
+`permute(...).float().div_(255)` chain, mostly because numpy's allocator backs large buffers
+with huge pages (fewer page faults on a fresh 60 MB task); the values are bitwise the same.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import torch
@@ -23,10 +24,6 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != IMAGE_SHAPE:
         raise ValueError(f"expected uint8 images [n, 128, 128, 3], got {images.dtype} "
                          f"{list(images.shape)}; index a CompiledDataset's `images` to get them.")
-    with warnings.catch_warnings():
-        # Memmap slices are read-only; torch warns about that although we only read them.
-        warnings.simplefilter("ignore", UserWarning)
-        source = torch.from_numpy(np.ascontiguousarray(images))
-    out = torch.empty((len(images), 3, *IMAGE_SHAPE[:2]), dtype=torch.float32)
-    out.copy_(source.permute(0, 3, 1, 2))
-    return out.div_(255.0)
+    out = np.empty((len(images), 3, *IMAGE_SHAPE[:2]), dtype=np.float32)
+    np.divide(images.transpose(0, 3, 1, 2), np.float32(255), out=out, dtype=np.float32)
+    return torch.from_numpy(out)

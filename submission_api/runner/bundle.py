@@ -93,7 +93,9 @@ def write_meta_test(
         query_labels[q_at : q_at + q_n] = episode.query_labels
         tasks.append(BundleTask(task_id, episode.n_ways, episode.n_shots, s_n, q_n, s_at, q_at))
         answers.append(
-            AnswerTask(task_id, episode.dataset, episode.group, episode.n_ways, episode.n_shots, q_at, q_n)
+            AnswerTask(
+                task_id, episode.dataset, episode.group, episode.n_ways, episode.n_shots, q_at, q_n
+            )
         )
         s_at, q_at = s_at + s_n, q_at + q_n
     for array in (support, query):

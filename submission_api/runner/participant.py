@@ -47,17 +47,26 @@ class StatusWriter:
         temp.write_text(json.dumps(content))
         os.replace(temp, self.output_dir / name)
 
-    def status(self, stage: str, error: str | None = None, trace: str | None = None,
-               task: int | None = None) -> None:
-        self._write("status.json", {"stage": stage, "error": error, "traceback": trace, "task": task})
+    def status(
+        self,
+        stage: str,
+        error: str | None = None,
+        trace: str | None = None,
+        task: int | None = None,
+    ) -> None:
+        self._write(
+            "status.json", {"stage": stage, "error": error, "traceback": trace, "task": task}
+        )
 
     def progress(self, stage: str, done: int, total: int | None) -> None:
         elapsed = round(time.monotonic() - self.started, 3)
-        self._write("progress.json", {"stage": stage, "done": done, "total": total, "elapsed_s": elapsed})
+        self._write(
+            "progress.json", {"stage": stage, "done": done, "total": total, "elapsed_s": elapsed}
+        )
 
 
 def seed_everything(phase_seed: int, run_seed: int) -> np.random.Generator:
-    """Seed Python, NumPy and torch from the run's seeds; return the generator for meta-train data."""
+    """Seed Python, NumPy and torch from the run's seeds; return the meta-train data generator."""
     state = np.random.SeedSequence([phase_seed, run_seed]).generate_state(2)
     random.seed(int(state[0]))
     np.random.seed(int(state[0]) % (2**32))
@@ -71,13 +80,16 @@ def import_submission(submission_dir: Path) -> tuple[type, type]:
     module = importlib.import_module("model")
     missing = [n for n in ("MyMetaLearner", "MyLearner") if not hasattr(module, n)]
     if missing:
-        raise ImportError(f"model.py defines no {' and no '.join(missing)}; define both classes "
-                          "(see the starting kit's tutorial)")
+        raise ImportError(
+            f"model.py defines no {' and no '.join(missing)}; define both classes "
+            "(see the starting kit's tutorial)"
+        )
     return module.MyMetaLearner, module.MyLearner
 
 
-def _counting(generator: Callable[[int], Iterator[Any]] | None, status: StatusWriter
-              ) -> Callable[[int], Iterator[Any]] | None:
+def _counting(
+    generator: Callable[[int], Iterator[Any]] | None, status: StatusWriter
+) -> Callable[[int], Iterator[Any]] | None:
     """Wrap a generator so each item drawn is counted in progress.json (throttled)."""
     if generator is None:
         return None
@@ -94,8 +106,14 @@ def _counting(generator: Callable[[int], Iterator[Any]] | None, status: StatusWr
     return counted
 
 
-def meta_train(my_meta_learner: type, submission_dir: Path, bundle_dir: Path, output_dir: Path,
-               rng: np.random.Generator, status: StatusWriter) -> None:
+def meta_train(
+    my_meta_learner: type,
+    submission_dir: Path,
+    bundle_dir: Path,
+    output_dir: Path,
+    rng: np.random.Generator,
+    status: StatusWriter,
+) -> None:
     """Meta-train on the bundle's views and save the learner into output/learner."""
     from submission_api.config import load_submission_config
     from submission_api.data import open_compiled
@@ -103,18 +121,22 @@ def meta_train(my_meta_learner: type, submission_dir: Path, bundle_dir: Path, ou
     from submission_api.sampling.meta_train import (
         build_meta_train_generator,
         build_meta_valid_generator,
-        count_classes,
+        compute_train_classes,
     )
 
     def open_view(folder: str) -> list:
         root = bundle_dir / folder
-        return [open_compiled(p) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+        return (
+            [open_compiled(p) for p in sorted(root.iterdir()) if p.is_dir()]
+            if root.is_dir()
+            else []
+        )
 
-    config = load_submission_config(submission_dir / "config.json")
+    config = load_submission_config(submission_dir)
     train_sets, valid_sets = open_view("meta_train"), open_view("meta_valid")
     train_gen = build_meta_train_generator(train_sets, config, rng)
     valid_gen = build_meta_valid_generator(valid_sets, config, rng)
-    train_classes, total_classes = count_classes(train_sets, config)
+    train_classes, total_classes = compute_train_classes(train_sets, config)
     stage = "meta_fit"
     try:
         meta_learner = my_meta_learner(train_classes, total_classes, Logger(output_dir / "logs"))
@@ -131,8 +153,10 @@ def _to_array(predictions: Any) -> np.ndarray:
         predictions = predictions.detach().cpu().numpy()
     array = np.asarray(predictions)
     if array.dtype == object:
-        raise TypeError(f"predict returned an array of Python objects ({type(predictions).__name__}); "
-                        "return a numeric numpy array of labels [n] or scores [n, n_ways]")
+        raise TypeError(
+            f"predict returned an array of Python objects ({type(predictions).__name__}); "
+            "return a numeric numpy array of labels [n] or scores [n, n_ways]"
+        )
     return array
 
 
@@ -182,7 +206,9 @@ def run(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
         meta_test(my_learner, bundle_dir, output_dir, status)
     except StageFailed as failed:
         trace = "".join(traceback.format_exception(failed.cause))
-        status.status(failed.stage, str(failed.cause) or type(failed.cause).__name__, trace, failed.task)
+        status.status(
+            failed.stage, str(failed.cause) or type(failed.cause).__name__, trace, failed.task
+        )
         print(f"[arena] {failed} (task {failed.task})\n{trace}", file=sys.stderr, flush=True)
         return 1
     status.status("done")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from submission_api.data import CompiledDataset, Collection, write_compiled_subset
+from submission_api.data import Collection, CompiledDataset, write_compiled_subset
 from submission_api.protocols import (
     ProtocolParams,
     plan_meta_train_view,
@@ -57,7 +57,7 @@ def _write_view_dataset(dataset: CompiledDataset, indices: np.ndarray, target: P
 
 
 def write_view(collection: Collection, view: dict[str, np.ndarray], target_dir: Path) -> int:
-    """Write a view (dataset -> allowed image indices) under `target_dir`; returns its image count."""
+    """Write a view (dataset -> allowed image indices) under `target_dir`; return its size."""
     target_dir.mkdir(parents=True, exist_ok=True)
     total = 0
     for name, indices in sorted(view.items()):
@@ -85,9 +85,15 @@ def prepare_run(
     """
     bundle_dir.mkdir(parents=True, exist_ok=True)
     train_images = write_view(
-        collection, plan_meta_train_view(protocol, collection), bundle_dir / VIEW_FOLDERS["meta-train"]
+        collection,
+        plan_meta_train_view(protocol, collection),
+        bundle_dir / VIEW_FOLDERS["meta-train"],
     )
-    write_view(collection, plan_meta_valid_view(protocol, collection), bundle_dir / VIEW_FOLDERS["meta-valid"])
+    write_view(
+        collection,
+        plan_meta_valid_view(protocol, collection),
+        bundle_dir / VIEW_FOLDERS["meta-valid"],
+    )
     episodes = plan_test_episodes(protocol, collection, seed)
     tasks = write_meta_test(episodes, collection.datasets, bundle_dir, answers_dir)
     run_info = {

@@ -27,8 +27,14 @@ class ProgressView:
         self.time_limit_s = time_limit_s
         self.enabled = enabled
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), disable=not enabled,
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            disable=not enabled,
         )
         self.bars: dict[str, int] = {}
 
@@ -36,8 +42,12 @@ class ProgressView:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.progress.__exit__(kind, error, trace)
 
     def refresh(self) -> None:
@@ -49,9 +59,13 @@ class ProgressView:
         except (OSError, ValueError):
             return
         stage = state.get("stage", "")
-        label = {"meta_fit": "meta-training (tasks/batches drawn)", "meta_test": "test tasks"}.get(stage)
+        label = {"meta_fit": "meta-training (tasks/batches drawn)", "meta_test": "test tasks"}.get(
+            stage
+        )
         if label is None:
             return
         if stage not in self.bars:
             self.bars[stage] = self.progress.add_task(label, total=state.get("total"))
-        self.progress.update(self.bars[stage], completed=state.get("done", 0), total=state.get("total"))
+        self.progress.update(
+            self.bars[stage], completed=state.get("done", 0), total=state.get("total")
+        )

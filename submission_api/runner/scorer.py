@@ -76,7 +76,9 @@ def check_status(output_dir: Path) -> None:
         where = f" on test task {task}" if isinstance(task, int) else ""
         message = f"{stage} raised{where}: {str(status['error'])[:2000]}"
         trace = status.get("traceback")
-        raise ParticipantFailure(STAGE_REASONS[stage], message, str(trace)[:20000] if trace else None)
+        raise ParticipantFailure(
+            STAGE_REASONS[stage], message, str(trace)[:20000] if trace else None
+        )
 
 
 def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
@@ -115,8 +117,11 @@ def score_output(output_dir: Path, answers_dir: Path, duration_s: float | None =
         for task in tasks:
             raw = load_predictions(output_dir, task)
             truth = query_labels[task.query_offset : task.query_offset + task.n_query]
-            records.append(score_task(task.id, task.dataset, task.n_ways, task.n_shots, raw,
-                                      truth, group=task.group))
+            records.append(
+                score_task(
+                    task.id, task.dataset, task.n_ways, task.n_shots, raw, truth, group=task.group
+                )
+            )
     except BadPredictionsError as error:
         raise ParticipantFailure("bad_predictions", str(error)) from error
     summary = summarize_run(records).to_dict()

@@ -12,17 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from submission_api.data.tensors import images_to_tensor
 from submission_api.sampling.episode import Episode
 from submission_api.task import Task
-
-
-def _to_tensor(images: np.ndarray) -> torch.Tensor:
-    """uint8 `[n, H, W, 3]` -> float32 `[n, 3, H, W]` in [0, 1], via `submission_api.data`."""
-    try:
-        from submission_api.data import images_to_tensor
-    except ImportError:  # data package not yet providing it: same conversion, kept identical
-        return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 255.0
-    return images_to_tensor(images)
 
 
 def _gather(images: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -48,7 +40,7 @@ def materialize_task(episode: Episode, dataset: Any, *, hide_class_ids: bool = F
     class_ids = np.arange(episode.n_ways) if hide_class_ids else episode.class_ids
 
     def part(idx: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, ...]:
-        x = _to_tensor(_gather(dataset.images, idx))
+        x = images_to_tensor(_gather(dataset.images, idx))
         y = torch.from_numpy(labels.astype(np.int64))
         return x, y, torch.from_numpy(class_ids[labels].astype(np.int64))
 
@@ -80,4 +72,4 @@ def materialize_batch(
         raise ValueError(
             f"Batch of {total} images got {len(labels)} labels; expected one label per image."
         )
-    return [_to_tensor(np.concatenate(chunks)), torch.from_numpy(labels.astype(np.int64))]
+    return [images_to_tensor(np.concatenate(chunks)), torch.from_numpy(labels.astype(np.int64))]

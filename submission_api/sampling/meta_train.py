@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from submission_api.sampling.any_shot import TaskShape, compute_eligible_classes, sample_n_way_k_shot
+from submission_api.sampling.any_shot import (
+    TaskShape,
+    compute_eligible_classes,
+    sample_n_way_k_shot,
+)
 from submission_api.sampling.materialize import materialize_batch, materialize_task
 from submission_api.sampling.pools import compute_shared_pools
 from submission_api.task import Task
 
 if TYPE_CHECKING:  # runtime import would be circular: config imports sampling.any_shot
-    from submission_api.config import GeneratorConfig, SubmissionConfig
+    from submission_api.config import SubmissionConfig
 
 Views = Mapping[str, np.ndarray] | None
 
@@ -157,11 +161,7 @@ def build_meta_valid_generator(
     ordered = _sorted_datasets(datasets)
     if config.validation_datasets is None or not ordered:
         return None
-    return TaskGenerator(ordered, _shape(config.valid_config), rng, views)
-
-
-def _shape(generator_config: GeneratorConfig) -> TaskShape:
-    return generator_config.to_task_shape()
+    return TaskGenerator(ordered, config.valid_config.to_task_shape(), rng, views)
 
 
 def split_validation_datasets(

@@ -49,12 +49,15 @@ class BadPredictionsError(ValueError):
             raise ValueError(f"unknown error code {code!r}; expected one of {ERROR_CODES}")
         self.code = code
         self.task_id = task_id
+        self.detail = message
         super().__init__(f"task {task_id}: {message}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:
+        # Keeps the error picklable (process pools, task queues) despite the extra arguments.
+        return type(self), (self.code, self.task_id, self.detail)
 
-def check_predictions(
-    predictions: Any, n_query: int, n_ways: int, task_id: int
-) -> np.ndarray:
+
+def check_predictions(predictions: Any, n_query: int, n_ways: int, task_id: int) -> np.ndarray:
     """Validate the predictions of one task and return its predicted labels.
 
     Args:
@@ -72,7 +75,8 @@ def check_predictions(
     arr = _as_numeric_array(predictions, task_id)
     if arr.size == 0:
         raise BadPredictionsError(
-            "empty", task_id,
+            "empty",
+            task_id,
             f"received an empty array of shape {arr.shape}; expected {n_query} predictions "
             f"(labels [{n_query}] or scores [{n_query}, {n_ways}]). "
             "Fix: make Predictor.predict return one prediction per query image.",
@@ -86,17 +90,21 @@ def check_predictions(
 
 def _as_numeric_array(predictions: Any, task_id: int) -> np.ndarray:
     try:
+        if hasattr(predictions, "detach"):  # a torch tensor, maybe on GPU or requiring grad
+            predictions = predictions.detach().cpu().numpy()
         arr = np.asarray(predictions)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RuntimeError) as exc:
         raise BadPredictionsError(
-            "not_an_array", task_id,
+            "not_an_array",
+            task_id,
             f"received a {type(predictions).__name__} that is not a rectangular array ({exc}); "
             "expected a numpy array of labels or scores. Fix: return np.asarray(...) of "
             "equal-length rows.",
         ) from exc
     if arr.dtype.kind not in _NUMERIC_KINDS:
         raise BadPredictionsError(
-            "bad_dtype", task_id,
+            "bad_dtype",
+            task_id,
             f"received dtype {arr.dtype}; expected integer or floating point numbers. "
             "Fix: convert the predictions, e.g. np.asarray(labels, dtype=np.int64).",
         )
@@ -107,20 +115,23 @@ def _check_shape(arr: np.ndarray, n_query: int, n_ways: int, task_id: int) -> No
     expected = f"labels [{n_query}] or scores [{n_query}, {n_ways}]"
     if arr.ndim not in (1, 2):
         raise BadPredictionsError(
-            "bad_ndim", task_id,
+            "bad_ndim",
+            task_id,
             f"received an array of shape {arr.shape} ({arr.ndim}-D); expected {expected}. "
             "Fix: return 1-D labels or 2-D scores, one row per query image.",
         )
     if arr.shape[0] != n_query:
         raise BadPredictionsError(
-            "bad_length", task_id,
+            "bad_length",
+            task_id,
             f"received {arr.shape[0]} predictions (shape {arr.shape}); expected {expected}. "
             "Fix: predict every query image of the task exactly once, in the given order.",
         )
     if arr.ndim == 2 and arr.shape[1] != n_ways:
         hint = " If these are labels, flatten them to 1-D." if arr.shape[1] == 1 else ""
         raise BadPredictionsError(
-            "bad_width", task_id,
+            "bad_width",
+            task_id,
             f"received scores of shape {arr.shape}; expected {n_ways} columns, one per class "
             f"of this {n_ways}-way task. Fix: size the output by the task's num_ways.{hint}",
         )
@@ -132,14 +143,16 @@ def _check_finite(arr: np.ndarray, task_id: int) -> None:
     n_nan = int(np.isnan(arr).sum())
     if n_nan:
         raise BadPredictionsError(
-            "nan", task_id,
+            "nan",
+            task_id,
             f"received {n_nan} NaN value(s); expected finite numbers. "
             "Fix: check the model for diverging losses or 0/0 before predicting.",
         )
     n_inf = int(np.isinf(arr).sum())
     if n_inf:
         raise BadPredictionsError(
-            "inf", task_id,
+            "inf",
+            task_id,
             f"received {n_inf} infinite value(s); expected finite numbers. "
             "Fix: return probabilities or logits rather than log(0), or clip the scores.",
         )
@@ -151,7 +164,8 @@ def _labels_from_1d(arr: np.ndarray, n_ways: int, task_id: int) -> np.ndarray:
         if bad.any():
             first = arr[np.argmax(bad)].item()
             raise BadPredictionsError(
-                "non_integral", task_id,
+                "non_integral",
+                task_id,
                 f"received 1-D predictions with non-integral value(s), e.g. {first!r}; "
                 "expected class labels. Fix: return integer labels, or 2-D scores "
                 f"[n_query, {n_ways}] to let the platform take the argmax.",
@@ -160,7 +174,8 @@ def _labels_from_1d(arr: np.ndarray, n_ways: int, task_id: int) -> np.ndarray:
     if outside.any():
         first = arr[np.argmax(outside)].item()
         raise BadPredictionsError(
-            "out_of_range", task_id,
+            "out_of_range",
+            task_id,
             f"received label {first!r} ({int(outside.sum())} label(s) out of range); "
             f"expected labels in 0..{n_ways - 1}. Fix: predict task-local labels "
             "(the support set's y), not dataset class ids.",

@@ -53,9 +53,7 @@ def rank_by_score(entries: Sequence[tuple[Hashable, Any, float]]) -> list[Ranked
     """Order `(entry_id, submitted_at, score)` by score, higher first; ties to the earlier."""
     for entry_id, _, score in entries:
         _check_number(entry_id, "score", score)
-    order = sorted(
-        range(len(entries)), key=lambda i: (-entries[i][2], entries[i][1], i)
-    )
+    order = sorted(range(len(entries)), key=lambda i: (-entries[i][2], entries[i][1], i))
     return [
         RankedEntry(pos, entries[i][0], float(entries[i][2]), entries[i][1])
         for pos, i in enumerate(order, start=1)

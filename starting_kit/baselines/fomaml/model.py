@@ -34,7 +34,7 @@ META_TRAIN_TASKS = 4 if QUICK else 300
 META_BATCH_SIZE = 2
 META_LEARNING_RATE = 1e-3
 INNER_STEPS = 2 if QUICK else 5
-TEST_INNER_STEPS = 4 if QUICK else 10
+TEST_INNER_STEPS = 4 if QUICK else 5
 INNER_LEARNING_RATE = 0.1
 LOG_EVERY = 25
 WEIGHTS_FILE = "initialization.pt"
@@ -82,7 +82,7 @@ class MyMetaLearner(MetaLearner):
             # First-order: the query gradient at the adapted weights stands in for the gradient
             # with respect to the initialization.
             gradients = torch.autograd.grad(loss, list(backbone.parameters()))
-            for parameter, gradient in zip(parameters, gradients):
+            for parameter, gradient in zip(parameters, gradients, strict=True):
                 update = gradient / META_BATCH_SIZE
                 parameter.grad = update if parameter.grad is None else parameter.grad + update
             if (i + 1) % META_BATCH_SIZE == 0:

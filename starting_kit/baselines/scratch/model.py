@@ -22,7 +22,7 @@ from submission_api.api import Learner, MetaLearner, Predictor
 from submission_api.backbones import Conv4, downsample
 
 QUICK = os.environ.get("ARENA_BASELINE_QUICK") == "1"
-TRAIN_STEPS = 10 if QUICK else 40
+TRAIN_STEPS = 25 if QUICK else 40
 LEARNING_RATE = 1e-2
 DOWNSAMPLE_FACTOR = 8
 MARKER_FILE = "scratch_learner.txt"

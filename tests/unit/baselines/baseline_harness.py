@@ -121,7 +121,7 @@ class Outcome:
     def normalized_accuracy(self) -> float:
         scores = [
             compute_normalized_accuracy(p, t, n)
-            for p, t, n in zip(self.predictions, self.truths, self.ways)
+            for p, t, n in zip(self.predictions, self.truths, self.ways, strict=True)
         ]
         return float(np.mean(scores))
 

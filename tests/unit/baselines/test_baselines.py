@@ -5,6 +5,7 @@ classes and the random one does not."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from baseline_harness import (
     BASELINES,
     BASELINES_DIR,
+    TEST_TASKS,
     Outcome,
     compute_normalized_accuracy,
     load_baseline,
@@ -20,6 +22,7 @@ from baseline_harness import (
 )
 
 from submission_api.api import Learner, MetaLearner, Predictor
+from submission_api.config import load_submission_config
 
 LEARNING_BASELINES = tuple(name for name in BASELINES if name != "random")
 META_TRAINED_BASELINES = ("finetune", "protonet", "matchingnet", "fomaml")
@@ -41,10 +44,10 @@ def outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 def test_baseline_folder_is_a_submission_with_the_contract_classes(name: str) -> None:
     assert (BASELINES_DIR / name / "model.py").is_file()
     assert not (BASELINES_DIR / name / "__init__.py").exists()
-    config = load_config(name)
-    assert config["train_data_format"] in {"task", "batch"}
-    if config["train_data_format"] == "batch":
-        assert config["batch_size"] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a baseline's config.json must parse without warnings
+        parsed = load_submission_config(BASELINES_DIR / name)
+    assert parsed.train_data_format == load_config(name)["train_data_format"]
     module = load_baseline(name)
     assert issubclass(module.MyMetaLearner, MetaLearner)
     assert issubclass(module.MyLearner, Learner)
@@ -62,7 +65,8 @@ def test_meta_fit_returns_the_modules_learner(outcome: Outcome) -> None:
 
 
 def test_predictions_are_labels_or_scores_for_every_query(outcome: Outcome) -> None:
-    for predictions, truth, n_ways in zip(outcome.predictions, outcome.truths, outcome.ways):
+    tasks = zip(outcome.predictions, outcome.truths, outcome.ways, strict=True)
+    for predictions, truth, n_ways in tasks:
         assert isinstance(predictions, np.ndarray)
         assert predictions.shape in {(len(truth),), (len(truth), n_ways)}
         if predictions.ndim == 1:
@@ -85,10 +89,18 @@ def test_meta_training_logs_numpy_predictions_for_the_logged_data(name: str, tmp
 
 
 @pytest.mark.parametrize("name", BASELINES)
+def test_meta_fit_accepts_a_meta_valid_generator(name: str, tmp_path) -> None:
+    outcome = run_lifecycle(name, tmp_path, with_validation=True)
+    assert len(outcome.predictions) == len(TEST_TASKS)
+    if name in {"protonet", "matchingnet"}:
+        assert any(not meta_train for *_, meta_train in outcome.logger.calls)
+
+
+@pytest.mark.parametrize("name", BASELINES)
 def test_same_seed_gives_the_same_predictions(name: str, tmp_path) -> None:
     first = run_lifecycle(name, tmp_path / "a", seed=3)
     second = run_lifecycle(name, tmp_path / "b", seed=3)
-    for a, b in zip(first.predictions, second.predictions):
+    for a, b in zip(first.predictions, second.predictions, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

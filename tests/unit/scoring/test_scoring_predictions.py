@@ -1,7 +1,10 @@
 """check_predictions: what participant output is accepted, and how the rest is refused."""
 
+import pickle
+
 import numpy as np
 import pytest
+import torch
 
 from submission_api.scoring import ERROR_CODES, BadPredictionsError, check_predictions
 
@@ -91,3 +94,14 @@ def test_out_of_range_message_names_the_offending_label():
 def test_error_rejects_unknown_codes():
     with pytest.raises(ValueError, match="unknown error code"):
         BadPredictionsError("oops", 1, "x")
+
+
+def test_torch_tensors_are_accepted():
+    scores = torch.tensor([[0.1, 0.9], [0.8, 0.2]], requires_grad=True)
+    assert check_predictions(scores, 2, 2, 0).tolist() == [1, 0]
+
+
+def test_error_survives_pickling():
+    err = BadPredictionsError("nan", 3, "received NaN")
+    copy = pickle.loads(pickle.dumps(err))
+    assert (copy.code, copy.task_id, str(copy)) == ("nan", 3, str(err))

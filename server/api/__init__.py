@@ -1,0 +1,1 @@
+"""HTTP layer: one router module per resource, injectables in deps.py, thin handlers."""

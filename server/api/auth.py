@@ -1,0 +1,35 @@
+"""Users and tokens: password login, account creation by staff, and /me."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from server.api.deps import CurrentUser, NowDep, Organizer, WriteSessionDep
+from server.schemas.auth import TokenOut, TokenRequest, UserCreate, UserCreated, UserOut
+from server.services import users as user_service
+
+router = APIRouter(prefix="/api/v1", tags=["auth"])
+
+
+@router.post("/auth/token", response_model=TokenOut)
+def create_token(body: TokenRequest, session: WriteSessionDep, now: NowDep) -> TokenOut:
+    """Exchange username + password for an API token (shown once)."""
+    user, token = user_service.login(session, body.username, body.password, now)
+    session.commit()
+    return TokenOut(token=token, user=UserOut.model_validate(user))
+
+
+@router.post("/users", response_model=UserCreated, status_code=201)
+def create_user(body: UserCreate, actor: Organizer, session: WriteSessionDep,
+                now: NowDep) -> UserCreated:
+    """Create an account (organizers: participants only; admins: any role)."""
+    user = user_service.create_user(session, username=body.username, role=body.role,
+                                    password=body.password, email=body.email, actor=actor)
+    token = user_service.issue_token(session, user, now=now) if body.issue_token else None
+    session.commit()
+    return UserCreated(**UserOut.model_validate(user).model_dump(), token=token)
+
+
+@router.get("/me", response_model=UserOut)
+def me(user: CurrentUser) -> UserOut:
+    return UserOut.model_validate(user)

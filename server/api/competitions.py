@@ -1,0 +1,100 @@
+"""Competitions and phases: public listing, organizer creation and updates."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from sqlalchemy import select
+
+from server.api.deps import NowDep, OptionalUser, Organizer, SessionDep, WriteSessionDep
+from server.core.errors import NotFoundError
+from server.models import Competition, Phase, User
+from server.schemas.competition import (
+    CompetitionCreate,
+    CompetitionOut,
+    CompetitionUpdate,
+    PhaseCreate,
+    PhaseOut,
+    PhaseUpdate,
+)
+from server.services import competitions as service
+
+router = APIRouter(prefix="/api/v1", tags=["competitions"])
+
+
+def _is_staff(user: User | None) -> bool:
+    return user is not None and user.role in ("organizer", "admin")
+
+
+def visible_phase(session, phase_id: int, user: User | None) -> Phase:
+    """A phase the caller may see: drafts only for staff; 404 otherwise."""
+    phase = session.get(Phase, phase_id)
+    if phase is None or (phase.status == "draft" and not _is_staff(user)):
+        raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
+    return phase
+
+
+def _out(comp: Competition, user: User | None) -> CompetitionOut:
+    out = CompetitionOut.model_validate(comp)
+    if not _is_staff(user):
+        out.phases = [p for p in out.phases if p.status != "draft"]
+    return out
+
+
+@router.get("/competitions", response_model=list[CompetitionOut])
+def list_competitions(session: SessionDep, user: OptionalUser) -> list[CompetitionOut]:
+    comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
+    out = [_out(c, user) for c in comps]
+    return [c for c in out if c.phases or _is_staff(user)]
+
+
+@router.post("/competitions", response_model=CompetitionOut, status_code=201)
+def create_competition(body: CompetitionCreate, user: Organizer, session: WriteSessionDep,
+                       now: NowDep) -> CompetitionOut:
+    comp = service.create_competition(session, body, user, now)
+    session.commit()
+    return _out(comp, user)
+
+
+@router.patch("/competitions/{competition_id}", response_model=CompetitionOut)
+def update_competition(competition_id: int, body: CompetitionUpdate, user: Organizer,
+                       session: WriteSessionDep) -> CompetitionOut:
+    comp = service.get_owned_competition(session, competition_id, user)
+    for key, value in body.model_dump(exclude_unset=True).items():
+        setattr(comp, key, value)
+    session.commit()
+    return _out(comp, user)
+
+
+@router.post("/competitions/{competition_id}/phases", response_model=PhaseOut, status_code=201)
+def create_phase(competition_id: int, body: PhaseCreate, user: Organizer,
+                 session: WriteSessionDep, now: NowDep) -> PhaseOut:
+    comp = service.get_owned_competition(session, competition_id, user)
+    phase = service.add_phase(session, comp, body, user, now)
+    session.commit()
+    return PhaseOut.model_validate(phase)
+
+
+@router.get("/phases", response_model=list[PhaseOut])
+def list_phases(session: SessionDep, user: OptionalUser) -> list[PhaseOut]:
+    query = select(Phase).order_by(Phase.id)
+    if not _is_staff(user):
+        query = query.where(Phase.status != "draft")
+    return [PhaseOut.model_validate(p) for p in session.execute(query).scalars()]
+
+
+@router.get("/phases/{phase_id}", response_model=PhaseOut)
+def get_phase(phase_id: int, session: SessionDep, user: OptionalUser) -> PhaseOut:
+    return PhaseOut.model_validate(visible_phase(session, phase_id, user))
+
+
+@router.patch("/phases/{phase_id}", response_model=PhaseOut)
+def update_phase(phase_id: int, body: PhaseUpdate, user: Organizer, session: WriteSessionDep,
+                 now: NowDep) -> PhaseOut:
+    phase = session.get(Phase, phase_id)
+    if phase is None:
+        raise NotFoundError(f"no phase with id {phase_id}")
+    service.get_owned_competition(session, phase.competition_id, user)
+    service.update_phase(session, phase, body.model_dump(exclude_unset=True, mode="python"),
+                         user, now)
+    session.commit()
+    return PhaseOut.model_validate(phase)

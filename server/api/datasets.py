@@ -1,0 +1,62 @@
+"""Dataset registration: organizers upload a tar of a compiled entry; admins may name a
+folder already on the server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from server.api.deps import (
+    Admin,
+    NowDep,
+    Organizer,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+    get_storage,
+)
+from server.api.uploads import receive_file
+from server.models import Dataset
+from server.schemas.competition import DatasetFromPath, DatasetOut
+from server.services import datasets as service
+from server.services.storage import Storage
+
+router = APIRouter(prefix="/api/v1/datasets", tags=["datasets"])
+StorageDep = Annotated[Storage, Depends(get_storage)]
+_TAR_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file"],
+    "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
+
+
+@router.get("", response_model=list[DatasetOut])
+def list_datasets(_user: Organizer, session: SessionDep) -> list[DatasetOut]:
+    rows = session.execute(select(Dataset).order_by(Dataset.id)).scalars()
+    return [DatasetOut.model_validate(r) for r in rows]
+
+
+@router.post("", response_model=DatasetOut, status_code=201, openapi_extra=_TAR_BODY)
+async def upload_dataset(request: Request, user: Organizer, storage: StorageDep,
+                         settings: SettingsDep, session: WriteSessionDep,
+                         now: NowDep) -> DatasetOut:
+    """Register a compiled cache entry sent as a tar in the multipart field 'file'."""
+    staged, _ = await receive_file(request, storage, settings.max_dataset_upload_bytes)
+
+    def register() -> DatasetOut:
+        row = service.register_from_tar(session, storage, staged.path, user, now)
+        session.commit()
+        return DatasetOut.model_validate(row)
+
+    return await run_in_threadpool(register)
+
+
+@router.post("/from-path", response_model=DatasetOut, status_code=201)
+def register_local(body: DatasetFromPath, user: Admin, storage: StorageDep,
+                   session: WriteSessionDep, now: NowDep) -> DatasetOut:
+    """Register a compiled entry folder that already sits on the server (admin only)."""
+    row = service.register_from_path(session, storage, Path(body.path), user, now)
+    session.commit()
+    return DatasetOut.model_validate(row)

@@ -1,0 +1,138 @@
+"""Every injectable in one place: settings, database sessions, storage, queue, clock, the
+current user and role checks, and the per-run bearer check of the internal API.
+
+Cookie sessions (web pages) are accepted for safe methods only; a state-changing API call must
+carry a bearer token, so a forged cross-site form can never act through the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from server.core.config import Settings
+from server.core.db import Database
+from server.core.errors import AuthRequiredError, ForbiddenError, NotFoundError
+from server.core.security import token_matches
+from server.models import Run, User
+from server.services.queue import JobQueue
+from server.services.runs import LeasePolicy
+from server.services.storage import Storage
+from server.services.users import user_for_token
+
+SESSION_COOKIE = "arena_session"
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_db(request: Request) -> Database:
+    return request.app.state.db
+
+
+def get_storage(request: Request) -> Storage:
+    return request.app.state.storage
+
+
+def get_queue(request: Request) -> JobQueue:
+    return request.app.state.queue
+
+
+def get_now(request: Request) -> datetime:
+    """The clock, injectable so tests can move time (lease expiry, quotas per day)."""
+    return request.app.state.clock()
+
+
+def get_lease_policy(settings: Annotated[Settings, Depends(get_settings)]) -> LeasePolicy:
+    return LeasePolicy(lease_seconds=settings.lease_seconds,
+                       max_platform_failures=settings.max_platform_failures,
+                       log_cap_bytes=settings.log_cap_bytes)
+
+
+def get_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Session]:
+    """A read session; handlers that write call session.commit() themselves."""
+    with db.sessions() as session:
+        yield session
+
+
+def get_write_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Session]:
+    """A session whose transaction takes the write lock at once on SQLite (BEGIN IMMEDIATE)."""
+    with db.write_sessions() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+WriteSessionDep = Annotated[Session, Depends(get_write_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+NowDep = Annotated[datetime, Depends(get_now)]
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def current_user_optional(request: Request, session: SessionDep, now: NowDep) -> User | None:
+    """The authenticated user, or None for anonymous requests."""
+    token = bearer_token(request)
+    if token is None and request.method in SAFE_METHODS:
+        token = request.cookies.get(SESSION_COOKIE)
+    if token is None:
+        return None
+    user = user_for_token(session, token, now)
+    if user is None:
+        raise AuthRequiredError("the token is unknown, revoked or expired; log in again "
+                                "(POST /api/v1/auth/token) and use the new token")
+    return user
+
+
+def current_user(user: Annotated[User | None, Depends(current_user_optional)]) -> User:
+    if user is None:
+        raise AuthRequiredError("authentication required; send 'Authorization: Bearer <token>' "
+                                "(get one with POST /api/v1/auth/token)")
+    return user
+
+
+CurrentUser = Annotated[User, Depends(current_user)]
+OptionalUser = Annotated[User | None, Depends(current_user_optional)]
+
+
+def require_role(*roles: str) -> Callable[..., User]:
+    """A dependency that lets through only users with one of `roles` (admins always pass)."""
+
+    def check(user: CurrentUser) -> User:
+        if user.role != "admin" and user.role not in roles:
+            raise ForbiddenError(
+                f"this needs the role {' or '.join(roles)}; you are {user.role!r} — ask an "
+                "admin if you should have it")
+        return user
+
+    return check
+
+
+Organizer = Annotated[User, Depends(require_role("organizer"))]
+Admin = Annotated[User, Depends(require_role("admin"))]
+
+
+def authorized_run(run_id: int, request: Request, session: WriteSessionDep) -> Run:
+    """The run whose per-run bearer token was presented (internal API); 401 otherwise."""
+    token = bearer_token(request)
+    run = session.get(Run, run_id)
+    if token is None or run is None or not token_matches(token, run.run_token_hash):
+        raise AuthRequiredError(f"no valid run token for run {run_id}; a re-enqueued run gets a "
+                                "new token — drop this job")
+    return run
+
+
+RunAuth = Annotated[Run, Depends(authorized_run)]
+
+
+def not_found(what: str, ident: object) -> NotFoundError:
+    return NotFoundError(f"no {what} with id {ident}")

@@ -1,0 +1,136 @@
+"""The internal worker API, exactly as docs/internals.md pins it.
+
+Workers hold no database credentials: each call carries the per-run bearer token the job was
+enqueued with, and every state change is guarded by the run's fencing token (409, nothing
+written, when stale). Answers: claim 200 ClaimedRun | 409; heartbeat 200 new expiry | 409;
+finish 200 | 409; release 200 (back to queued, never charged) | 409.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import FileResponse
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from server.api.deps import (
+    NowDep,
+    RunAuth,
+    SessionDep,
+    WriteSessionDep,
+    bearer_token,
+    get_lease_policy,
+    get_queue,
+    get_settings,
+    get_storage,
+)
+from server.core.config import Settings
+from server.core.errors import AuthRequiredError, NotFoundError
+from server.core.security import hash_token
+from server.models import ACTIVE_STATES, Dataset, Phase, Run, Submission
+from server.schemas.competition import PhaseData
+from server.schemas.internal import (
+    ClaimedRun,
+    ClaimRequest,
+    FinishRequest,
+    HeartbeatOut,
+    HeartbeatRequest,
+    ReleaseRequest,
+    RunStateOut,
+)
+from server.services import runs as run_service
+from server.services.datasets import dataset_tar
+from server.services.queue import JobQueue, enqueue_quietly
+from server.services.storage import Storage
+
+router = APIRouter(prefix="/internal", tags=["internal"])
+Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
+_CONFLICT = {409: {"description": "finished, leased by another worker, or stale fencing token"}}
+
+
+@router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
+def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDep,
+          policy: Policy) -> ClaimedRun:
+    """Take the run's lease; everything the worker needs to evaluate it comes back."""
+    run = run_service.claim_run(session, run.id, body.worker, now, policy)
+    submission = session.get(Submission, run.submission_id)
+    phase = session.get(Phase, submission.phase_id)
+    session.commit()
+    data = PhaseData.model_validate(phase.data or {})
+    return ClaimedRun(
+        run_id=run.id, submission_id=submission.id, fencing_token=run.fencing_token,
+        lease_expires_at=run.lease_expires_at, submission_sha256=submission.sha256,
+        submission_size=submission.size_bytes, submission_root=submission.zip_root,
+        phase_id=phase.id, protocol=phase.protocol or {}, phase_seed=phase.seed,
+        run_seed=run.seed, run_index=run.index, time_limit_s=phase.time_limit_s,
+        resources=phase.resources or {}, image=phase.image, data=data.model_dump(),
+        dataset_hashes=data.hashes(),
+    )
+
+
+@router.get("/runs/{run_id}/submission", response_class=FileResponse)
+def submission_zip(run: RunAuth, session: SessionDep, storage: Annotated[
+        Storage, Depends(get_storage)]) -> FileResponse:
+    """The submission zip of this run."""
+    submission = session.get(Submission, run.submission_id)
+    return FileResponse(storage.absolute(submission.storage_path), media_type="application/zip",
+                        filename=f"submission-{submission.id}.zip")
+
+
+@router.post("/runs/{run_id}/heartbeat", response_model=HeartbeatOut, responses=_CONFLICT)
+def heartbeat(run: RunAuth, body: HeartbeatRequest, session: WriteSessionDep, now: NowDep,
+              policy: Policy) -> HeartbeatOut:
+    expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage, now,
+                                        policy)
+    session.commit()
+    return HeartbeatOut(lease_expires_at=expires)
+
+
+@router.post("/runs/{run_id}/finish", response_model=RunStateOut, responses=_CONFLICT)
+def finish(run: RunAuth, body: FinishRequest, session: WriteSessionDep, now: NowDep,
+           policy: Policy) -> RunStateOut:
+    outcome = run_service.RunOutcome(
+        state=body.state, reason=body.reason, message=body.message, summary=body.summary,
+        tasks=[t.model_dump() for t in body.tasks], log=body.log)
+    run = run_service.finish_run(session, run.id, body.fencing_token, outcome, now, policy)
+    session.commit()
+    return RunStateOut(run_id=run.id, state=run.state)
+
+
+@router.post("/runs/{run_id}/release", response_model=RunStateOut, responses=_CONFLICT)
+def release(run: RunAuth, body: ReleaseRequest, session: WriteSessionDep, now: NowDep,
+            policy: Policy, queue: Annotated[JobQueue, Depends(get_queue)],
+            settings: Annotated[Settings, Depends(get_settings)]) -> RunStateOut:
+    """A platform fault: back to queued with a fresh token (never charged), then re-enqueued."""
+    run_id = run.id
+    token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
+    phase_queue = session.execute(
+        select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
+        .where(Submission.id == run.submission_id)).scalar_one()
+    state = session.get(Run, run_id).state
+    session.commit()
+    if token:
+        enqueue_quietly(queue, [(run_id, token, phase_queue or settings.default_queue)])
+    return RunStateOut(run_id=run_id, state=state, requeued=bool(token))
+
+
+@router.get("/datasets/{content_hash}", response_class=FileResponse)
+async def dataset(content_hash: str, request: Request, session: SessionDep,
+                  storage: Annotated[Storage, Depends(get_storage)]) -> FileResponse:
+    """A tar of the compiled dataset entry, for a run (in progress) whose phase uses it."""
+    token = bearer_token(request)
+    run = session.execute(select(Run).where(
+        Run.run_token_hash == hash_token(token or ""), Run.state.in_(ACTIVE_STATES))
+    ).scalar_one_or_none()
+    if token is None or run is None:
+        raise AuthRequiredError("no valid run token for a claimed run; claim the run first")
+    phase = session.execute(select(Phase).join(Submission, Submission.phase_id == Phase.id)
+                            .where(Submission.id == run.submission_id)).scalar_one()
+    row = session.execute(select(Dataset).where(Dataset.content_hash == content_hash)
+                          ).scalar_one_or_none()
+    if row is None or content_hash not in PhaseData.model_validate(phase.data or {}).hashes():
+        raise NotFoundError(f"no dataset {content_hash} in the phase of run {run.id}")
+    path = await run_in_threadpool(dataset_tar, storage, row)
+    return FileResponse(path, media_type="application/x-tar", filename=f"{content_hash}.tar")

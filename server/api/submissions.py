@@ -1,0 +1,118 @@
+"""Submissions: upload, status, logs, results, and the caller's own list.
+
+Participants only ever see their own submissions: another's id answers 404, exactly like an id
+that does not exist. Logs are hidden from the owner when the phase hides them (organizers
+still see them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from server.api.competitions import visible_phase
+from server.api.deps import CurrentUser, NowDep, SessionDep, SettingsDep, get_db, get_queue
+from server.api.deps import get_storage as _storage
+from server.api.uploads import receive_file
+from server.core.config import Settings
+from server.core.db import Database
+from server.core.errors import ForbiddenError
+from server.models import Phase, Submission, User
+from server.schemas.submission import (
+    RunLog,
+    RunResultOut,
+    SubmissionLogs,
+    SubmissionOut,
+    SubmissionResults,
+)
+from server.services.queue import JobQueue
+from server.services.storage import Storage
+from server.services.submissions import get_visible_submission, queue_position
+from server.services.upload import accept_submission
+from submission_api.submission_zip import ZipLimits
+
+router = APIRouter(prefix="/api/v1", tags=["submissions"])
+_ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file"],
+    "properties": {"file": {"type": "string", "format": "binary"},
+                   "note": {"type": "string"}}}}}}}
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    return ZipLimits(max_files=settings.max_zip_files,
+                     max_total_uncompressed=settings.max_uncompressed_bytes,
+                     max_file_uncompressed=settings.max_uncompressed_bytes)
+
+
+def submission_out(session, submission: Submission, settings: Settings) -> SubmissionOut:
+    out = SubmissionOut.model_validate(submission)
+    out.queue_position = queue_position(session, submission, settings.default_queue)
+    return out
+
+
+async def handle_upload(request: Request, user: User, phase_id: int, settings: Settings,
+                        db: Database, storage: Storage, queue: JobQueue, now) -> Submission:
+    """Shared by the API and the web form: stream, validate, register, enqueue."""
+    staged, fields = await receive_file(request, storage, settings.max_upload_bytes)
+    return await run_in_threadpool(
+        accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
+        staged=staged, now=now, limits=zip_limits(settings),
+        default_queue=settings.default_queue, note=fields.get("note", ""))
+
+
+@router.post("/phases/{phase_id}/submissions", response_model=SubmissionOut, status_code=201,
+             openapi_extra=_ZIP_BODY)
+async def create_submission(phase_id: int, request: Request, user: CurrentUser,
+                            session: SessionDep, settings: SettingsDep, now: NowDep,
+                            db: Annotated[Database, Depends(get_db)],
+                            storage: Annotated[Storage, Depends(_storage)],
+                            queue: Annotated[JobQueue, Depends(get_queue)]) -> SubmissionOut:
+    """Upload a submission zip (multipart field 'file', optional 'note')."""
+    visible_phase(session, phase_id, user)
+    submission = await handle_upload(request, user, phase_id, settings, db, storage, queue, now)
+    session.rollback()  # end the read snapshot taken before the upload committed
+    return submission_out(session, session.get(Submission, submission.id), settings)
+
+
+@router.get("/submissions/{submission_id}", response_model=SubmissionOut)
+def get_submission(submission_id: int, user: CurrentUser, session: SessionDep,
+                   settings: SettingsDep) -> SubmissionOut:
+    """State, reason, message, score, runs and queue position."""
+    return submission_out(session, get_visible_submission(session, submission_id, user),
+                          settings)
+
+
+@router.get("/submissions/{submission_id}/logs", response_model=SubmissionLogs)
+def get_logs(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionLogs:
+    submission = get_visible_submission(session, submission_id, user)
+    phase = session.get(Phase, submission.phase_id)
+    if user.role == "participant" and phase.hide_logs:
+        raise ForbiddenError(f"logs are hidden in phase {phase.id} by its organizers; your "
+                             "submission's state and reason are still shown",
+                             code="logs.hidden")
+    return SubmissionLogs(submission_id=submission.id, runs=[
+        RunLog(run_id=r.id, index=r.index, state=r.state, log=r.log or "")
+        for r in submission.runs])
+
+
+@router.get("/submissions/{submission_id}/results", response_model=SubmissionResults)
+def get_results(submission_id: int, user: CurrentUser,
+                session: SessionDep) -> SubmissionResults:
+    """Per-run summary and per-task results."""
+    submission = get_visible_submission(session, submission_id, user)
+    return SubmissionResults(submission_id=submission.id, state=submission.state,
+                             score=submission.score,
+                             runs=[RunResultOut.model_validate(r) for r in submission.runs])
+
+
+@router.get("/me/submissions", response_model=list[SubmissionOut])
+def my_submissions(user: CurrentUser, session: SessionDep, settings: SettingsDep,
+                   phase_id: int | None = None) -> list[SubmissionOut]:
+    query = select(Submission).where(Submission.user_id == user.id)
+    if phase_id is not None:
+        query = query.where(Submission.phase_id == phase_id)
+    rows = session.execute(query.order_by(Submission.id.desc()).limit(500)).scalars()
+    return [submission_out(session, s, settings) for s in rows]

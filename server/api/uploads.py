@@ -1,0 +1,121 @@
+"""Streaming multipart reception: the upload goes to a temp file in chunks, never whole in memory.
+
+Starlette's own form parsing would spool the whole body before our size cap could act, so the
+request stream is fed to python-multipart's push parser directly: the file part is written as it
+arrives (sha256 and size cap on the way), small text fields are kept with a cap of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+from server.core.errors import InvalidInputError, UploadTooLargeError
+from server.services.storage import Storage, StreamingFile
+from server.services.upload import StagedUpload
+
+MAX_FIELD_BYTES = 64 * 1024
+_OVERHEAD = 64 * 1024  # multipart headers and text fields around the file
+
+
+@dataclass
+class _Receiver:
+    """Callback state for one multipart body."""
+
+    storage: Storage
+    file_field: str
+    max_bytes: int
+    fields: dict[str, str] = field(default_factory=dict)
+    file: StreamingFile | None = None
+    filename: str | None = None
+    _headers: dict[str, str] = field(default_factory=dict)
+    _name: bytes = b""
+    _value: bytes = b""
+    _buffer: bytearray | None = None
+    _writing_file: bool = False
+
+    def on_part_begin(self) -> None:
+        self._headers, self._buffer, self._writing_file = {}, None, False
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._name += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self._headers[self._name.decode("latin-1").lower()] = self._value.decode("latin-1")
+        self._name, self._value = b"", b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._headers.get("content-disposition", ""))
+        name = options.get(b"name", b"").decode()
+        if name == self.file_field and b"filename" in options:
+            if self.file is not None:
+                raise InvalidInputError(f"more than one {self.file_field!r} part; send one file")
+            self.filename = options[b"filename"].decode(errors="replace")
+            self.file = StreamingFile(self.storage.tmp_path(), self.max_bytes)
+            self._writing_file = True
+        else:
+            self._buffer = bytearray()
+            self._headers["__name__"] = name
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._writing_file and self.file is not None:
+            self.file.write(data[start:end])
+        elif self._buffer is not None:
+            self._buffer += data[start:end]
+            if len(self._buffer) > MAX_FIELD_BYTES:
+                raise InvalidInputError(f"a form field exceeds {MAX_FIELD_BYTES} bytes")
+
+    def on_part_end(self) -> None:
+        if self._buffer is not None:
+            self.fields[self._headers["__name__"]] = self._buffer.decode(errors="replace")
+        self._buffer, self._writing_file = None, False
+
+
+async def receive_file(request: Request, storage: Storage, max_bytes: int,
+                       file_field: str = "file") -> tuple[StagedUpload, dict[str, str]]:
+    """Stream a multipart/form-data body; return the staged file and the text fields.
+
+    Raises UploadTooLargeError (nothing kept) or InvalidInputError for a malformed body.
+    """
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes + _OVERHEAD:
+        raise UploadTooLargeError(
+            f"the upload declares {declared} bytes; at most {max_bytes} are accepted — "
+            "leave data and large checkpoints out of the zip", max_bytes=max_bytes)
+    ctype, options = parse_options_header(request.headers.get("content-type", ""))
+    if ctype != b"multipart/form-data" or b"boundary" not in options:
+        raise InvalidInputError(
+            f"content type {ctype.decode()!r} received; expected multipart/form-data with a "
+            f"{file_field!r} file part (e.g. curl -F {file_field}=@submission.zip)")
+    receiver = _Receiver(storage, file_field, max_bytes)
+    callbacks = {name: getattr(receiver, name) for name in (
+        "on_part_begin", "on_header_field", "on_header_value", "on_header_end",
+        "on_headers_finished", "on_part_data", "on_part_end")}
+    parser = MultipartParser(options[b"boundary"], callbacks)  # type: ignore[arg-type]
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+        parser.finalize()
+    except MultipartParseError as exc:
+        _discard(receiver)
+        raise InvalidInputError(f"malformed multipart body ({exc}); resend the form") from exc
+    except BaseException:
+        _discard(receiver)
+        raise
+    if receiver.file is None:
+        raise InvalidInputError(f"no {file_field!r} file part received; attach the zip as "
+                                f"'{file_field}' (e.g. curl -F {file_field}=@submission.zip)")
+    sha256 = receiver.file.finish()
+    staged = StagedUpload(path=receiver.file.path, sha256=sha256, size=receiver.file.size)
+    return staged, receiver.fields
+
+
+def _discard(receiver: _Receiver) -> None:
+    if receiver.file is not None:
+        receiver.file.discard()

@@ -1,0 +1,89 @@
+"""The composition root: `create_app(settings)` wires the real collaborators together.
+
+Nothing connects at import. The engine and storage are built here; migrations, the admin
+bootstrap and the periodic reconciler start with the app's lifespan. Tests pass their own
+settings, a RecordingJobQueue and a clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+from fastapi import FastAPI
+
+from server.core.config import Settings
+from server.core.db import make_database, upgrade_database
+from server.core.errors import install_error_handlers
+from server.models import utcnow
+from server.services.queue import CeleryJobQueue, JobQueue
+from server.services.reconcile import ReconcilePolicy, run_reconciler_forever
+from server.services.runs import LeasePolicy
+from server.services.storage import Storage
+from server.services.users import bootstrap_admin
+
+log = logging.getLogger("arena.server")
+
+
+def reconcile_policy(settings: Settings) -> ReconcilePolicy:
+    return ReconcilePolicy(
+        requeue_after_s=settings.requeue_after_s, default_queue=settings.default_queue,
+        lease=LeasePolicy(lease_seconds=settings.lease_seconds,
+                          max_platform_failures=settings.max_platform_failures,
+                          log_cap_bytes=settings.log_cap_bytes))
+
+
+def _lifespan(app: FastAPI):
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        settings: Settings = app.state.settings
+        if settings.auto_migrate:
+            upgrade_database(settings.database_url)
+        if settings.admin_bootstrap_token:
+            with app.state.db.session(write=True) as session:
+                bootstrap_admin(session, settings.admin_bootstrap_token, utcnow())
+        stop = threading.Event()
+        if settings.reconcile_interval_s > 0:
+            threading.Thread(
+                target=run_reconciler_forever, name="arena-reconciler", daemon=True,
+                args=(app.state.db, app.state.queue, reconcile_policy(settings),
+                      settings.reconcile_interval_s, stop)).start()
+        try:
+            yield
+        finally:
+            stop.set()
+            app.state.db.engine.dispose()
+
+    return lifespan
+
+
+def create_app(settings: Settings | None = None, *, queue: JobQueue | None = None,
+               clock: Callable[[], datetime] = utcnow) -> FastAPI:
+    """Build the FastAPI app for `settings` (default: from ARENA_* environment variables)."""
+    from server.api import (
+        auth,
+        competitions,
+        datasets,
+        internal,
+        leaderboard,
+        pages,
+        submissions,
+    )
+
+    settings = settings or Settings()
+    app = FastAPI(title="MetaDL Arena", version="0.1.0",
+                  description="Code-submission competitions in few-shot image classification.")
+    app.router.lifespan_context = _lifespan(app)
+    app.state.settings = settings
+    app.state.db = make_database(settings.database_url)
+    app.state.storage = Storage(settings.storage)
+    app.state.queue = queue or CeleryJobQueue(settings.broker_url)
+    app.state.clock = clock
+    settings.storage.mkdir(parents=True, exist_ok=True)
+    install_error_handlers(app)
+    for module in (auth, competitions, datasets, submissions, leaderboard, internal, pages):
+        app.include_router(module.router)
+    return app

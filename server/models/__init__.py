@@ -1,0 +1,20 @@
+"""Table models (SQLAlchemy 2, typed). API schemas live apart, in server/schemas."""
+
+from server.models.base import Base, UTCDateTime, utcnow
+from server.models.competition import Competition, Dataset, Participation, Phase
+from server.models.submission import (
+    ACTIVE_STATES,
+    PLATFORM_ERROR,
+    RUN_STATES,
+    TERMINAL_STATES,
+    Run,
+    Submission,
+    TaskResult,
+)
+from server.models.user import ROLES, ApiToken, AuditLog, User
+
+__all__ = [
+    "ACTIVE_STATES", "PLATFORM_ERROR", "ROLES", "RUN_STATES", "TERMINAL_STATES",
+    "ApiToken", "AuditLog", "Base", "Competition", "Dataset", "Participation", "Phase", "Run",
+    "Submission", "TaskResult", "UTCDateTime", "User", "utcnow",
+]

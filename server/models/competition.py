@@ -1,0 +1,102 @@
+"""Competitions, their phases, registered datasets, and the per-phase participation row.
+
+A Phase stores its evaluation parameters as JSON (`ProtocolParams.to_dict()`), its data as
+dataset names + content hashes per role, and its limits, quotas and leaderboard rule, so a run
+can be reproduced from the phase row alone. `Participation` exists so that quota checks have one
+row per (user, phase) to lock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from server.models.base import Base, UTCDateTime, utcnow
+
+PHASE_STATUSES = ("draft", "open", "closed")
+LEADERBOARD_RULES = ("best", "latest")
+
+
+class Competition(Base):
+    __tablename__ = "competitions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    phases: Mapped[list[Phase]] = relationship(back_populates="competition", order_by="Phase.id")
+
+
+class Phase(Base):
+    __tablename__ = "phases"
+    __table_args__ = (UniqueConstraint("competition_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    competition_id: Mapped[int] = mapped_column(
+        ForeignKey("competitions.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    description: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), default="draft")
+    starts_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ends_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    protocol: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    seed: Mapped[int] = mapped_column(BigInteger, default=0)
+    runs_per_submission: Mapped[int] = mapped_column(Integer, default=1)
+    time_limit_s: Mapped[int] = mapped_column(Integer, default=3600)
+    resources: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    image: Mapped[str | None] = mapped_column(String(255))
+    queue: Mapped[str | None] = mapped_column(String(64))
+    quota_per_day: Mapped[int | None] = mapped_column(Integer)
+    quota_total: Mapped[int | None] = mapped_column(Integer)
+    quota_in_flight: Mapped[int | None] = mapped_column(Integer)
+    hide_logs: Mapped[bool] = mapped_column(Boolean, default=False)
+    leaderboard_rule: Mapped[str] = mapped_column(String(16), default="best")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    competition: Mapped[Competition] = relationship(back_populates="phases")
+
+
+class Participation(Base):
+    """One row per (user, phase): the row locked while a quota is checked and charged."""
+
+    __tablename__ = "participations"
+    __table_args__ = (UniqueConstraint("user_id", "phase_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phases.id", ondelete="CASCADE"), index=True)
+    n_uploads: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Dataset(Base):
+    """A compiled dataset cache entry, stored by content hash."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    storage_path: Mapped[str] = mapped_column(String(500))
+    n_images: Mapped[int] = mapped_column(Integer, default=0)
+    n_classes: Mapped[int] = mapped_column(Integer, default=0)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

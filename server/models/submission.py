@@ -1,0 +1,102 @@
+"""Submissions, their runs and per-task results.
+
+A Submission's `state`, `reason`, `score` are a cache of what its runs say, rewritten in the same
+transaction as every run change (see services/runs.py), so listings and the leaderboard need no
+aggregation. Runs carry the lease (owner, expiry, fencing token) and a hashed per-run token.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from server.models.base import Base, UTCDateTime, utcnow
+
+RUN_STATES = ("queued", "preparing", "running", "scoring",
+              "finished", "failed", "timed_out", "cancelled")
+ACTIVE_STATES = ("preparing", "running", "scoring")
+TERMINAL_STATES = ("finished", "failed", "timed_out", "cancelled")
+PLATFORM_ERROR = "platform_error"
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+    __table_args__ = (
+        Index("ix_submissions_phase_user_created", "phase_id", "user_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phases.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    storage_path: Mapped[str] = mapped_column(String(500))
+    zip_root: Mapped[str] = mapped_column(String(255), default="")
+    note: Mapped[str] = mapped_column(Text, default="")
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    reason: Mapped[str | None] = mapped_column(String(64))
+    message: Mapped[str | None] = mapped_column(Text)
+    score: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    runs: Mapped[list[Run]] = relationship(back_populates="submission", order_by="Run.index")
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("submission_id", "index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), index=True
+    )
+    index: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    reason: Mapped[str | None] = mapped_column(String(64))
+    message: Mapped[str | None] = mapped_column(Text)
+    fencing_token: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    platform_failures: Mapped[int] = mapped_column(Integer, default=0)
+    run_token_hash: Mapped[str | None] = mapped_column(String(64))
+    score: Mapped[float | None] = mapped_column(Float)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    log: Mapped[str | None] = mapped_column(Text)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    submission: Mapped[Submission] = relationship(back_populates="runs")
+    tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")
+
+
+class TaskResult(Base):
+    __tablename__ = "task_results"
+    __table_args__ = (UniqueConstraint("run_id", "group", "task_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    task_id: Mapped[int] = mapped_column(Integer)
+    dataset: Mapped[str] = mapped_column(String(200))
+    group: Mapped[str] = mapped_column(String(32), default="test")
+    n_ways: Mapped[int] = mapped_column(Integer)
+    n_shots: Mapped[int] = mapped_column(Integer)
+    score: Mapped[float] = mapped_column(Float)
+    accuracy: Mapped[float | None] = mapped_column(Float)

@@ -1,0 +1,1 @@
+"""API schemas (pydantic), apart from the table models: what goes over the wire."""

@@ -1,0 +1,126 @@
+"""Wire shapes for competitions, phases and datasets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DatasetRef(BaseModel):
+    name: str
+    content_hash: str = Field(pattern=r"^[0-9a-f]{16,64}$")
+
+
+class PhaseData(BaseModel):
+    """Which compiled datasets play which role in a phase."""
+
+    collection: str = ""
+    meta_train: list[DatasetRef] = []
+    meta_valid: list[DatasetRef] = []
+    meta_test: list[DatasetRef] = []
+
+    def hashes(self) -> list[str]:
+        refs = self.meta_train + self.meta_valid + self.meta_test
+        return sorted({r.content_hash for r in refs})
+
+
+class Resources(BaseModel):
+    cpus: float = Field(default=2, gt=0)
+    memory_mb: int = Field(default=8192, gt=0)
+    gpus: int = Field(default=0, ge=0)
+
+
+class PhaseFields(BaseModel):
+    description: str = ""
+    status: Literal["draft", "open", "closed"] = "draft"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    protocol: dict[str, Any] = Field(default_factory=dict,
+                                     description="ProtocolParams.to_dict() of the phase")
+    data: PhaseData = Field(default_factory=PhaseData)
+    seed: int = 0
+    runs_per_submission: int = Field(default=1, ge=1, le=20)
+    time_limit_s: int = Field(default=3600, ge=1)
+    resources: Resources = Field(default_factory=Resources)
+    image: str | None = None
+    queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    quota_per_day: int | None = Field(default=None, ge=0)
+    quota_total: int | None = Field(default=None, ge=0)
+    quota_in_flight: int | None = Field(default=None, ge=0)
+    hide_logs: bool = False
+    leaderboard_rule: Literal["best", "latest"] = "best"
+
+
+class PhaseCreate(PhaseFields):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class PhaseUpdate(BaseModel):
+    """Partial update: only the fields sent are changed."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    description: str | None = None
+    status: Literal["draft", "open", "closed"] | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    protocol: dict[str, Any] | None = None
+    data: PhaseData | None = None
+    seed: int | None = None
+    runs_per_submission: int | None = Field(default=None, ge=1, le=20)
+    time_limit_s: int | None = Field(default=None, ge=1)
+    resources: Resources | None = None
+    image: str | None = None
+    queue: str | None = None
+    quota_per_day: int | None = None
+    quota_total: int | None = None
+    quota_in_flight: int | None = None
+    hide_logs: bool | None = None
+    leaderboard_rule: Literal["best", "latest"] | None = None
+
+
+class PhaseOut(PhaseFields):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    competition_id: int
+    name: str
+
+
+class CompetitionCreate(BaseModel):
+    slug: str = Field(min_length=2, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    title: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    phases: list[PhaseCreate] = []
+
+
+class CompetitionUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = None
+    description: str | None = None
+
+
+class CompetitionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    slug: str
+    title: str
+    description: str
+    created_at: datetime
+    phases: list[PhaseOut]
+
+
+class DatasetOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    content_hash: str
+    name: str
+    n_images: int
+    n_classes: int
+    size_bytes: int
+    created_at: datetime
+
+
+class DatasetFromPath(BaseModel):
+    path: str = Field(description="a compiled cache entry folder on the server (admin only)")

@@ -1,0 +1,74 @@
+"""Wire shapes of the internal worker API (docs/internals.md, "Platform: server <-> worker")."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ClaimRequest(BaseModel):
+    worker: str = Field(min_length=1, max_length=200)
+
+
+class ClaimedRun(BaseModel):
+    run_id: int
+    submission_id: int
+    fencing_token: int
+    lease_expires_at: datetime
+    submission_sha256: str
+    submission_size: int
+    submission_root: str = Field(description="'' or the zip's top-level folder holding model.py")
+    phase_id: int
+    protocol: dict[str, Any] = Field(description="the phase's evaluation params")
+    phase_seed: int
+    run_seed: int
+    run_index: int
+    time_limit_s: int
+    resources: dict[str, Any]
+    image: str | None
+    data: dict[str, Any] = Field(description="collection name and datasets per role")
+    dataset_hashes: list[str]
+
+
+class HeartbeatRequest(BaseModel):
+    fencing_token: int
+    stage: Literal["preparing", "running", "scoring"]
+
+
+class HeartbeatOut(BaseModel):
+    lease_expires_at: datetime
+
+
+class TaskResultIn(BaseModel):
+    task_id: int = Field(validation_alias="id", serialization_alias="id")
+    dataset: str
+    group: str = "test"
+    n_ways: int
+    n_shots: int
+    score: float
+    accuracy: float | None = None
+
+    model_config = {"populate_by_name": True}
+
+
+class FinishRequest(BaseModel):
+    fencing_token: int
+    state: Literal["finished", "failed", "timed_out"]
+    reason: str | None = Field(default=None, max_length=64)
+    message: str | None = Field(default=None, max_length=20_000)
+    summary: dict[str, Any] = Field(default_factory=dict)
+    tasks: list[TaskResultIn] = Field(default_factory=list, max_length=100_000)
+    log: str = ""
+
+
+class ReleaseRequest(BaseModel):
+    fencing_token: int
+    error: str = Field(max_length=20_000)
+
+
+class RunStateOut(BaseModel):
+    run_id: int
+    state: str
+    requeued: bool = False

@@ -1,0 +1,105 @@
+"""Creating and updating competitions and phases, with the checks organizers need.
+
+Organizers edit only competitions they own (admins any). A phase may only be opened once every
+dataset it names is registered, so a worker never claims a run whose data cannot be fetched.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.core.errors import ConflictError, InvalidInputError, NotFoundError
+from server.models import AuditLog, Competition, Dataset, Phase, User
+from server.schemas.competition import CompetitionCreate, PhaseCreate, PhaseData
+
+
+def _validate_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
+    """Normalize through submission_api.protocols.ProtocolParams when it is available."""
+    try:
+        from submission_api.protocols import ProtocolParams
+    except ImportError:  # the evaluation core may not ship protocols yet: store as given
+        return protocol
+    from_dict = getattr(ProtocolParams, "from_dict", None)
+    if from_dict is None or not protocol:
+        return protocol
+    try:
+        return from_dict(protocol).to_dict()
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InvalidInputError(f"invalid protocol parameters {protocol!r}: {exc}",
+                                code="phase.invalid_protocol") from exc
+
+
+def _check_phase(session: Session, phase: Phase) -> None:
+    if phase.starts_at and phase.ends_at and phase.ends_at <= phase.starts_at:
+        raise InvalidInputError(f"phase {phase.name!r} ends ({phase.ends_at}) before it starts "
+                                f"({phase.starts_at}); fix the dates")
+    if phase.status != "open":
+        return
+    wanted = PhaseData.model_validate(phase.data or {}).hashes()
+    known = set(session.execute(
+        select(Dataset.content_hash).where(Dataset.content_hash.in_(wanted))).scalars())
+    missing = [h for h in wanted if h not in known]
+    if missing:
+        raise InvalidInputError(
+            f"phase {phase.name!r} names unregistered datasets {missing}; register them "
+            "(POST /api/v1/datasets) before opening the phase", code="phase.unknown_dataset")
+
+
+def _phase_values(fields: dict[str, Any]) -> dict[str, Any]:
+    if "protocol" in fields and fields["protocol"] is not None:
+        fields["protocol"] = _validate_protocol(fields["protocol"])
+    return fields
+
+
+def get_owned_competition(session: Session, competition_id: int, user: User) -> Competition:
+    comp = session.get(Competition, competition_id)
+    if comp is None or (user.role != "admin" and comp.owner_id != user.id):
+        raise NotFoundError(f"no competition with id {competition_id} among those you organize")
+    return comp
+
+
+def create_competition(session: Session, body: CompetitionCreate, owner: User,
+                       now: datetime) -> Competition:
+    if session.execute(select(Competition.id).where(Competition.slug == body.slug)).first():
+        raise ConflictError(f"the slug {body.slug!r} is taken; choose another",
+                            code="competition.exists")
+    comp = Competition(slug=body.slug, title=body.title, description=body.description,
+                       owner_id=owner.id, created_at=now)
+    session.add(comp)
+    session.flush()
+    for phase in body.phases:
+        add_phase(session, comp, phase, owner, now)
+    session.add(AuditLog(actor_id=owner.id, action="competition.create",
+                         target=f"competition:{comp.id}", details={"slug": comp.slug}, at=now))
+    return comp
+
+
+def add_phase(session: Session, comp: Competition, body: PhaseCreate, actor: User,
+              now: datetime) -> Phase:
+    if any(p.name == body.name for p in comp.phases):
+        raise ConflictError(f"competition {comp.slug!r} already has a phase {body.name!r}",
+                            code="phase.exists")
+    phase = Phase(competition_id=comp.id, created_at=now,
+                  **_phase_values(body.model_dump(mode="python")))
+    _check_phase(session, phase)
+    session.add(phase)
+    session.flush()
+    comp.phases.append(phase)
+    session.add(AuditLog(actor_id=actor.id, action="phase.create", target=f"phase:{phase.id}",
+                         details={"name": phase.name}, at=now))
+    return phase
+
+
+def update_phase(session: Session, phase: Phase, changes: dict[str, Any], actor: User,
+                 now: datetime) -> Phase:
+    for key, value in _phase_values(changes).items():
+        setattr(phase, key, value)
+    _check_phase(session, phase)
+    session.add(AuditLog(actor_id=actor.id, action="phase.update", target=f"phase:{phase.id}",
+                         details={"fields": sorted(changes)}, at=now))
+    session.flush()
+    return phase

@@ -1,0 +1,74 @@
+"""Atomic quota checks: per day, in total and in flight, per (user, phase).
+
+The check and the insert it guards must be one critical section, otherwise two simultaneous
+uploads both see one slot left and both take it. We serialize on the user's Participation row:
+on Postgres with SELECT ... FOR UPDATE (the row is created first with ON CONFLICT DO NOTHING, so
+even a first upload has a row to lock); on SQLite the caller's session began with BEGIN
+IMMEDIATE, which holds the database write lock from the first statement. Submissions that ended
+in a platform error are never charged.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, not_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from server.core.errors import QuotaExceededError
+from server.models import (
+    PLATFORM_ERROR,
+    TERMINAL_STATES,
+    Participation,
+    Phase,
+    Submission,
+    utcnow,
+)
+
+
+def lock_participation(session: Session, user_id: int, phase_id: int) -> Participation:
+    """Create (if missing) and lock the (user, phase) row until the transaction ends."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert(Participation).values(user_id=user_id, phase_id=phase_id, n_uploads=0,
+                                        created_at=utcnow())
+    session.execute(stmt.on_conflict_do_nothing(index_elements=["user_id", "phase_id"]))
+    query = select(Participation).where(
+        Participation.user_id == user_id, Participation.phase_id == phase_id
+    )
+    if dialect == "postgresql":
+        query = query.with_for_update()
+    return session.execute(query.execution_options(populate_existing=True)).scalar_one()
+
+
+def _charged():
+    return not_(and_(Submission.state == "failed", Submission.reason == PLATFORM_ERROR))
+
+
+def check_quota(session: Session, user_id: int, phase: Phase, now: datetime) -> None:
+    """Raise QuotaExceededError when one more submission would break a phase quota.
+
+    Call with the Participation row locked (see lock_participation).
+    """
+    base = select(func.count(Submission.id)).where(
+        Submission.user_id == user_id, Submission.phase_id == phase.id
+    )
+    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    checks = [
+        (phase.quota_total, base.where(_charged()), "total", "for the whole phase"),
+        (phase.quota_per_day, base.where(_charged(), Submission.created_at >= day_start),
+         "per_day", f"per UTC day (resets at {(day_start + timedelta(days=1)).isoformat()})"),
+        (phase.quota_in_flight, base.where(Submission.state.not_in(TERMINAL_STATES)),
+         "in_flight", "waiting or running at once (wait for one to finish)"),
+    ]
+    for limit, query, kind, scope in checks:
+        if limit is None:
+            continue
+        used = session.execute(query).scalar_one()
+        if used >= limit:
+            raise QuotaExceededError(
+                f"quota reached: {used} of {limit} submissions {scope} in phase {phase.id}; "
+                "submissions that failed for platform reasons are not counted",
+                code=f"quota.{kind}", used=used, limit=limit,
+            )

@@ -1,0 +1,196 @@
+"""Run lifecycle and leases: every change is one guarded conditional UPDATE.
+
+A worker owns a run only through a lease: `claim` sets the owner and expiry and bumps the
+fencing token, but only when the run is queued or its lease has lapsed; every later call
+(heartbeat, finish, release) must present that token, so a duplicate or redelivered job, or a
+worker that lost its lease, writes nothing (StaleLeaseError -> 409). States only move forward
+(queued -> preparing -> running -> scoring -> terminal); finished/failed/timed_out/cancelled are
+terminal. The single backward step is deliberate: a platform fault (release, lapsed lease) puts
+the run back to queued with a fresh fencing and run token, and after too many such faults the
+run fails with reason `platform_error`, which is never charged to a quota.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from server.core.errors import InvalidInputError, NotClaimableError, StaleLeaseError
+from server.core.security import hash_token, new_token
+from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, TaskResult
+from server.services.submissions import refresh_submission
+
+STAGE_ORDER = {"queued": 0, "preparing": 1, "running": 2, "scoring": 3}
+FINISH_STATES = ("finished", "failed", "timed_out")
+
+
+@dataclass(frozen=True)
+class LeasePolicy:
+    lease_seconds: int = 120
+    max_platform_failures: int = 3
+    log_cap_bytes: int = 1024**2
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a worker reports when a run ends (see docs/internals.md, /finish)."""
+
+    state: str
+    reason: str | None = None
+    message: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    log: str = ""
+
+
+def guarded_update(session: Session, run_id: int, conditions: list, values: dict) -> bool:
+    """Apply `values` to the run only if every condition holds; True if a row changed."""
+    stmt = (update(Run).where(Run.id == run_id, *conditions).values(**values)
+            .execution_options(synchronize_session=False))
+    return session.execute(stmt).rowcount == 1
+
+
+def _load(session: Session, run_id: int) -> Run:
+    query = select(Run).where(Run.id == run_id).execution_options(populate_existing=True)
+    return session.execute(query).scalar_one()
+
+
+def claim_run(session: Session, run_id: int, worker: str, now: datetime,
+              policy: LeasePolicy) -> Run:
+    """Take the lease; raises NotClaimableError if the run is terminal or leased to another."""
+    claimable = or_(Run.state == "queued",
+                    (Run.state.in_(ACTIVE_STATES)) & (Run.lease_expires_at < now))
+    changed = guarded_update(session, run_id, [claimable], {
+        "state": "preparing", "lease_owner": worker[:200],
+        "lease_expires_at": now + timedelta(seconds=policy.lease_seconds),
+        "fencing_token": Run.fencing_token + 1, "attempts": Run.attempts + 1,
+        "started_at": now,
+    })
+    run = _load(session, run_id)
+    if not changed:
+        raise NotClaimableError(
+            f"run {run_id} is {run.state!r} (lease owner {run.lease_owner!r}); it can be "
+            "claimed only when queued or when its lease has expired — the job should return",
+            state=run.state,
+        )
+    refresh_submission(session, run.submission_id, now)
+    return run
+
+
+def heartbeat_run(session: Session, run_id: int, fencing_token: int, stage: str,
+                  now: datetime, policy: LeasePolicy) -> datetime:
+    """Extend the lease and move the run forward to `stage`; returns the new expiry."""
+    if stage not in ACTIVE_STATES:
+        raise InvalidInputError(
+            f"stage {stage!r} is not a working stage; expected one of {list(ACTIVE_STATES)}"
+        )
+    earlier = [s for s in ACTIVE_STATES if STAGE_ORDER[s] <= STAGE_ORDER[stage]]
+    expires = now + timedelta(seconds=policy.lease_seconds)
+    changed = guarded_update(session, run_id,
+                       [Run.fencing_token == fencing_token, Run.state.in_(earlier)],
+                       {"state": stage, "lease_expires_at": expires})
+    if not changed:
+        raise _stale(session, run_id, fencing_token)
+    return expires
+
+
+def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOutcome,
+               now: datetime, policy: LeasePolicy) -> Run:
+    """Record a run's end, its summary and per-task results, in one guarded write."""
+    score = _check_outcome(outcome)
+    changed = guarded_update(session, run_id,
+                       [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES)], {
+        "state": outcome.state, "reason": outcome.reason, "message": outcome.message,
+        "score": score, "summary": outcome.summary, "log": cap_log(outcome.log, policy),
+        "finished_at": now, "lease_owner": None, "lease_expires_at": None,
+    })
+    if not changed:
+        raise _stale(session, run_id, fencing_token)
+    session.add_all(_task_rows(run_id, outcome.tasks))
+    run = _load(session, run_id)
+    refresh_submission(session, run.submission_id, now)
+    return run
+
+
+def release_run(session: Session, run_id: int, fencing_token: int, error: str, now: datetime,
+                policy: LeasePolicy) -> str | None:
+    """Hand a run back after a platform fault; returns a fresh run token to re-enqueue with,
+    or None when the run has now failed with `platform_error` (never charged)."""
+    run = _load(session, run_id)
+    if run.fencing_token != fencing_token or run.state not in ACTIVE_STATES:
+        raise _stale(session, run_id, fencing_token)
+    token = requeue_or_fail(session, run, [Run.fencing_token == fencing_token,
+                                            Run.state.in_(ACTIVE_STATES)], error, now, policy)
+    if token == "":
+        raise _stale(session, run_id, fencing_token)
+    return token
+
+
+def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: datetime,
+                     policy: LeasePolicy) -> str | None:
+    """Shared by release and the reconciler: "" when the guard lost the race, None when the
+    run failed for good, else the new run token."""
+    failures = run.platform_failures + 1
+    token = new_token()
+    values: dict[str, Any] = {
+        "platform_failures": failures, "lease_owner": None, "lease_expires_at": None,
+        "fencing_token": Run.fencing_token + 1, "message": f"platform fault: {error}"[:4000],
+    }
+    give_up = failures >= policy.max_platform_failures
+    if give_up:
+        values |= {"state": "failed", "reason": PLATFORM_ERROR, "finished_at": now,
+                   "run_token_hash": None,
+                   "message": f"the platform failed {failures} times running this run "
+                              f"(last: {error}); it is not charged to your quota"[:4000]}
+    else:
+        values |= {"state": "queued", "run_token_hash": hash_token(token), "enqueued_at": now}
+    if not guarded_update(session, run.id, guard, values):
+        return ""
+    refresh_submission(session, run.submission_id, now)
+    return None if give_up else token
+
+
+def _stale(session: Session, run_id: int, fencing_token: int) -> StaleLeaseError:
+    run = _load(session, run_id)
+    return StaleLeaseError(
+        f"fencing token {fencing_token} is stale for run {run_id} (current token "
+        f"{run.fencing_token}, state {run.state!r}); nothing was written — stop working on it",
+        state=run.state, fencing_token=run.fencing_token,
+    )
+
+
+def _check_outcome(outcome: RunOutcome) -> float | None:
+    """Validate before writing; returns the run score (summary 'score', else 'mean')."""
+    if outcome.state not in FINISH_STATES:
+        raise InvalidInputError(
+            f"state {outcome.state!r} cannot end a run; expected one of {list(FINISH_STATES)}"
+        )
+    raw = outcome.summary.get("score", outcome.summary.get("mean"))
+    if outcome.state == "finished" and not isinstance(raw, int | float):
+        raise InvalidInputError(
+            f"a finished run needs a numeric summary['score'] or summary['mean']; got {raw!r}"
+        )
+    return float(raw) if outcome.state == "finished" else None
+
+
+def _task_rows(run_id: int, tasks: list[dict[str, Any]]) -> list[TaskResult]:
+    return [
+        TaskResult(run_id=run_id, task_id=int(t["task_id"]), dataset=str(t["dataset"]),
+                   group=str(t.get("group") or "test"), n_ways=int(t["n_ways"]),
+                   n_shots=int(t["n_shots"]), score=float(t["score"]),
+                   accuracy=None if t.get("accuracy") is None else float(t["accuracy"]))
+        for t in tasks
+    ]
+
+
+def cap_log(log: str, policy: LeasePolicy) -> str:
+    """Keep the tail of a long log (where errors are), marking the cut."""
+    data = log.encode("utf-8", errors="replace")
+    if len(data) <= policy.log_cap_bytes:
+        return log
+    tail = data[-policy.log_cap_bytes:].decode("utf-8", errors="ignore")
+    return f"[... {len(data) - policy.log_cap_bytes} earlier bytes cut ...]\n{tail}"

@@ -1,0 +1,89 @@
+"""Where files live under the storage folder, and streaming writes with a size cap.
+
+Submissions are stored by content hash (`submissions/<sha256>.zip`), datasets by content hash
+(`datasets/<hash>/`). Uploads land in `tmp/` first and are moved into place with an atomic
+rename, so a half-written file is never visible under its final name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from server.core.errors import UploadTooLargeError
+
+
+@dataclass(frozen=True)
+class Storage:
+    root: Path
+
+    def tmp_path(self, suffix: str = ".part") -> Path:
+        folder = self.root / "tmp"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{uuid.uuid4().hex}{suffix}"
+
+    def submission_path(self, sha256: str) -> Path:
+        return self.root / "submissions" / f"{sha256}.zip"
+
+    def dataset_dir(self, content_hash: str) -> Path:
+        return self.root / "datasets" / content_hash
+
+    def dataset_tar(self, content_hash: str) -> Path:
+        return self.root / "datasets" / f"{content_hash}.tar"
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def absolute(self, stored: str) -> Path:
+        return self.root / stored
+
+
+class StreamingFile:
+    """A temp file written chunk by chunk with a running sha256 and a size cap."""
+
+    def __init__(self, path: Path, max_bytes: int, what: str = "upload") -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.what = what
+        self.size = 0
+        self._sha = hashlib.sha256()
+        self._fh = open(path, "wb")  # noqa: SIM115 - closed in finish()/discard()
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            self.discard()
+            raise UploadTooLargeError(
+                f"the {self.what} exceeds {self.max_bytes} bytes (received more than that); "
+                "expected a smaller file — leave data and large checkpoints out of it",
+                max_bytes=self.max_bytes,
+            )
+        self._sha.update(chunk)
+        self._fh.write(chunk)
+
+    def finish(self) -> str:
+        """Flush to disk and return the sha256 hex."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        return self._sha.hexdigest()
+
+    def discard(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+        self.path.unlink(missing_ok=True)
+
+
+def place_by_hash(tmp: Path, final: Path) -> bool:
+    """Move `tmp` to `final` unless `final` already exists; True if we created it."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(tmp, final)  # fails if final exists: never overwrite a stored file
+        created = True
+    except FileExistsError:
+        created = False
+    tmp.unlink(missing_ok=True)
+    return created

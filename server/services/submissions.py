@@ -1,0 +1,82 @@
+"""A submission's state, reason and score derived from its runs, and read-side helpers.
+
+`refresh_submission` is called inside every transaction that changes a run. It first locks the
+submission row (FOR UPDATE on Postgres), so two runs of one submission finishing at once
+serialize here and the second sees the first's committed state — otherwise both could read
+"the other is still running" and leave the submission running forever.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.core.errors import NotFoundError
+from server.models import ACTIVE_STATES, PLATFORM_ERROR, TERMINAL_STATES, Phase, Run, Submission
+from server.models import User as UserModel
+
+
+def derive_state(runs: list[Run]) -> tuple[str, str | None, str | None, float | None]:
+    """(state, reason, message, score) of a submission; score = the worst run's score."""
+    states = [r.state for r in runs]
+    if not all(s in TERMINAL_STATES for s in states):
+        busy = any(s in ACTIVE_STATES or s in TERMINAL_STATES for s in states)
+        return ("running" if busy else "queued"), None, None, None
+    if all(s == "finished" for s in states):
+        return "finished", None, None, min(r.score for r in runs if r.score is not None)
+    # The participant's own fault is the most useful thing to show; platform faults last.
+    by_priority = sorted(
+        (r for r in runs if r.state != "finished"),
+        key=lambda r: (r.reason == PLATFORM_ERROR, r.state == "cancelled", r.index),
+    )
+    first = by_priority[0]
+    return first.state, first.reason, first.message, None
+
+
+def refresh_submission(session: Session, submission_id: int, now: datetime) -> Submission:
+    """Rewrite the cached state/reason/score of a submission from its runs (row locked)."""
+    query = select(Submission).where(Submission.id == submission_id)
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update()
+    submission = session.execute(query.execution_options(populate_existing=True)).scalar_one()
+    runs = list(session.execute(
+        select(Run).where(Run.submission_id == submission_id).order_by(Run.index)
+        .execution_options(populate_existing=True)
+    ).scalars())
+    state, reason, message, score = derive_state(runs)
+    submission.state, submission.reason, submission.message = state, reason, message
+    submission.score = score
+    submission.finished_at = now if state in TERMINAL_STATES else None
+    session.flush()
+    return submission
+
+
+def get_visible_submission(session: Session, submission_id: int, user: UserModel) -> Submission:
+    """The submission if `user` may see it; 404 otherwise (never reveal others' ids)."""
+    submission = session.get(Submission, submission_id)
+    if submission is None or (user.role == "participant" and submission.user_id != user.id):
+        raise NotFoundError(
+            f"no submission with id {submission_id} among yours; list yours at "
+            "/api/v1/me/submissions"
+        )
+    return submission
+
+
+def queue_position(session: Session, submission: Submission, default_queue: str) -> int | None:
+    """1-based position of the submission's first queued run in its phase's queue, or None."""
+    first = session.execute(
+        select(func.min(Run.id)).where(Run.submission_id == submission.id, Run.state == "queued")
+    ).scalar_one()
+    if first is None:
+        return None
+    phase = session.get(Phase, submission.phase_id)
+    name = (phase.queue if phase else None) or default_queue
+    ahead = session.execute(
+        select(func.count(Run.id)).join(Submission, Run.submission_id == Submission.id)
+        .join(Phase, Submission.phase_id == Phase.id)
+        .where(Run.state == "queued", Run.id < first,
+               func.coalesce(Phase.queue, default_queue) == name)
+    ).scalar_one()
+    return ahead + 1

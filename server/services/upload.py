@@ -1,0 +1,114 @@
+"""Accepting a submission: validate the stored zip, then charge the quota and create the
+Submission and its Runs in one transaction, then enqueue after commit.
+
+The bytes have already been streamed to a temp file by the caller (see api/uploads.py) with a
+size cap and a running sha256; nothing here holds the upload in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import select
+
+from server.core.db import Database
+from server.core.errors import NotFoundError, PhaseClosedError
+from server.core.security import hash_token, new_token
+from server.models import AuditLog, Phase, Run, Submission
+from server.services.queue import JobQueue, enqueue_quietly
+from server.services.quotas import check_quota, lock_participation
+from server.services.storage import Storage, place_by_hash
+from submission_api.submission_zip import ZipLimits, ZipReport, check_submission_zip
+
+
+@dataclass(frozen=True)
+class StagedUpload:
+    """A fully received upload sitting in storage/tmp."""
+
+    path: Path
+    sha256: str
+    size: int
+
+
+def check_phase_open(phase: Phase, now: datetime) -> None:
+    """Raise PhaseClosedError unless the phase accepts submissions at `now`."""
+    if phase.status != "open":
+        raise PhaseClosedError(
+            f"phase {phase.id} is {phase.status!r}; expected an open phase — "
+            "check the competition page for the phase that accepts submissions"
+        )
+    if phase.starts_at and now < phase.starts_at:
+        raise PhaseClosedError(f"phase {phase.id} opens at {phase.starts_at.isoformat()}")
+    if phase.ends_at and now >= phase.ends_at:
+        raise PhaseClosedError(f"phase {phase.id} closed at {phase.ends_at.isoformat()}")
+
+
+def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_id: int,
+                      phase_id: int, staged: StagedUpload, now: datetime, limits: ZipLimits,
+                      default_queue: str, note: str = "") -> Submission:
+    """Validate, store and register a submission; enqueue its runs after commit.
+
+    Raises UnsafeZipError, NotFoundError, PhaseClosedError, QuotaExceededError; on any error
+    the temp file is removed and nothing is stored.
+    """
+    try:
+        report = check_submission_zip(staged.path, limits)
+    except Exception:
+        staged.path.unlink(missing_ok=True)
+        raise
+    final = storage.submission_path(staged.sha256)
+    created = place_by_hash(staged.path, final)
+    try:
+        submission, jobs = _register(db, storage, user_id, phase_id, staged, report, final, now,
+                                     default_queue, note)
+    except Exception:
+        if created:
+            _remove_if_unreferenced(db, staged.sha256, final)
+        raise
+    enqueue_quietly(queue, jobs)
+    return submission
+
+
+def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
+              staged: StagedUpload, report: ZipReport, final: Path, now: datetime,
+              default_queue: str, note: str) -> tuple[Submission, list[tuple[int, str, str]]]:
+    """The one transaction: lock, check phase and quota, insert submission and runs."""
+    with db.session(write=True) as session:
+        participation = lock_participation(session, user_id, phase_id)
+        phase = session.get(Phase, phase_id)
+        if phase is None:
+            raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
+        check_phase_open(phase, now)
+        check_quota(session, user_id, phase, now)
+        participation.n_uploads += 1
+        submission = Submission(
+            phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
+            storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
+            state="queued", created_at=now,
+        )
+        tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
+        submission.runs = [
+            Run(index=i, seed=i, state="queued", run_token_hash=hash_token(tok), enqueued_at=now,
+                created_at=now)
+            for i, tok in enumerate(tokens)
+        ]
+        session.add(submission)
+        session.add(AuditLog(actor_id=user_id, action="submission.create",
+                             target=f"phase:{phase_id}", details={"sha256": staged.sha256},
+                             at=now))
+        session.flush()
+        queue_name = phase.queue or default_queue
+        jobs = [(run.id, tok, queue_name) for run, tok in zip(submission.runs, tokens, strict=True)]
+    return submission, jobs
+
+
+def _remove_if_unreferenced(db: Database, sha256: str, final: Path) -> None:
+    """Delete a stored zip that no submission row refers to (the insert was refused)."""
+    with db.session() as session:
+        used = session.execute(
+            select(Submission.id).where(Submission.sha256 == sha256).limit(1)
+        ).first()
+    if used is None:
+        final.unlink(missing_ok=True)

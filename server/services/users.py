@@ -1,0 +1,86 @@
+"""Users and tokens: creation, password login, token lookup, and the admin bootstrap."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.core.errors import BadCredentialsError, ConflictError, InvalidInputError
+from server.core.security import hash_password, hash_token, new_token, verify_password
+from server.models import ROLES, ApiToken, AuditLog, User
+
+
+def create_user(session: Session, *, username: str, role: str, password: str | None,
+                email: str | None, actor: User | None) -> User:
+    """Create a user; only admins may create organizers or admins."""
+    if role not in ROLES:
+        raise InvalidInputError(f"role {role!r} is unknown; expected one of {list(ROLES)}")
+    if actor is not None and actor.role != "admin" and role != "participant":
+        raise InvalidInputError(
+            f"an {actor.role} may create participants only; ask an admin for a {role!r} account",
+            code="auth.forbidden_role",
+        )
+    if session.execute(select(User.id).where(User.username == username)).first():
+        raise ConflictError(f"the username {username!r} is taken; choose another",
+                            code="user.exists")
+    user = User(username=username, role=role, email=email,
+                password_hash=hash_password(password) if password else None)
+    session.add(user)
+    session.flush()
+    session.add(AuditLog(actor_id=actor.id if actor else None, action="user.create",
+                         target=f"user:{user.id}", details={"role": role}))
+    return user
+
+
+def issue_token(session: Session, user: User, *, kind: str = "api", name: str | None = None,
+                ttl: timedelta | None = None, now: datetime) -> str:
+    """Create a token for `user`; the plain token is returned once and never stored."""
+    token = new_token()
+    session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), kind=kind, name=name,
+                         created_at=now, expires_at=now + ttl if ttl else None))
+    session.flush()
+    return token
+
+
+def login(session: Session, username: str, password: str, now: datetime) -> tuple[User, str]:
+    """Password login; returns the user and a new API token."""
+    user = session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+    if user is None or not user.is_active or not verify_password(password, user.password_hash):
+        raise BadCredentialsError(
+            "unknown username or wrong password; check both, or ask an organizer to reset it"
+        )
+    return user, issue_token(session, user, name="password-login", now=now)
+
+
+def user_for_token(session: Session, token: str, now: datetime) -> User | None:
+    """The active user holding `token`, or None (unknown, expired or deactivated)."""
+    row = session.execute(
+        select(ApiToken).where(ApiToken.token_hash == hash_token(token))
+    ).scalar_one_or_none()
+    if row is None or (row.expires_at is not None and row.expires_at <= now):
+        return None
+    user = session.get(User, row.user_id)
+    return user if user is not None and user.is_active else None
+
+
+def revoke_token(session: Session, token: str) -> None:
+    row = session.execute(
+        select(ApiToken).where(ApiToken.token_hash == hash_token(token))
+    ).scalar_one_or_none()
+    if row is not None:
+        session.delete(row)
+
+
+def bootstrap_admin(session: Session, token: str, now: datetime) -> User:
+    """Make sure an `admin` user exists and accepts `token` (idempotent, for first start)."""
+    admin = session.execute(select(User).where(User.username == "admin")).scalar_one_or_none()
+    if admin is None:
+        admin = User(username="admin", role="admin", created_at=now)
+        session.add(admin)
+        session.flush()
+    if user_for_token(session, token, now) is None:
+        session.add(ApiToken(user_id=admin.id, token_hash=hash_token(token), kind="api",
+                             name="bootstrap", created_at=now))
+    return admin

@@ -1,0 +1,210 @@
+"""The three functions every run uses, locally and on the platform: which episodes a run tests,
+and which images the participant may see at meta-train and meta-valid time.
+
+Test episodes depend only on `(phase_seed, run_seed)`, the dataset name and the params. For each
+test dataset (and id-ood group) the run draws disjoint support / query pools once from
+`make_rng(phase_seed, run_seed, "pools", group, dataset)`, then every episode of that dataset
+from the same generator, so no query image appears with its label in any task of the run.
+Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
+Meta-dataset keeps exactly `tasks_per_dataset` episodes per dataset (each from one dataset),
+rather than drawing each episode's dataset at random, so per-dataset scores rest on the same
+count in every run, as in Triantafillou et al.'s 600 test episodes per dataset.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from submission_api.protocols.fewstab import compute_attribute_ladder, sample_fewstab_episode
+from submission_api.protocols.params import ProtocolParams
+from submission_api.protocols.splits import (
+    compute_held_out_images,
+    compute_images_of_classes,
+    compute_within_domain_split,
+)
+from submission_api.sampling.any_shot import sample_cross_domain_episode, sample_fixed_episode
+from submission_api.sampling.episode import ClassPools, Episode
+from submission_api.sampling.meta_dataset import MD_MAX_NUM_QUERY, sample_meta_dataset_episode
+from submission_api.sampling.pools import sample_disjoint_pools
+from submission_api.sampling.seeds import make_rng
+
+if TYPE_CHECKING:
+    from submission_api.data.collection import Collection
+
+CROSS_DOMAIN_QUERIES = 20
+"""NeurIPS'22 queries per class; sizes the cross-domain query pools."""
+
+
+def _get(collection: Collection, name: str) -> Any:
+    if name not in collection.datasets:
+        raise ValueError(
+            f"Dataset {name!r} is not in collection {collection.name!r} (has "
+            f"{sorted(collection.datasets)}); fix the phase's datasets or meta_splits.txt."
+        )
+    return collection.datasets[name]
+
+
+def _split(collection: Collection, split: str) -> list[str]:
+    return list(collection.splits.get(split, []))
+
+
+def _test_names(params: ProtocolParams, collection: Collection) -> list[str]:
+    if params.datasets is not None:
+        return list(params.datasets)
+    if params.name == "within-domain":
+        return sorted(collection.datasets)
+    return _split(collection, "meta-test")
+
+
+def _within_split(params: ProtocolParams, ds: Any) -> tuple[np.ndarray, ...]:
+    return compute_within_domain_split(len(ds.class_names), params.split_fractions,
+                                       params.split_seed, ds.name)
+
+
+def _queries(params: ProtocolParams) -> int:
+    if params.name == "cross-domain":
+        return CROSS_DOMAIN_QUERIES
+    return MD_MAX_NUM_QUERY if params.name == "meta-dataset" else int(params.n_queries)
+
+
+def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, ds: Any,
+          group: str) -> Episode:
+    if params.name == "cross-domain":
+        return sample_cross_domain_episode(pools, rng, ds.name, group)
+    if params.name == "meta-dataset":
+        return sample_meta_dataset_episode(pools, rng, ds.name, ds.super_categories, group)
+    return sample_fixed_episode(pools, rng, ds.name, params.n_ways, params.n_shots,
+                                params.n_queries, group)
+
+
+def _plan_dataset(params: ProtocolParams, ds: Any, seed: tuple[int, int],
+                  groups: tuple[str, ...], allowed: np.ndarray | None = None) -> list[Episode]:
+    """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
+    rng = make_rng(seed[0], seed[1], "pools", groups[0], ds.name)
+    pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed)
+    shape = (params.n_ways, params.n_shots, params.n_queries)
+    thresholds = (params.fewstab_n_s, params.fewstab_n_q)
+    ladder = (compute_attribute_ladder(pools, ds.attributes, *shape[1:], *thresholds)
+              if "fewstab-A" in groups else None)
+    episodes = []
+    for group in groups:
+        for _ in range(params.tasks_per_dataset):
+            if group == "fewstab-A":
+                episodes.append(sample_fewstab_episode(
+                    pools, ds.attributes, rng, ds.name, *shape, *thresholds, ladder).episode)
+            else:
+                episodes.append(_draw(params, pools, rng, ds, group))
+    return episodes
+
+
+def _check_seed(seed: Any) -> tuple[int, int]:
+    if (not isinstance(seed, tuple | list) or len(seed) != 2
+            or not all(isinstance(s, int | np.integer) and s >= 0 for s in seed)):
+        raise ValueError(f"seed={seed!r}, expected (phase_seed, run_seed), non-negative ints.")
+    return int(seed[0]), int(seed[1])
+
+
+def plan_test_episodes(params: ProtocolParams, collection: Collection,
+                       seed: tuple[int, int]) -> list[Episode]:
+    """Every test episode of one run (see the module docstring for seeding and order).
+
+    Groups: 'test'; id-ood 'BaseGen' (meta-train classes, held-out images only), 'ValGen'
+    (meta-valid datasets), 'NovelGen' (meta-test datasets); fewstab 'fewstab-A' then
+    'fewstab-R' (random tasks of the same shape, same pools) per dataset.
+    """
+    seed = _check_seed(seed)
+    if params.name == "id-ood":
+        return _plan_id_ood(params, collection, seed)
+    episodes: list[Episode] = []
+    for name in _test_names(params, collection):
+        ds = _get(collection, name)
+        if params.name == "within-domain":
+            test_classes = _within_split(params, ds)[2]
+            if len(test_classes) < params.n_ways:
+                raise ValueError(
+                    f"Dataset {name!r}: the within-domain split {params.split_fractions} of its "
+                    f"{len(ds.class_names)} classes leaves {len(test_classes)} test classes, "
+                    f"expected >= n_ways={params.n_ways}; raise the test fraction, lower "
+                    "n_ways, or leave this dataset out (params.datasets)."
+                )
+            allowed = compute_images_of_classes(ds.labels, test_classes)
+            episodes += _plan_dataset(params, ds, seed, ("test",), allowed)
+        elif params.name == "fewstab":
+            episodes += _plan_fewstab(params, ds, seed, explicit=params.datasets is not None)
+        else:
+            episodes += _plan_dataset(params, ds, seed, ("test",))
+    if params.name == "fewstab" and not episodes:
+        raise ValueError(
+            f"No test dataset of collection {collection.name!r} has attribute annotations; "
+            "fewstab expected at least one; add an 'attributes' column to labels.csv."
+        )
+    return episodes
+
+
+def _plan_fewstab(params: ProtocolParams, ds: Any, seed: tuple[int, int],
+                  explicit: bool) -> list[Episode]:
+    if ds.attributes is None:
+        if explicit:
+            raise ValueError(
+                f"Dataset {ds.name!r} has no attribute annotations, expected them for fewstab; "
+                "add an 'attributes' column to its labels.csv or drop it from the phase."
+            )
+        return []
+    return _plan_dataset(params, ds, seed, ("fewstab-A", "fewstab-R"))
+
+
+def _plan_id_ood(params: ProtocolParams, collection: Collection,
+                 seed: tuple[int, int]) -> list[Episode]:
+    episodes: list[Episode] = []
+    for name in _split(collection, "meta-train"):
+        ds = _get(collection, name)
+        held = compute_held_out_images(ds.labels, len(ds.class_names), params.held_out_fraction,
+                                       params.split_seed, name)
+        episodes += _plan_dataset(params, ds, seed, ("BaseGen",), held)
+    for group, split in (("ValGen", "meta-valid"), ("NovelGen", "meta-test")):
+        names = list(params.datasets) if params.datasets and group == "NovelGen" else None
+        for name in names or _split(collection, split):
+            episodes += _plan_dataset(params, _get(collection, name), seed, (group,))
+    return episodes
+
+
+def plan_meta_train_view(params: ProtocolParams, collection: Collection) -> dict[str, np.ndarray]:
+    """Dataset name -> sorted image indices the participant may see at meta-train.
+
+    within-domain: the training classes of every dataset; id-ood: the meta-train datasets
+    without their held-out images; otherwise every image of the meta-train datasets.
+    """
+    if params.name == "within-domain":
+        return _within_view(params, collection, part=0)
+    view = {}
+    for name in _split(collection, "meta-train"):
+        ds = _get(collection, name)
+        every = np.arange(len(ds.labels), dtype=np.int64)
+        if params.name == "id-ood":
+            held = compute_held_out_images(ds.labels, len(ds.class_names),
+                                           params.held_out_fraction, params.split_seed, name)
+            every = np.setdiff1d(every, held)
+        view[name] = every
+    return view
+
+
+def plan_meta_valid_view(params: ProtocolParams, collection: Collection) -> dict[str, np.ndarray]:
+    """Dataset name -> image indices for the meta-valid generator: within-domain, the valid
+    classes of every dataset; otherwise every image of the 'meta-valid' datasets (if any)."""
+    if params.name == "within-domain":
+        return _within_view(params, collection, part=1)
+    return {name: np.arange(len(_get(collection, name).labels), dtype=np.int64)
+            for name in _split(collection, "meta-valid")}
+
+
+def _within_view(params: ProtocolParams, collection: Collection,
+                 part: int) -> dict[str, np.ndarray]:
+    view = {}
+    for name in _test_names(params, collection):
+        ds = _get(collection, name)
+        images = compute_images_of_classes(ds.labels, _within_split(params, ds)[part])
+        if images.size:
+            view[name] = images
+    return view

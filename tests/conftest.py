@@ -1,0 +1,28 @@
+"""Fixtures shared by every test tier: a tiny generated Meta-Album collection and its cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from starting_kit.sample_data import generate_collection
+
+
+def require_service(name: str, reason: str) -> None:
+    """Skip outside CI; fail in CI, where a missing service is a broken setup, not an excuse."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{name} is required in CI but unavailable: {reason}")
+    pytest.skip(f"{name} unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def tiny_collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """6 classes x 25 images per domain: enough for any-way any-shot tasks, quick to build."""
+    return generate_collection(tmp_path_factory.mktemp("data") / "tiny", n_classes=6, n_images=25)
+
+
+@pytest.fixture(scope="session")
+def arena_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")

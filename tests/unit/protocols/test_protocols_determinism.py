@@ -1,0 +1,42 @@
+"""Planned episodes are identical across processes with different PYTHONHASHSEED values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from submission_api.protocols import ProtocolParams, plan_test_episodes
+from submission_api.sampling import compute_episodes_digest
+
+SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+from test_protocols_determinism import plan_digest
+print(plan_digest())
+"""
+
+
+def plan_digest() -> str:
+    from protocol_fakes import build_collection
+
+    collection = build_collection()
+    episodes = []
+    for name in ("cross-domain", "meta-dataset", "id-ood", "fewstab"):
+        params = ProtocolParams(name=name, tasks_per_dataset=2, split_seed=5)
+        episodes += plan_test_episodes(params, collection, seed=(11, 3))
+    within = ProtocolParams(name="within-domain", tasks_per_dataset=2, datasets=("te1",))
+    episodes += plan_test_episodes(within, collection, seed=(11, 3))
+    return compute_episodes_digest(episodes)
+
+
+def test_plans_are_identical_across_processes_and_hash_seeds():
+    here = str(Path(__file__).parent)
+    digests = set()
+    for hash_seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run([sys.executable, "-c", SCRIPT.format(here=here)], env=env,
+                             capture_output=True, text=True, check=True, cwd=here)
+        digests.add(out.stdout.strip())
+    assert digests == {plan_digest()}

@@ -1,0 +1,125 @@
+"""plan_test_episodes / plan_meta_train_view / plan_meta_valid_view, per protocol."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from submission_api.protocols import (
+    ProtocolParams,
+    plan_meta_train_view,
+    plan_meta_valid_view,
+    plan_test_episodes,
+)
+from submission_api.protocols.splits import compute_held_out_images, compute_within_domain_split
+from submission_api.sampling import check_episode
+
+
+def _assert_run_pools_disjoint(episodes):
+    for name in {e.dataset for e in episodes}:
+        mine = [e for e in episodes if e.dataset == name]
+        support = np.concatenate([e.support_idx for e in mine])
+        query = np.concatenate([e.query_idx for e in mine])
+        assert np.intersect1d(support, query).size == 0, name
+
+
+@pytest.mark.parametrize("name", ["cross-domain", "fixed", "meta-dataset"])
+def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
+    params = ProtocolParams(name=name, tasks_per_dataset=6)
+    episodes = plan_test_episodes(params, collection, seed=(1, 2))
+    assert [e.dataset for e in episodes] == ["te1"] * 6 + ["te2"] * 6
+    for e in episodes:
+        check_episode(e)
+        assert e.group == "test"
+    _assert_run_pools_disjoint(episodes)
+    if name == "fixed":
+        assert {(e.n_ways, e.n_shots, len(e.query_idx)) for e in episodes} == {(5, 5, 75)}
+
+
+def test_meta_dataset_episodes_stay_in_one_super_category(collection):
+    params = ProtocolParams(name="meta-dataset", tasks_per_dataset=10, datasets=("te1",))
+    supers = collection.datasets["te1"].super_categories
+    for e in plan_test_episodes(params, collection, seed=(0, 0)):
+        assert len(set(supers[e.class_ids].tolist())) == 1
+
+
+def test_views_of_cross_domain_are_whole_meta_train_and_meta_valid(collection):
+    params = ProtocolParams()
+    train = plan_meta_train_view(params, collection)
+    assert sorted(train) == ["tr1", "tr2"]
+    assert np.array_equal(train["tr1"], np.arange(240))
+    assert list(plan_meta_valid_view(params, collection)) == ["va1"]
+
+
+def test_runs_differ_but_repeat(collection):
+    params = ProtocolParams(tasks_per_dataset=3)
+    a, b = (plan_test_episodes(params, collection, seed=(5, r)) for r in (1, 2))
+    again = plan_test_episodes(params, collection, seed=(5, 1))
+    assert all(np.array_equal(x.query_idx, y.query_idx) for x, y in zip(a, again, strict=True))
+    assert not all(np.array_equal(x.query_idx, y.query_idx) for x, y in zip(a, b, strict=True))
+
+
+def test_within_domain_split_is_disjoint_complete_and_seeded():
+    train, valid, test = compute_within_domain_split(40, (0.7, 0.15, 0.15), 9, "d")
+    assert (len(train), len(valid), len(test)) == (28, 6, 6)
+    assert sorted(np.concatenate([train, valid, test]).tolist()) == list(range(40))
+    again = compute_within_domain_split(40, (0.7, 0.15, 0.15), 9, "d")
+    assert all(np.array_equal(x, y) for x, y in zip((train, valid, test), again, strict=True))
+    other = compute_within_domain_split(40, (0.7, 0.15, 0.15), 10, "d")
+    assert not np.array_equal(test, other[2])
+
+
+def test_within_domain_with_too_few_classes_is_a_clear_error():
+    with pytest.raises(ValueError, match="leaves 0 training classes"):
+        compute_within_domain_split(2, (0.7, 0.15, 0.15), 0, "tiny")
+
+
+def test_within_domain_tests_only_test_classes_and_views_only_train_and_valid(collection):
+    params = ProtocolParams(name="within-domain", tasks_per_dataset=4, datasets=("te1",),
+                            split_seed=3)
+    ds = collection.datasets["te1"]
+    train_c, valid_c, test_c = compute_within_domain_split(30, params.split_fractions, 3, "te1")
+    for seed in ((0, 1), (0, 2)):
+        episodes = plan_test_episodes(params, collection, seed=seed)
+        assert len(episodes) == 4
+        for e in episodes:
+            assert np.isin(e.class_ids, test_c).all()
+        _assert_run_pools_disjoint(episodes)
+    train_view = plan_meta_train_view(params, collection)["te1"]
+    valid_view = plan_meta_valid_view(params, collection)["te1"]
+    assert np.isin(ds.labels[train_view], train_c).all() and len(train_view) == 40 * len(train_c)
+    assert np.isin(ds.labels[valid_view], valid_c).all() and len(valid_view) == 40 * len(valid_c)
+
+
+def test_id_ood_held_out_images_never_reach_the_meta_train_view(collection):
+    params = ProtocolParams(name="id-ood", tasks_per_dataset=3, split_seed=4)
+    view = plan_meta_train_view(params, collection)
+    for name in ("tr1", "tr2"):
+        ds = collection.datasets[name]
+        held = compute_held_out_images(ds.labels, len(ds.class_names), 0.2, 4, name)
+        assert np.bincount(ds.labels[held]).tolist() == [8] * len(ds.class_names)
+        assert np.intersect1d(view[name], held).size == 0
+        assert len(view[name]) + len(held) == len(ds.labels)
+    episodes = plan_test_episodes(params, collection, seed=(1, 1))
+    groups = {}
+    for e in episodes:
+        groups.setdefault(e.group, set()).add(e.dataset)
+        if e.group == "BaseGen":
+            ds = collection.datasets[e.dataset]
+            held = compute_held_out_images(ds.labels, len(ds.class_names), 0.2, 4, e.dataset)
+            assert np.isin(np.concatenate([e.support_idx, e.query_idx]), held).all()
+    assert groups == {"BaseGen": {"tr1", "tr2"}, "ValGen": {"va1"}, "NovelGen": {"te1", "te2"}}
+    _assert_run_pools_disjoint(episodes)
+
+
+def test_bad_seed_and_unknown_dataset_are_clear_errors(collection):
+    with pytest.raises(ValueError, match=r"expected \(phase_seed, run_seed\)"):
+        plan_test_episodes(ProtocolParams(), collection, seed=3)
+    with pytest.raises(ValueError, match="'nope' is not in collection 'tiny'"):
+        plan_test_episodes(ProtocolParams(datasets=("nope",)), collection, seed=(0, 0))
+
+
+def test_within_domain_with_fewer_test_classes_than_ways_names_the_split(collection):
+    params = ProtocolParams(name="within-domain", datasets=("te2",))
+    with pytest.raises(ValueError, match="leaves 1 test classes, expected >= n_ways=5"):
+        plan_test_episodes(params, collection, seed=(0, 0))

@@ -1,0 +1,179 @@
+"""`arena run` end to end on a tiny collection: the outputs a participant reads, every failure a
+submission can cause ending in a clear state, and NeurIPS'22 zips running unchanged."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from submission_api.protocols import ProtocolParams
+from submission_api.runner.local import run_local
+
+QUICK = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": 3})
+
+# A deterministic nearest-class-mean learner on raw pixels: fast, and clearly above chance.
+CENTROID_MODEL = """
+import numpy as np, torch
+from submission_api.api import MetaLearner, Learner, Predictor
+
+class MyPredictor(Predictor):
+    def __init__(self, means):
+        self.means = means
+    def predict(self, query_set):
+        x = query_set.flatten(1)
+        return (-torch.cdist(x, self.means)).numpy(){predict_suffix}
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        x, y, _, n_ways, _ = support_set
+        x = x.flatten(1)
+        return MyPredictor(torch.stack([x[y == c].mean(0) for c in range(n_ways)]))
+    def save(self, path):
+        open(path + "/weights.txt", "w").write("none")
+    def load(self, path):
+        assert open(path + "/weights.txt").read() == "none"
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+        for task in meta_train_generator(2):
+            self.log(task, np.zeros(len(task.query_set[1]), dtype=int))
+        {meta_fit_extra}
+        return MyLearner()
+"""
+
+
+def write_submission(
+    folder: Path,
+    predict_suffix: str = "",
+    meta_fit_extra: str = "pass",
+    extra_files: dict[str, str] | None = None,
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    code = CENTROID_MODEL.replace("{predict_suffix}", predict_suffix)
+    (folder / "model.py").write_text(code.replace("{meta_fit_extra}", meta_fit_extra))
+    for name, content in (extra_files or {}).items():
+        (folder / name).write_text(textwrap.dedent(content))
+    return folder
+
+
+def run(tmp_path: Path, submission: Path, collection: Path, cache: Path, **kwargs):
+    return run_local(
+        submission, collection, tmp_path / "out", protocol=QUICK, cache_dir=cache, **kwargs
+    )
+
+
+def test_a_finished_run_writes_scores_predictions_and_report(
+    tmp_path, tiny_collection, arena_cache
+):
+    result = run(tmp_path, write_submission(tmp_path / "sub"), tiny_collection, arena_cache)
+
+    assert result.state == "finished", result.message
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert scores["n_tasks"] == 6  # 3 tasks x 2 meta-test datasets
+    assert {"score", "ci95", "n_tasks", "duration_s", "tasks"} <= set(scores)
+    assert {"dataset", "ways", "shots", "score"} <= set(scores["tasks"][0])
+    assert scores["score"] > 0.1  # raw-pixel centroids beat chance on the synthetic domains
+    assert len(list((tmp_path / "out" / "predictions").glob("task_*.npy"))) == 6
+    html = (tmp_path / "out" / "detailed_results.html").read_text()
+    assert "data:image/png;base64," in html
+    assert (tmp_path / "out" / "logs" / "meta_train" / "performance.csv").exists()
+
+
+def test_the_same_seeds_give_the_same_score_and_another_seed_other_tasks(
+    tmp_path, tiny_collection, arena_cache
+):
+    sub = write_submission(tmp_path / "sub")
+    first = run(tmp_path / "a", sub, tiny_collection, arena_cache, seed=7).scores
+    second = run(tmp_path / "b", sub, tiny_collection, arena_cache, seed=7).scores
+    other = run(tmp_path / "c", sub, tiny_collection, arena_cache, seed=8).scores
+
+    assert first["tasks"] == second["tasks"]
+    assert [t["ways"] for t in first["tasks"]] != [t["ways"] for t in other["tasks"]] or [
+        t["score"] for t in first["tasks"]
+    ] != [t["score"] for t in other["tasks"]]
+
+
+@pytest.mark.parametrize(
+    ("meta_fit_extra", "predict_suffix", "reason", "words"),
+    [
+        ("raise RuntimeError('boom in meta_fit')", "", "meta_fit_error", "boom in meta_fit"),
+        ("pass", " + float('nan')", "bad_predictions", "NaN"),
+        ("pass", "[:1]", "bad_predictions", "expected"),
+        ("pass", ".tolist() and [object()]", "predict_error", "numeric"),
+        ("import os; os._exit(3)", "", "crashed", "exited with code 3"),
+    ],
+)
+def test_participant_faults_end_failed_with_a_clear_reason(
+    tmp_path, tiny_collection, arena_cache, meta_fit_extra, predict_suffix, reason, words
+):
+    sub = write_submission(tmp_path / "sub", predict_suffix, meta_fit_extra)
+    result = run(tmp_path, sub, tiny_collection, arena_cache)
+
+    assert (result.state, result.reason) == ("failed", reason)
+    assert words in result.message
+
+
+def test_an_import_error_is_reported_with_its_traceback(tmp_path, tiny_collection, arena_cache):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "model.py").write_text("import no_such_module_here\n")
+    result = run(tmp_path, sub, tiny_collection, arena_cache)
+
+    assert (result.state, result.reason) == ("failed", "import_error")
+    assert "no_such_module_here" in result.message and "Traceback" in result.message
+
+
+def test_an_endless_meta_fit_is_stopped_at_the_time_limit(tmp_path, tiny_collection, arena_cache):
+    sub = write_submission(tmp_path / "sub", meta_fit_extra="while True: pass")
+    result = run(tmp_path, sub, tiny_collection, arena_cache, time_limit_s=3)
+
+    assert (result.state, result.reason) == ("timed_out", "time_limit")
+
+
+def test_predictions_linked_elsewhere_are_refused(tmp_path, tiny_collection, arena_cache):
+    # A prediction file replaced by a link to the answers must not be read through the link.
+    result = run(tmp_path, write_submission(tmp_path / "sub"), tiny_collection, arena_cache)
+    assert result.state == "finished"
+    prediction = tmp_path / "out" / "predictions" / "task_00000.npy"
+    prediction.unlink()
+    prediction.symlink_to(tmp_path / "out" / ".work" / "answers" / "query_labels.npy")
+
+    from submission_api.runner.scorer import ParticipantFailure, score_output
+
+    with pytest.raises(ParticipantFailure, match="link"):
+        score_output(tmp_path / "out", tmp_path / "out" / ".work" / "answers")
+
+
+def test_a_neurips22_zip_with_its_own_api_copy_runs_unchanged(
+    tmp_path, tiny_collection, arena_cache
+):
+    old_api = """
+        import numpy as np
+        from cdmetadl.ingestion.data_generator import Task
+
+        class Predictor():
+            def predict(self, dataset_test):
+                raise NotImplementedError
+        class Learner():
+            def __init__(self):
+                pass
+        class MetaLearner():
+            def __init__(self, train_classes, total_classes, logger):
+                self.train_classes = train_classes
+                self.total_classes = total_classes
+                self.log = logger.log
+        """
+    sub = write_submission(
+        tmp_path / "sub",
+        extra_files={"api.py": old_api, "config.json": '{"train_data_format": "task"}'},
+    )
+    model = (
+        (sub / "model.py").read_text().replace("from submission_api.api import", "from api import")
+    )
+    (sub / "model.py").write_text(model)
+    result = run(tmp_path, sub, tiny_collection, arena_cache)
+
+    assert result.state == "finished", result.message

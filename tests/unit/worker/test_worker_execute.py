@@ -1,0 +1,158 @@
+"""Execute: the request built from a claim, the heartbeat, and the Docker sandbox adapter."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from worker_fakes import make_claimed
+
+import worker.sandbox
+from worker.pipeline.errors import PlatformFault
+from worker.pipeline.execute import (
+    SANDBOX_COMMAND,
+    ExecutionRequest,
+    Heartbeat,
+    build_request,
+    make_docker_executor,
+)
+from worker.sandbox_result import SandboxPlatformError, SandboxResult
+
+WAIT_S = 10.0  # an upper bound for a background thread to act, never a timing assertion
+
+
+def claimed_with(gpus: int = 0):
+    return make_claimed(b"zip", [], resources={"cpus": 3.5, "memory_mb": 2048, "gpus": gpus},
+                        time_limit_s=90)
+
+
+def request_for(tmp_path: Path, gpu_ids: tuple[str, ...] = ()) -> ExecutionRequest:
+    return build_request(claimed_with(len(gpu_ids)), tmp_path / "s", tmp_path / "b",
+                         tmp_path / "o", gpu_ids, 4096)
+
+
+def test_request_takes_limits_from_the_phase_and_gpus_from_the_slot(tmp_path: Path):
+    request = build_request(claimed_with(gpus=1), tmp_path / "s", tmp_path / "b", tmp_path / "o",
+                            ("2", "3"), 4096)
+    assert (request.time_limit_s, request.cpus, request.memory_mb, request.gpu_ids) == (
+        90, 3.5, 2048, ("2",))
+    assert request.threads == 3
+    assert request.name.startswith("arena-run-7-3-")
+
+
+def test_cpu_phase_gets_no_gpu_even_on_a_gpu_slot(tmp_path: Path):
+    request = build_request(claimed_with(gpus=0), tmp_path, tmp_path, tmp_path, ("0",), 4096)
+    assert request.gpu_ids == ()
+
+
+def test_phase_needing_more_gpus_than_the_slot_owns_is_a_platform_fault(tmp_path: Path):
+    with pytest.raises(PlatformFault, match="needs 1 GPU"):
+        build_request(claimed_with(gpus=1), tmp_path, tmp_path, tmp_path, (), 4096)
+
+
+def test_heartbeat_409_sets_lost_and_cancel_and_stops_beating():
+    stages: list[str] = []
+
+    def beat(stage: str) -> bool:
+        stages.append(stage)
+        return len(stages) < 3
+
+    with Heartbeat(beat, interval_s=0.01, stage="running") as heartbeat:
+        assert heartbeat.cancel.wait(WAIT_S)
+    assert heartbeat.lost.is_set()
+    assert stages == ["running"] * 3
+
+
+def test_heartbeat_survives_network_errors():
+    answers: list[Any] = [RuntimeError("connection reset"), True, False]
+
+    def beat(stage: str) -> bool:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with Heartbeat(beat, interval_s=0.01, stage="preparing") as heartbeat:
+        assert heartbeat.lost.wait(WAIT_S)
+    assert answers == []
+
+
+def test_heartbeat_stops_on_exit_without_losing_the_run():
+    with Heartbeat(lambda stage: True, interval_s=0.01, stage="running") as heartbeat:
+        pass
+    assert not heartbeat.lost.is_set() and not heartbeat.cancel.is_set()
+
+
+class FakeContainers:
+    def __init__(self) -> None:
+        self.killed: list[str] = []
+        self.kill_event = threading.Event()
+
+    def get(self, name: str) -> Any:
+        containers = self
+
+        class Container:
+            def kill(self) -> None:
+                containers.killed.append(name)
+                containers.kill_event.set()
+
+        return Container()
+
+
+class FakeDocker:
+    def __init__(self) -> None:
+        self.containers = FakeContainers()
+
+
+def sandbox_result(**changes: Any) -> SandboxResult:
+    values = {"exit_code": 0, "oom_killed": False, "timed_out": False, "wall_time_s": 1.5,
+              "stdout": "out", "stderr": "err", "stdout_truncated": False,
+              "stderr_truncated": True, "output_exceeded": False, **changes}
+    return SandboxResult(**values)
+
+
+def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatch, tmp_path):
+    seen: dict[str, Any] = {}
+
+    def fake_run_sandbox(client: Any, spec: Any, limits: Any) -> SandboxResult:
+        seen.update(spec=spec, limits=limits)
+        return sandbox_result(exit_code=3)
+
+    monkeypatch.setattr(worker.sandbox, "run_sandbox", fake_run_sandbox)
+    request = request_for(tmp_path, gpu_ids=("1",))
+    result = make_docker_executor(FakeDocker())(request, threading.Event())
+    spec, limits = seen["spec"], seen["limits"]
+    assert spec.command == SANDBOX_COMMAND and spec.image == "arena/sandbox:cpu"
+    assert (spec.submission_dir, spec.bundle_dir, spec.output_dir) == (
+        (tmp_path / "s").resolve(), (tmp_path / "b").resolve(), (tmp_path / "o").resolve())
+    assert spec.name == request.name and spec.env["OMP_NUM_THREADS"] == "3"
+    assert (limits.memory_mb, limits.cpus, limits.wall_time_s, limits.gpus) == (
+        2048, 3.5, 90, ("1",))
+    assert (result.exit_code, result.stderr, result.stderr_truncated) == (3, "err", True)
+
+
+def test_docker_executor_kills_the_container_when_cancelled(monkeypatch, tmp_path):
+    docker_client = FakeDocker()
+
+    def blocking_run_sandbox(client: Any, spec: Any, limits: Any) -> SandboxResult:
+        assert docker_client.containers.kill_event.wait(WAIT_S)
+        return sandbox_result(exit_code=137)
+
+    monkeypatch.setattr(worker.sandbox, "run_sandbox", blocking_run_sandbox)
+    cancel = threading.Event()
+    cancel.set()
+    request = request_for(tmp_path)
+    result = make_docker_executor(docker_client)(request, cancel)
+    assert docker_client.containers.killed == [request.name]
+    assert result.exit_code == 137
+
+
+def test_sandbox_platform_error_becomes_a_platform_fault(monkeypatch, tmp_path):
+    def broken(client: Any, spec: Any, limits: Any) -> SandboxResult:
+        raise SandboxPlatformError("engine gone")
+
+    monkeypatch.setattr(worker.sandbox, "run_sandbox", broken)
+    with pytest.raises(PlatformFault, match="engine gone"):
+        make_docker_executor(FakeDocker())(request_for(tmp_path), threading.Event())

@@ -1,0 +1,114 @@
+"""Unsandboxed local mode: the participant side as a plain subprocess, for TRUSTED CODE ONLY.
+
+The embedded default falls back to this when no Docker engine is reachable, so that one machine
+can run a demo or a private competition without Docker. It enforces the wall-clock limit (the
+whole process group is killed) and nothing else: no memory, network or file-system isolation.
+The submission can read everything the worker's user can, including other runs' answers. That
+is why building it logs an error-level warning, and why it is opt-in by configuration
+(`ARENA_WORKER_EXECUTOR=local`, or `auto` without Docker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from worker.pipeline.execute import PARTICIPANT_MODULE, ExecutionRequest, ExecutionResult, Executor
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2
+WARNING = ("UNSANDBOXED LOCAL MODE: submissions run as plain processes of the worker's user, "
+           "with no isolation. Use it for trusted code only; install Docker for anything else.")
+
+
+def make_local_executor(python: str = sys.executable) -> Executor:
+    """An executor running the participant side with `python` on host paths; warns loudly."""
+    log.error("worker.executor.unsandboxed", extra={"warning": WARNING})
+
+    def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
+        return run_local(request, cancel, python)
+
+    return execute
+
+
+def build_command(request: ExecutionRequest, python: str) -> list[str]:
+    """The sandbox's command with host paths instead of its mount points."""
+    return [python, "-m", PARTICIPANT_MODULE, "--submission", str(request.submission_dir),
+            "--bundle", str(request.bundle_dir), "--output", str(request.output_dir)]
+
+
+def build_environment(request: ExecutionRequest, home: Path) -> dict[str, str]:
+    """A small, explicit environment: the worker's own (and its secrets) is not passed on."""
+    threads = str(request.threads)
+    return {"PATH": os.defpath, "HOME": str(home), "LC_ALL": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+            "CUDA_VISIBLE_DEVICES": ",".join(request.gpu_ids)}
+
+
+def run_local(request: ExecutionRequest, cancel: threading.Event,
+              python: str = sys.executable) -> ExecutionResult:
+    """Run the participant side until it exits, its time limit passes, or `cancel` is set."""
+    return run_command(build_command(request, python), request, cancel)
+
+
+def run_command(command: list[str], request: ExecutionRequest,
+                cancel: threading.Event) -> ExecutionResult:
+    """Run `command` in the submission folder under the request's wall-clock limit."""
+    with tempfile.TemporaryDirectory(prefix="arena-local-") as scratch:
+        scratch_dir = Path(scratch)
+        out_path, err_path = scratch_dir / "stdout", scratch_dir / "stderr"
+        home = scratch_dir / "home"
+        home.mkdir()
+        started = time.monotonic()
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            process = subprocess.Popen(
+                command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                cwd=request.submission_dir, env=build_environment(request, home),
+                start_new_session=True)  # its own group, so children die with it
+            timed_out = _wait(process, request.time_limit_s, cancel, started)
+        wall = time.monotonic() - started
+        stdout, stdout_cut = _read_tail(out_path, request.log_cap_bytes)
+        stderr, stderr_cut = _read_tail(err_path, request.log_cap_bytes)
+    return ExecutionResult(exit_code=process.returncode, oom_killed=False, timed_out=timed_out,
+                           wall_time_s=wall, stdout=stdout, stderr=stderr,
+                           stdout_truncated=stdout_cut, stderr_truncated=stderr_cut)
+
+
+def _wait(process: subprocess.Popen, limit_s: float, cancel: threading.Event,
+          started: float) -> bool:
+    """Wait for exit; kill the group on timeout or cancel. Returns whether the limit was hit."""
+    while True:
+        try:
+            process.wait(timeout=POLL_S)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        expired = time.monotonic() - started > limit_s
+        if expired or cancel.is_set():
+            _kill_group(process)
+            return expired
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _read_tail(path: Path, cap: int) -> tuple[str, bool]:
+    """The last `cap` bytes of a log file as text, and whether anything was cut."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        handle.seek(max(0, size - cap))
+        data = handle.read()
+    return data.decode("utf-8", errors="replace"), size > cap

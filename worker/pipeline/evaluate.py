@@ -1,0 +1,161 @@
+"""The evaluation of one run, start to end: claim, fetch, prepare, execute, score, publish.
+
+Plain functions over a `Runtime` of collaborators (client, executor, the runner's preparation
+and scoring), so tests pass fakes and `worker.pipeline.wiring` passes the real ones. The rules
+that make a job safe to deliver twice live here:
+- a run that cannot be claimed (finished, or leased by someone else) ends the job quietly;
+- a platform fault (server, cache, disk, Docker) releases the run, uncharged, and the job ends
+  without raising, so Celery does not run it again: the server re-queues it;
+- a heartbeat answered 409 means the run was taken away: the participant side is killed and
+  nothing is published; the fencing token would refuse our writes anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from worker.client import (
+    ClaimedRun,
+    InternalClient,
+    RunId,
+    ServerRejectedError,
+    ServerUnavailableError,
+)
+from worker.pipeline.errors import ParticipantFault, PlatformFault
+from worker.pipeline.execute import Executor, Heartbeat, build_request
+from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
+from worker.pipeline.prepare import ParseProtocol, PrepareRun, build_collection, prepare_bundle
+from worker.pipeline.publish import publish_outcome, release_run
+from worker.pipeline.score import Outcome, ScoreOutput, decide_outcome, fault_outcome
+
+log = logging.getLogger(__name__)
+
+PLATFORM_ERRORS = (PlatformFault, ServerUnavailableError, ServerRejectedError, OSError)
+"""Named infrastructure faults: released, never charged."""
+
+
+class RunResult(StrEnum):
+    """How a job ended, for its log line and for tests."""
+
+    NOT_CLAIMED = "not_claimed"
+    PUBLISHED = "published"
+    FENCED = "fenced"
+    LOST = "lost"
+    RELEASED = "released"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Everything one evaluation needs besides the run's id and token."""
+
+    client: InternalClient
+    execute: Executor
+    prepare_run: PrepareRun
+    parse_protocol: ParseProtocol
+    score_output: ScoreOutput
+    worker_name: str
+    cache_dir: Path
+    runs_dir: Path
+    gpu_ids: tuple[str, ...] = ()
+    heartbeat_interval_s: float = 30.0
+    log_cap_bytes: int = 64 * 1024
+
+
+def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
+    """Evaluate one run end to end.
+
+    Raises:
+        ServerUnavailableError: only from the claim (nothing is held yet), so the job may retry.
+    """
+    claimed = rt.client.claim(run_id, run_token, rt.worker_name)
+    if claimed is None:
+        log.info("run.claim.skipped", extra={"run_id": run_id})
+        return RunResult.NOT_CLAIMED
+    log.info("run.claimed", extra={"run_id": run_id, "fencing_token": claimed.fencing_token})
+    rt.runs_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"run-{run_id}-", dir=rt.runs_dir))
+    os.chmod(work, 0o755)  # the sandbox user (not ours) must traverse to its read-only mounts
+
+    def beat(stage: str) -> bool:
+        return rt.client.heartbeat(run_id, run_token, claimed.fencing_token, stage)
+
+    heartbeat = Heartbeat(beat, rt.heartbeat_interval_s, stage="preparing")
+    try:
+        with heartbeat:
+            outcome = evaluate_claimed(claimed, run_token, rt, work, heartbeat)
+        if outcome is None or heartbeat.lost.is_set():
+            log.warning("run.lost", extra={"run_id": run_id})
+            return RunResult.LOST
+        if publish_outcome(rt.client, claimed, run_token, outcome):
+            return RunResult.PUBLISHED
+        return RunResult.FENCED
+    except PLATFORM_ERRORS as exc:
+        return _release(rt.client, claimed, run_token, f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+        log.exception("run.pipeline.crashed", extra={"run_id": run_id})
+        return _release(rt.client, claimed, run_token, f"unexpected {type(exc).__name__}: {exc}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Path,
+                     heartbeat: Heartbeat) -> Outcome | None:
+    """Fetch, prepare, execute and score a claimed run; `None` when the lease was lost.
+
+    Raises:
+        PlatformFault, ServerUnavailableError, OSError: infrastructure faults (caller releases).
+    """
+    try:
+        zip_path = fetch_submission(rt.client, claimed, run_token, rt.cache_dir)
+        submission_dir = extract_submission(zip_path, work / "submission")
+    except ParticipantFault as fault:
+        return fault_outcome(fault)
+    _make_readable(work / "submission")
+    entries = fetch_datasets(rt.client, claimed, run_token, rt.cache_dir)
+    collection = build_collection(claimed, entries)
+    bundle_dir, answers_dir, output_dir = work / "bundle", work / "answers", work / "output"
+    prepare_bundle(claimed, collection, bundle_dir, answers_dir,
+                   prepare_run=rt.prepare_run, parse_protocol=rt.parse_protocol)
+    output_dir.mkdir()
+    request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
+                            rt.log_cap_bytes)
+    if not _enter_stage(heartbeat, "running"):
+        return None
+    log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})
+    result = rt.execute(request, heartbeat.cancel)
+    log.info("run.sandbox.finished", extra={"run_id": claimed.run_id,
+                                            "exit_code": result.exit_code,
+                                            "wall_time_s": result.wall_time_s})
+    if not _enter_stage(heartbeat, "scoring"):
+        return None
+    return decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
+                          log_cap_bytes=rt.log_cap_bytes)
+
+
+def _enter_stage(heartbeat: Heartbeat, stage: str) -> bool:
+    """Report a new stage at once; False when the run was taken away meanwhile."""
+    if heartbeat.lost.is_set():
+        return False
+    heartbeat.stage = stage
+    return heartbeat.beat_now()
+
+
+def _release(client: InternalClient, claimed: ClaimedRun, run_token: str, error: str) -> RunResult:
+    log.warning("run.platform_fault", extra={"run_id": claimed.run_id, "error": error})
+    if release_run(client, claimed, run_token, error):
+        return RunResult.RELEASED
+    return RunResult.UNREACHABLE
+
+
+def _make_readable(tree: Path) -> None:
+    """Let the sandbox user read the extracted submission whatever modes the zip carried."""
+    for path in [tree, *tree.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)

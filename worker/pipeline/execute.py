@@ -1,0 +1,190 @@
+"""Execute step: run the participant side under the phase's limits while keeping the lease alive.
+
+An executor takes an `ExecutionRequest` (host folders, limits, GPUs) and a cancel event and
+returns a fixed `ExecutionResult` record; it decides no verdict (the score step does). Two exist:
+the Docker sandbox (`make_docker_executor`, the default) and the unsandboxed local mode
+(`worker.local_executor`, trusted code only). A `Heartbeat` thread extends the lease for the
+whole run; when the server answers 409 the run was taken away, so the heartbeat sets the cancel
+event, the executor kills the participant side and nothing is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from worker.client import ClaimedRun
+from worker.pipeline.errors import PlatformFault
+
+log = logging.getLogger(__name__)
+
+PARTICIPANT_MODULE = "submission_api.runner.participant"
+SANDBOX_COMMAND = ("python3", "-m", PARTICIPANT_MODULE, "--submission", "/submission",
+                   "--bundle", "/bundle", "--output", "/output")
+
+
+@dataclass(frozen=True)
+class ExecutionRequest:
+    """One participant-side run: host folders, wall-clock limit and resources."""
+
+    run_id: int | str
+    image: str
+    submission_dir: Path
+    bundle_dir: Path
+    output_dir: Path
+    time_limit_s: float
+    cpus: float
+    memory_mb: int
+    gpu_ids: tuple[str, ...] = ()
+    log_cap_bytes: int = 64 * 1024
+    name: str = ""
+    """Container name, so a heartbeat that lost the lease can find the container and kill it."""
+
+    @property
+    def threads(self) -> int:
+        return max(1, int(self.cpus))
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What happened, in the sandbox driver's terms; the score step turns it into a verdict."""
+
+    exit_code: int | None
+    oom_killed: bool
+    timed_out: bool
+    wall_time_s: float
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    output_exceeded: bool = False
+
+
+class Executor(Protocol):
+    def __call__(self, request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult: ...
+
+
+def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, output_dir: Path,
+                  gpu_ids: tuple[str, ...], log_cap_bytes: int) -> ExecutionRequest:
+    """The execution request of a claimed run on this worker slot.
+
+    Raises:
+        PlatformFault: the phase needs more GPUs than this slot owns (a routing mistake).
+    """
+    wanted = claimed.resources.gpus
+    if wanted > len(gpu_ids):
+        raise PlatformFault(f"run {claimed.run_id} needs {wanted} GPU(s), this worker slot owns "
+                            f"{list(gpu_ids)}; route the phase to a GPU queue.")
+    return ExecutionRequest(
+        run_id=claimed.run_id, image=claimed.image, submission_dir=submission_dir,
+        bundle_dir=bundle_dir, output_dir=output_dir, time_limit_s=claimed.time_limit_s,
+        cpus=claimed.resources.cpus, memory_mb=claimed.resources.memory_mb,
+        gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
+        # A random suffix: a container left by a killed attempt must not block the name.
+        name=f"arena-run-{claimed.run_id}-{claimed.fencing_token}-{uuid.uuid4().hex[:8]}")
+
+
+class Heartbeat:
+    """Background lease renewal; `lost` (and `cancel`) are set when the server says 409.
+
+    Network errors are logged and retried on the next beat: the lease outlives several beats,
+    and if it expires anyway the server fences our final write.
+    """
+
+    def __init__(self, beat: Callable[[str], bool], interval_s: float, stage: str) -> None:
+        self.stage = stage
+        self.lost, self.cancel = threading.Event(), threading.Event()
+        self._beat, self._interval_s = beat, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="arena-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def beat_now(self) -> bool:
+        """One heartbeat; returns False (and cancels) when the lease was lost."""
+        try:
+            if self._beat(self.stage):
+                return True
+        except Exception as exc:  # noqa: BLE001 - a missed beat is retried, never fatal
+            log.warning("run.heartbeat.failed", extra={"error": repr(exc)})
+            return True
+        log.warning("run.heartbeat.lost", extra={"stage": self.stage})
+        self.lost.set()
+        self.cancel.set()
+        return False
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            if not self.beat_now():
+                return
+
+
+def make_docker_executor(docker_client: Any) -> Executor:
+    """An executor that runs the request in the Docker sandbox (`worker.sandbox.run_sandbox`)."""
+    from worker.sandbox import SandboxPlatformError, run_sandbox
+    from worker.sandbox_config import SandboxLimits, SandboxSpec
+
+    def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
+        threads = str(request.threads)
+        spec = SandboxSpec(
+            image=request.image, command=SANDBOX_COMMAND, submission_dir=request.submission_dir,
+            bundle_dir=request.bundle_dir, output_dir=request.output_dir, name=request.name,
+            env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+        limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
+                               wall_time_s=request.time_limit_s, gpus=request.gpu_ids,
+                               log_cap_bytes=request.log_cap_bytes)
+        done = threading.Event()
+        killer = threading.Thread(target=_kill_on_cancel, daemon=True,
+                                  args=(docker_client, request.name, cancel, done))
+        killer.start()
+        try:
+            result = run_sandbox(docker_client, spec, limits)
+        except SandboxPlatformError as exc:
+            raise PlatformFault(f"sandbox platform error: {exc}") from exc
+        finally:
+            done.set()
+            killer.join()
+        return to_execution_result(result)
+
+    return execute
+
+
+def _kill_on_cancel(docker_client: Any, name: str, cancel: threading.Event,
+                    done: threading.Event) -> None:
+    while not done.is_set():
+        if cancel.wait(0.2):
+            try:
+                docker_client.containers.get(name).kill()
+                log.warning("run.sandbox.killed", extra={"container": name})
+            except Exception as exc:  # noqa: BLE001 - the container may already be gone
+                log.warning("run.sandbox.kill_failed",
+                            extra={"container": name, "error": repr(exc)})
+            return
+
+
+def to_execution_result(result: Any) -> ExecutionResult:
+    """Copy a `SandboxResult` (or any object with its fields) into an `ExecutionResult`."""
+    return ExecutionResult(
+        exit_code=result.exit_code, oom_killed=bool(result.oom_killed),
+        timed_out=bool(result.timed_out), wall_time_s=float(result.wall_time_s),
+        stdout=_as_text(result.stdout), stderr=_as_text(result.stderr),
+        stdout_truncated=bool(result.stdout_truncated),
+        stderr_truncated=bool(result.stderr_truncated),
+        output_exceeded=bool(result.output_exceeded))
+
+
+def _as_text(value: str | bytes | None) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value

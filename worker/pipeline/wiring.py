@@ -1,0 +1,79 @@
+"""The composition root of the worker process: the real collaborators of `evaluate_run`.
+
+Built lazily, once per pool process (after the fork: HTTP and Docker clients must not cross
+it), from settings. Each pool slot owns one GPU, picked by the slot's index in the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from worker.client import InternalClient
+from worker.pipeline.evaluate import Runtime
+from worker.pipeline.execute import Executor, make_docker_executor
+from worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+
+def compute_slot_gpus(settings: WorkerSettings, slot: int) -> tuple[str, ...]:
+    """The GPU a pool slot owns: slot i gets the i-th configured GPU; none without GPUs."""
+    if not settings.gpu_ids:
+        return ()
+    return (settings.gpu_ids[slot % len(settings.gpu_ids)],)
+
+
+def parse_protocol(data: Mapping[str, Any]) -> Any:
+    """The phase's protocol dict (`ProtocolParams.to_dict` form) as a validated `ProtocolParams`."""
+    from submission_api.protocols import ProtocolParams
+
+    return ProtocolParams.from_dict(dict(data))
+
+
+def connect_docker() -> Any | None:
+    """A Docker client whose engine answers, or None."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+        log.info("worker.docker.unreachable", extra={"error": repr(exc)})
+        return None
+
+
+def build_executor(settings: WorkerSettings) -> Executor:
+    """The sandbox when configured or reachable; the unsandboxed local mode otherwise.
+
+    Raises:
+        RuntimeError: `executor="docker"` and no Docker engine answers.
+    """
+    from worker.local_executor import make_local_executor
+
+    if settings.executor == "local":
+        return make_local_executor()
+    docker_client = connect_docker()
+    if docker_client is not None:
+        return make_docker_executor(docker_client)
+    if settings.executor == "docker":
+        raise RuntimeError("ARENA_WORKER_EXECUTOR=docker but no Docker engine answers; start "
+                           "one (scripts/ensure_docker.sh) or set ARENA_WORKER_EXECUTOR=auto.")
+    return make_local_executor()
+
+
+def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
+    """Every real collaborator of one pool slot."""
+    from submission_api.runner.prepare import prepare_run
+    from submission_api.runner.scorer import score_output
+
+    client = InternalClient(settings.server_url, timeout_s=settings.http_timeout_s,
+                            attempts=settings.http_attempts, backoff_s=settings.http_backoff_s)
+    return Runtime(
+        client=client, execute=build_executor(settings), prepare_run=prepare_run,
+        parse_protocol=parse_protocol, score_output=score_output,
+        worker_name=f"{settings.name}/{slot}", cache_dir=settings.cache_dir,
+        runs_dir=settings.runs_dir, gpu_ids=compute_slot_gpus(settings, slot),
+        heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes)

@@ -1,0 +1,158 @@
+"""The sandbox driver: run one command in a locked-down container and report what happened.
+
+This module is the only place that starts participant code on the platform. It owns every limit
+(through `build_container_kwargs`), the wall clock, the capped log capture and the bounded output
+folder, and it always removes the container. It returns a `SandboxResult` of facts; choosing the
+run's state (`out_of_memory`, `time_limit`, ...) is the caller's job. Engine or host failures raise
+`SandboxPlatformError` so the worker can retry without charging the participant.
+
+Usage::
+
+    result = run_sandbox(docker.from_env(), SandboxSpec(image=..., command=[...], ...), limits)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import requests
+
+import docker
+from worker.sandbox_config import SandboxLimits, SandboxSpec, build_container_kwargs
+from worker.sandbox_output import OutputArea, open_output_area
+from worker.sandbox_result import SandboxPlatformError, SandboxResult
+from worker.sandbox_streams import LogPump
+
+__all__ = ["SandboxLimits", "SandboxPlatformError", "SandboxResult", "SandboxSpec",
+           "build_container_kwargs", "run_sandbox"]
+
+log = logging.getLogger(__name__)
+POLL_S = 0.25
+STOP_GRACE_S = 30.0  # how long a killed container may take to be reported as exited
+EXIT_SIGKILL = 137
+ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def run_sandbox(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxLimits,
+                output_mechanism: str = "auto",
+                cancel: threading.Event | None = None) -> SandboxResult:
+    """Run `spec.command` in a fresh container under `limits`; the container is always removed.
+
+    Args:
+        client: a Docker client (e.g. `docker.from_env()`), reused across runs.
+        spec: image, command and host folders; `spec.output_dir` receives what the run wrote.
+        limits: every bound of the run.
+        output_mechanism: how /output is bounded: 'auto', 'loop' or 'watchdog'
+            (see worker.sandbox_output).
+        cancel: when set during the run, the container is killed and the result says `cancelled`
+            (e.g. the lease was lost). Prefer it to killing the container from outside, which
+            the driver cannot tell from an out-of-memory kill.
+    Returns:
+        The facts of the run.
+    Raises:
+        SandboxPlatformError: the engine or the host failed (retry; not the participant's fault).
+    """
+    try:
+        with open_output_area(spec.output_dir, limits.output_mb, output_mechanism) as area:
+            return _run_in_area(client, spec, limits, area, cancel or threading.Event())
+    except ENGINE_ERRORS as error:
+        raise SandboxPlatformError(
+            f"sandbox platform failure running {spec.image!r}: {type(error).__name__}: {error}; "
+            "expected a reachable Docker engine with this image (scripts/ensure_docker.sh, "
+            "scripts/build_sandbox_image.sh); the run should be retried") from error
+
+
+def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxLimits,
+                 area: OutputArea, cancel: threading.Event) -> SandboxResult:
+    kwargs = build_container_kwargs(spec, limits, output_source=area.mount_source)
+    container = client.containers.create(**kwargs)
+    try:
+        frames = client.api.attach(container.id, stdout=True, stderr=True, stream=True,
+                                   logs=False, demux=True)
+        pump = LogPump(frames, limits.log_cap_bytes)
+        pump.start()
+        container.start()
+        # The clock starts once the engine says the process runs: start-up is not charged.
+        started = time.monotonic()
+        log.info("run.sandbox.started", extra={"container": container.id, "image": spec.image})
+        outcome = _wait(container, limits, area, started, cancel)
+        wall_time_s = time.monotonic() - started
+        pump.join(STOP_GRACE_S)
+        if pump.error is not None:
+            log.warning("run.sandbox.log_stream_error", extra={"error": repr(pump.error)})
+        state = container.attrs["State"]
+        exceeded = outcome["output_exceeded"] or area.exceeded()
+        return SandboxResult(
+            exit_code=state.get("ExitCode"),
+            oom_killed=_is_oom(state, outcome),
+            timed_out=outcome["timed_out"],
+            wall_time_s=wall_time_s,
+            stdout=pump.stdout.text(), stderr=pump.stderr.text(),
+            stdout_truncated=pump.stdout.truncated, stderr_truncated=pump.stderr.truncated,
+            output_exceeded=exceeded, cancelled=outcome["cancelled"])
+    finally:
+        _remove(container)
+
+
+def _wait(container: Any, limits: SandboxLimits, area: OutputArea, started: float,
+          cancel: threading.Event) -> dict[str, bool]:
+    """Poll until the container exits; kill it on the wall clock, output excess or cancel."""
+    outcome = {"timed_out": False, "output_exceeded": False, "cancelled": False, "killed": False}
+    while True:
+        container.reload()
+        if container.status in ("exited", "dead"):
+            return outcome
+        if cancel.is_set():
+            outcome["cancelled"] = True
+        elif time.monotonic() - started > limits.wall_time_s:
+            outcome["timed_out"] = True
+        elif area.live_check and area.exceeded():
+            outcome["output_exceeded"] = True
+        if outcome["cancelled"] or outcome["timed_out"] or outcome["output_exceeded"]:
+            _kill(container)
+            outcome["killed"] = True
+            return outcome
+        cancel.wait(POLL_S)
+
+
+def _kill(container: Any) -> None:
+    """SIGKILL the container and wait, bounded, until the engine reports it exited."""
+    try:
+        container.kill()
+    except docker.errors.APIError as error:
+        if error.status_code != 409:  # 409: it exited on its own meanwhile
+            raise
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status in ("exited", "dead"):
+            return
+        time.sleep(POLL_S)
+    raise SandboxPlatformError(f"container {container.id[:12]} still {container.status!r} "
+                               f"{STOP_GRACE_S:.0f}s after SIGKILL; expected it to exit; "
+                               "check the Docker engine on this host")
+
+
+def _is_oom(state: dict[str, Any], outcome: dict[str, bool]) -> bool:
+    """The engine's OOMKilled flag, or a SIGKILL exit the driver did not cause.
+
+    The second case covers kernels where the flag is lost (the cgroup is gone before the engine
+    reads it). A process that SIGKILLs itself is read as out of memory: both are its own fault.
+    """
+    if state.get("OOMKilled"):
+        return True
+    return state.get("ExitCode") == EXIT_SIGKILL and not outcome["killed"]
+
+
+def _remove(container: Any) -> None:
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except ENGINE_ERRORS as error:
+        # A leaked container keeps its limits and its label; the reaper removes it later.
+        log.error("run.sandbox.remove_failed",
+                  extra={"container": container.id, "error": repr(error)})

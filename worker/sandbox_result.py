@@ -1,0 +1,42 @@
+"""The fixed record a sandboxed run ends with, and the one error that means "not the participant".
+
+Like DOMjudge's runguard, the sandbox only reports facts (exit code, which limit was hit, capped
+logs); the caller decides the verdict. Anything the Docker engine or the host gets wrong raises
+`SandboxPlatformError` instead: the worker retries it and never charges it to the participant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SandboxPlatformError(RuntimeError):
+    """The platform (Docker engine, host mounts) failed; retry the run, do not blame the code."""
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What happened in one sandboxed run.
+
+    `exit_code` is None only if the engine never reported one. `oom_killed`, `timed_out` and
+    `output_exceeded` say which bound ended or spoiled the run; `cancelled` that the caller asked
+    for the kill; `stdout`/`stderr` are decoded
+    (invalid UTF-8 replaced) and hold at most the log cap in bytes each.
+    """
+
+    exit_code: int | None
+    oom_killed: bool
+    timed_out: bool
+    wall_time_s: float
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    output_exceeded: bool
+    cancelled: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0 within every bound."""
+        return (self.exit_code == 0 and not self.oom_killed and not self.timed_out
+                and not self.output_exceeded and not self.cancelled)

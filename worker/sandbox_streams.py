@@ -1,0 +1,69 @@
+"""Capture a container's stdout and stderr without letting a flood reach the worker's memory.
+
+The driver attaches to the container before starting it and a thread drains the stream for the
+whole run: the first `cap` bytes of each stream are kept, the rest is read and dropped. Reading
+must go on past the cap, because an attach client that stops reading blocks the container's
+writes (the run would then hang until its wall-clock limit instead of finishing).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+
+log = logging.getLogger(__name__)
+
+
+class CappedBuffer:
+    """Keeps the first `cap` bytes appended; counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.dropped = 0
+
+    def append(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+class LogPump:
+    """Drains a demultiplexed attach stream of `(stdout, stderr)` chunks on a daemon thread."""
+
+    def __init__(self, frames: Iterable[tuple[bytes | None, bytes | None]], cap: int) -> None:
+        self.stdout = CappedBuffer(cap)
+        self.stderr = CappedBuffer(cap)
+        self.error: BaseException | None = None
+        self._frames = frames
+        self._thread = threading.Thread(target=self._drain, name="sandbox-logs", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            for out, err in self._frames:
+                if out:
+                    self.stdout.append(out)
+                if err:
+                    self.stderr.append(err)
+        except Exception as error:  # noqa: BLE001 - reported by the driver after the run
+            self.error = error
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait for the stream to end (it ends with the container); False if it did not."""
+        self._thread.join(timeout_s)
+        alive = self._thread.is_alive()
+        if alive:
+            log.warning("run.sandbox.log_stream_stuck", extra={"timeout_s": timeout_s})
+        return not alive
