@@ -59,18 +59,22 @@ def run_command(
         )
     overrides = {"tasks_per_dataset": tasks_per_dataset} if tasks_per_dataset else {}
     params = ProtocolParams.from_dict({"name": protocol, "split_seed": phase_seed, **overrides})
-    result = run_local(
-        submission,
-        data,
-        output,
-        protocol=params,
-        seed=seed,
-        phase_seed=phase_seed,
-        time_limit_s=time_limit,
-        threads=threads,
-        cache_dir=cache,
-        show_progress=not quiet,
-    )
+    try:
+        result = run_local(
+            submission,
+            data,
+            output,
+            protocol=params,
+            seed=seed,
+            phase_seed=phase_seed,
+            time_limit_s=time_limit,
+            threads=threads,
+            cache_dir=cache,
+            show_progress=not quiet,
+        )
+    except (ValueError, OSError) as error:  # bad data or parameters: say what and how to fix
+        console.print(f"[bold red]error:[/] {error}")
+        raise typer.Exit(2) from error
     if result.state != "finished":
         console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")
         raise typer.Exit(1)

@@ -140,16 +140,15 @@ class LoopArea:
         return full or self._used_bytes() - self.baseline > self.limit_bytes
 
     def close(self) -> None:
+        """Copy the output out, unmount and delete the image, even when the copy fails."""
         try:
             if self.mounted:
                 copy_regular_tree(self.mount_source, self.dest)
+        finally:
+            if self.mounted:
                 _run(["umount", str(self.mount_source)])
                 self.mounted = False
-        finally:
-            if not self.mounted:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            else:
-                log.error("run.sandbox.output_unmount_failed", extra={"path": str(self.workdir)})
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def copy_regular_tree(src: Path, dest: Path) -> None:

@@ -55,6 +55,11 @@ def _test_names(params: ProtocolParams, collection: Collection) -> list[str]:
         return list(params.datasets)
     if params.name == "within-domain":
         return sorted(collection.datasets)
+    if params.name == "fewstab":
+        # Attribute-annotated datasets are rare; any of them outside meta-train can be tested.
+        train = set(collection.splits.get("meta-train", []))
+        return sorted(n for n, ds in collection.datasets.items()
+                      if ds.attributes is not None and n not in train)
     return _split(collection, "meta-test")
 
 

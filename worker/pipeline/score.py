@@ -73,10 +73,13 @@ def failure_from_status(output_dir: Path, exit_code: int | None) -> ParticipantF
     error = status.get("error")
     if stage in STAGE_REASONS:
         where = f" on test task {status['task']}" if isinstance(status.get("task"), int) else ""
-        what = f"raised: {str(error)[:2000]}" if error else \
-            f"ended the process with exit code {exit_code} (a crash or an explicit exit)"
+        if error:
+            what = f"raised: {str(error)[:2000]}"
+        else:
+            what = (f"ended the process with exit code {exit_code} without reporting an error "
+                    "(a crash or an explicit exit); the log may hold its traceback")
         return ParticipantFailure(STAGE_REASONS[stage], f"{stage}{where} {what}", trace)
-    if stage == "meta_test":
+    if stage == "meta_test":  # between tasks: after a fit, before or while predicting
         return ParticipantFailure("predict_error", f"the process died during meta-testing with "
                                   f"exit code {exit_code}; see the log.", trace)
     return ParticipantFailure("import_error", f"the participant side exited with code "

@@ -28,6 +28,7 @@ from worker.pipeline.evaluate import RunResult, Runtime, evaluate_run
 from worker.pipeline.wiring import parse_protocol
 
 RANDOM_BASELINE = Path(__file__).parents[3] / "starting_kit" / "baselines" / "random"
+SMALL_CONFIG = '{"train_config": {"N": 2, "k": 1, "query_images_per_class": 2}}'
 FAILING_MODEL = """
 from submission_api.api import Learner, MetaLearner
 class MyMetaLearner(MetaLearner):
@@ -100,7 +101,7 @@ def test_local_mode_runs_and_scores_a_submission_with_the_real_runner(tmp_path, 
                                                                       reason):
     train_hash, train_tar = compiled_tar(tmp_path, "train", seed=1)
     test_hash, test_tar = compiled_tar(tmp_path, "test", seed=2)
-    submission = zip_files({"model.py": model})
+    submission = zip_files({"model.py": model, "config.json": SMALL_CONFIG})
     claimed = ClaimedRun.model_validate({
         "run_id": 1, "fencing_token": 1, "lease_expires_at": datetime(2030, 1, 1, tzinfo=UTC),
         "submission_sha256": hashlib.sha256(submission).hexdigest(),
@@ -116,7 +117,7 @@ def test_local_mode_runs_and_scores_a_submission_with_the_real_runner(tmp_path, 
                       runs_dir=tmp_path / "runs", heartbeat_interval_s=5)
     assert evaluate_run(1, "tok", runtime) is RunResult.PUBLISHED, server.released
     [body] = server.finished
-    assert (body["state"], body["reason"]) == (state, reason), body["message"]
+    assert (body["state"], body["reason"]) == (state, reason), (body["message"], body["log"])
     if state == "finished":
         assert body["summary"]["n_tasks"] == len(body["tasks"]) == 2
     else:
