@@ -87,3 +87,16 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     for module in (auth, competitions, datasets, submissions, leaderboard, internal, pages):
         app.include_router(module.router)
     return app
+
+
+def reconcile_once(settings: Settings, queue: JobQueue | None = None):
+    """One reconciler pass outside the server process (for the CLI or a cron job)."""
+    from server.services.reconcile import reconcile
+
+    db = make_database(settings.database_url)
+    try:
+        with db.session(write=True) as session:
+            return reconcile(session, utcnow(), queue or CeleryJobQueue(settings.broker_url),
+                             reconcile_policy(settings))
+    finally:
+        db.engine.dispose()

@@ -58,8 +58,18 @@ class DatasetRef(BaseModel):
         return data
 
 
+ROLE_SPLITS = {"meta_train": "meta-train", "meta_valid": "meta-valid", "meta_test": "meta-test"}
+"""The server's `data` roles (server/schemas/competition.py `PhaseData`) -> collection splits."""
+
+
 class ClaimedRun(BaseModel):
-    """The answer to a successful claim: everything the worker needs to evaluate the run."""
+    """The answer to a successful claim: everything the worker needs to evaluate the run.
+
+    The server sends the phase's datasets per role (`data`: collection name, `meta_train`,
+    `meta_valid`, `meta_test` lists of `{name, content_hash}`); they are folded into one
+    `datasets` list, a dataset listed under several roles (within-domain) appearing once.
+    `image` None means the worker's default sandbox image.
+    """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
     run_id: RunId
@@ -71,9 +81,26 @@ class ClaimedRun(BaseModel):
     run_seed: int
     time_limit_s: float = Field(gt=0)
     resources: Resources = Resources()
-    image: str
+    image: str | None = None
     datasets: list[DatasetRef]
     collection: str = "phase"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _datasets_from_roles(cls, data: Any) -> Any:
+        roles_given = isinstance(data, dict) and isinstance(data.get("data"), dict)
+        if not roles_given or "datasets" in data:
+            return data
+        roles, merged = data["data"], {}
+        for role, split in ROLE_SPLITS.items():
+            for ref in roles.get(role) or []:
+                entry = merged.setdefault(ref["name"], {**ref, "splits": []})
+                if entry["content_hash"] != ref["content_hash"]:
+                    raise ValueError(f"dataset {ref['name']!r} has two content hashes in the "
+                                     "phase data; expected one per name. Fix the phase.")
+                entry["splits"].append(split)
+        return {**data, "datasets": list(merged.values()),
+                "collection": roles.get("collection") or "phase"}
 
 
 class InternalClient:

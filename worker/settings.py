@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_QUEUE = "arena.default"
+DEFAULT_QUEUE = "arena"
+"""The server's default queue (server/core/config.py `default_queue`)."""
 
 
 class WorkerSettings(BaseSettings):
@@ -47,6 +48,8 @@ class WorkerSettings(BaseSettings):
     """First pause between attempts; doubled on each retry."""
     claim_retries: int = Field(default=5, ge=0)
     """Celery retries of a job whose claim could not reach the server."""
+    default_image: str = "metadl-arena/sandbox:cpu"
+    """Sandbox image for phases that name none (scripts/build_sandbox_image.sh builds it)."""
     executor: Literal["auto", "docker", "local"] = "auto"
     """`auto`: Docker when an engine answers, else the unsandboxed local mode (trusted code)."""
     log_cap_bytes: int = Field(default=64 * 1024, ge=1024)

@@ -55,7 +55,7 @@ def _load_or_new_splits(collection_dir: Path, split: str | None) -> dict[str, li
         raise ValueError(f"split {split!r} is unknown; expected one of {list(SPLIT_NAMES)} or "
                          "None. Pass --split meta-train, meta-valid or meta-test.")
     if not (collection_dir / SPLITS_FILE).exists():
-        return {"meta-train": [], "meta-test": []}
+        return {"meta-train": [], "meta-valid": [], "meta-test": []}
     splits, problems = read_splits(collection_dir)
     if splits is None:
         raise DataProblemsError(f"Cannot update the splits of {collection_dir}", problems)
@@ -87,7 +87,7 @@ def import_dataset(src: Path, collection_dir: Path, split: str | None = None,
     staging = collection_dir / f".import-{uuid.uuid4().hex}"
     try:
         root, default_name = _stage_source(src, staging)
-        dest = collection_dir / (name or default_name)
+        dest = collection_dir / _check_name(name or default_name)
         if dest.exists():
             raise FileExistsError(f"{dest} already exists; pass another name (--name) or remove "
                                   "the existing dataset first.")
@@ -105,6 +105,13 @@ def import_dataset(src: Path, collection_dir: Path, split: str | None = None,
     if split is not None or not (collection_dir / SPLITS_FILE).exists():
         write_splits(collection_dir, splits)
     return dest
+
+
+def _check_name(name: str) -> str:
+    if not name or name == "info" or name.startswith(".") or "/" in name or "\\" in name:
+        raise ValueError(f"dataset name {name!r} cannot be a collection folder; expected a plain "
+                         "folder name, not 'info', not hidden. Pass another name (--name).")
+    return name
 
 
 def _stage_source(src: Path, staging: Path) -> tuple[Path, str]:

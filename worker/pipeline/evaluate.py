@@ -66,6 +66,7 @@ class Runtime:
     gpu_ids: tuple[str, ...] = ()
     heartbeat_interval_s: float = 30.0
     log_cap_bytes: int = 64 * 1024
+    default_image: str = "metadl-arena/sandbox:cpu"
 
 
 def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
@@ -79,15 +80,14 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         log.info("run.claim.skipped", extra={"run_id": run_id})
         return RunResult.NOT_CLAIMED
     log.info("run.claimed", extra={"run_id": run_id, "fencing_token": claimed.fencing_token})
-    rt.runs_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"run-{run_id}-", dir=rt.runs_dir))
-    os.chmod(work, 0o755)  # the sandbox user (not ours) must traverse to its read-only mounts
 
     def beat(stage: str) -> bool:
         return rt.client.heartbeat(run_id, run_token, claimed.fencing_token, stage)
 
     heartbeat = Heartbeat(beat, rt.heartbeat_interval_s, stage="preparing")
+    work: Path | None = None
     try:
+        work = _make_work_dir(rt.runs_dir, run_id)
         with heartbeat:
             outcome = evaluate_claimed(claimed, run_token, rt, work, heartbeat)
         if outcome is None or heartbeat.lost.is_set():
@@ -102,7 +102,8 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         log.exception("run.pipeline.crashed", extra={"run_id": run_id})
         return _release(rt.client, claimed, run_token, f"unexpected {type(exc).__name__}: {exc}")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Path,
@@ -123,9 +124,10 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     bundle_dir, answers_dir, output_dir = work / "bundle", work / "answers", work / "output"
     prepare_bundle(claimed, collection, bundle_dir, answers_dir,
                    prepare_run=rt.prepare_run, parse_protocol=rt.parse_protocol)
+    answers_dir.chmod(0o700)  # defence in depth: only the worker's user reads the labels
     output_dir.mkdir()
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
-                            rt.log_cap_bytes)
+                            rt.log_cap_bytes, rt.default_image)
     if not _enter_stage(heartbeat, "running"):
         return None
     log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})
@@ -137,6 +139,14 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
         return None
     return decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
                           log_cap_bytes=rt.log_cap_bytes)
+
+
+def _make_work_dir(runs_dir: Path, run_id: RunId) -> Path:
+    """A fresh scratch folder for one attempt (bundle, answers, output); removed at the end."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"run-{run_id}-", dir=runs_dir))
+    os.chmod(work, 0o755)  # the sandbox user (not ours) must traverse to its read-only mounts
+    return work
 
 
 def _enter_stage(heartbeat: Heartbeat, stage: str) -> bool:

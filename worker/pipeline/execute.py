@@ -70,8 +70,10 @@ class Executor(Protocol):
 
 
 def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, output_dir: Path,
-                  gpu_ids: tuple[str, ...], log_cap_bytes: int) -> ExecutionRequest:
-    """The execution request of a claimed run on this worker slot.
+                  gpu_ids: tuple[str, ...], log_cap_bytes: int,
+                  default_image: str = "metadl-arena/sandbox:cpu") -> ExecutionRequest:
+    """The execution request of a claimed run on this worker slot (`default_image` when the
+    phase names none).
 
     Raises:
         PlatformFault: the phase needs more GPUs than this slot owns (a routing mistake).
@@ -81,7 +83,7 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
         raise PlatformFault(f"run {claimed.run_id} needs {wanted} GPU(s), this worker slot owns "
                             f"{list(gpu_ids)}; route the phase to a GPU queue.")
     return ExecutionRequest(
-        run_id=claimed.run_id, image=claimed.image, submission_dir=submission_dir,
+        run_id=claimed.run_id, image=claimed.image or default_image, submission_dir=submission_dir,
         bundle_dir=bundle_dir, output_dir=output_dir, time_limit_s=claimed.time_limit_s,
         cpus=claimed.resources.cpus, memory_mb=claimed.resources.memory_mb,
         gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
@@ -109,7 +111,9 @@ class Heartbeat:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        # Bounded: a beat stuck in HTTP retries must not hold the run's result back; a late
+        # answer after this point changes nothing (the verdict is already decided).
+        self._thread.join(timeout=max(5.0, self._interval_s))
 
     def beat_now(self) -> bool:
         """One heartbeat; returns False (and cancels) when the lease was lost."""

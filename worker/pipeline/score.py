@@ -18,7 +18,8 @@ from submission_api.runner.scorer import STAGE_REASONS, ParticipantFailure, read
 from worker.pipeline.errors import ParticipantFault
 from worker.pipeline.execute import ExecutionResult
 
-TRACEBACK_CAP = 20_000
+MESSAGE_CAP = 20_000
+"""The server's limit on `finish.message` (server/schemas/internal.py)."""
 ScoreOutput = Callable[..., Any]
 """`submission_api.runner.scorer.score_output(output_dir, answers_dir, duration_s)`."""
 
@@ -88,9 +89,11 @@ def failure_from_status(output_dir: Path, exit_code: int | None) -> ParticipantF
 
 
 def failure_outcome(reason: str, message: str, trace: str | None, log: str = "") -> Outcome:
-    """A `failed` outcome whose message carries the traceback, capped."""
+    """A `failed` outcome whose message carries the traceback, both capped to fit the server."""
+    message = message[: MESSAGE_CAP // 4]
     if trace:
-        message = f"{message}\n\n{trace[-TRACEBACK_CAP:]}"
+        room = MESSAGE_CAP - len(message) - 2
+        message = f"{message}\n\n{trace[-room:]}"
     return Outcome("failed", reason, message, log=log)
 
 

@@ -76,4 +76,5 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
         parse_protocol=parse_protocol, score_output=score_output,
         worker_name=f"{settings.name}/{slot}", cache_dir=settings.cache_dir,
         runs_dir=settings.runs_dir, gpu_ids=compute_slot_gpus(settings, slot),
-        heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes)
+        heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes,
+        default_image=settings.default_image)

@@ -111,7 +111,8 @@ def compute_normalized_accuracy(predictions: np.ndarray, truth: np.ndarray, n_wa
 class Outcome:
     """What one meta-train, save, load, fit, predict cycle produced."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.learner_type: type | None = None
         self.logger = RecordingLogger()
         self.predictions: list[np.ndarray] = []
@@ -140,7 +141,7 @@ def run_lifecycle(
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     np.random.seed(seed)
-    outcome = Outcome()
+    outcome = Outcome(name)
     module = load_baseline(name)
     config = load_config(name)
     train_world = SyntheticWorld(n_classes=12, seed=seed + 1)

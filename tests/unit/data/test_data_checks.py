@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_collection, write_dataset
+from data_fakes import write_collection, write_dataset
 from PIL import Image
 
 from submission_api.data import check_collection, check_dataset, check_path

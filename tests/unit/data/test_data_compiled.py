@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import write_collection, write_dataset
+from data_fakes import write_collection, write_dataset
 from PIL import Image
 
 from submission_api.data import (
@@ -46,8 +46,9 @@ def test_class_indices_and_hash_do_not_depend_on_csv_row_order(tmp_path: Path,
                                                                 cache: Path) -> None:
     a = compile_dataset(write_dataset(tmp_path / "a"), cache)
     b = compile_dataset(write_dataset(tmp_path / "b", shuffle_rows=True), cache)
-    assert a.content_hash == b.content_hash
+    assert a.content_hash == b.content_hash  # the second compile lost the race and dropped its copy
     assert b.name == "b" and a.name == "a"
+    assert sorted(p.name for p in cache.iterdir()) == sorted([a.content_hash, "sources"])
 
 
 def test_an_unchanged_dataset_is_not_recompiled(dataset: Path, cache: Path,

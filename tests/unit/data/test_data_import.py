@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import write_dataset
+from data_fakes import write_dataset
 
 from submission_api.data import DataProblemsError, check_collection, import_dataset
 from submission_api.data.importing import check_archive
@@ -35,7 +35,7 @@ def test_zip_import_lands_in_the_collection_and_split(tmp_path: Path, dataset: P
     dest = import_dataset(archive, col, split="meta-test", min_images_per_class=4)
     assert dest == col / ("tiny" if top_level else "Tiny_Mini")
     assert len(list((dest / "images").iterdir())) == 12
-    assert _splits(col) == {"meta-train": [], "meta-test": [dest.name]}
+    assert _splits(col) == {"meta-train": [], "meta-valid": [], "meta-test": [dest.name]}
     assert [p.name for p in col.iterdir() if p.name.startswith(".")] == []
 
 
@@ -105,3 +105,11 @@ def test_a_zip_without_a_dataset_is_refused(tmp_path: Path) -> None:
         zf.writestr("b/readme.txt", "x")
     with pytest.raises(DataProblemsError, match="no info.json"):
         import_dataset(archive, tmp_path / "col")
+
+
+@pytest.mark.parametrize("name", ["info", ".hidden", "a/b"])
+def test_names_that_cannot_be_dataset_folders_are_refused(tmp_path: Path, dataset: Path,
+                                                          name: str) -> None:
+    with pytest.raises(ValueError, match="plain folder name"):
+        import_dataset(dataset, tmp_path / "col", name=name, min_images_per_class=4)
+    assert [p.name for p in (tmp_path / "col").iterdir()] == []

@@ -145,3 +145,43 @@ def test_download_answered_404_raises_rejected_and_writes_nothing(server, tmp_pa
     with pytest.raises(ServerRejectedError, match="404"):
         make_client(url).download_submission(5, "tok", dest)
     assert not dest.exists()
+
+
+def server_claim(**changes: object) -> dict:
+    """A claim exactly as the server's schema serializes it (a contract test of the wire)."""
+    from server.schemas.internal import ClaimedRun as ServerClaimedRun
+
+    values = {
+        "run_id": 5, "submission_id": 2, "fencing_token": 9,
+        "lease_expires_at": "2030-01-01T00:00:00Z", "submission_sha256": "a" * 64,
+        "submission_size": 100, "submission_root": "", "phase_id": 1,
+        "protocol": {"name": "within-domain"}, "phase_seed": 1, "run_seed": 2, "run_index": 0,
+        "time_limit_s": 600, "resources": {"cpus": 2, "memory_mb": 4096, "gpus": 0},
+        "image": None, "dataset_hashes": ["b" * 64, "c" * 64],
+        "data": {"collection": "mini", "meta_train": [{"name": "x", "content_hash": "b" * 64}],
+                 "meta_valid": [],
+                 "meta_test": [{"name": "x", "content_hash": "b" * 64},
+                               {"name": "y", "content_hash": "c" * 64}]},
+        **changes,
+    }
+    return json.loads(ServerClaimedRun.model_validate(values).model_dump_json())
+
+
+def test_claim_in_the_servers_shape_folds_roles_into_one_dataset_list(server):
+    url, script = server
+    script.answers["/internal/runs/5/claim"] = [(200, json.dumps(server_claim()).encode())]
+    claimed = make_client(url).claim(5, "tok", "w")
+    assert claimed.collection == "mini" and claimed.image is None
+    assert [(d.name, d.splits) for d in claimed.datasets] == [
+        ("x", ("meta-train", "meta-test")), ("y", ("meta-test",))]
+
+
+def test_claim_naming_one_dataset_with_two_hashes_is_refused():
+    from pydantic import ValidationError
+
+    from worker.client import ClaimedRun
+
+    data = server_claim()
+    data["data"]["meta_test"][0]["content_hash"] = "d" * 64
+    with pytest.raises(ValidationError, match="two content hashes"):
+        ClaimedRun.model_validate(data)

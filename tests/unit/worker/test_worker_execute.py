@@ -42,6 +42,12 @@ def test_request_takes_limits_from_the_phase_and_gpus_from_the_slot(tmp_path: Pa
     assert request.name.startswith("arena-run-7-3-")
 
 
+def test_phase_without_an_image_runs_the_workers_default_image(tmp_path: Path):
+    claimed = claimed_with().model_copy(update={"image": None})
+    request = build_request(claimed, tmp_path, tmp_path, tmp_path, (), 4096, "my/sandbox:1")
+    assert request.image == "my/sandbox:1"
+
+
 def test_cpu_phase_gets_no_gpu_even_on_a_gpu_slot(tmp_path: Path):
     request = build_request(claimed_with(gpus=0), tmp_path, tmp_path, tmp_path, ("0",), 4096)
     assert request.gpu_ids == ()

@@ -113,6 +113,14 @@ def test_missing_or_bad_predictions_fail_with_the_scorers_category(tmp_path: Pat
     assert "task 0" in outcome.message
 
 
+def test_huge_traceback_is_cut_to_fit_the_servers_message_limit(tmp_path: Path):
+    write_status(tmp_path / "output", stage="fit", error="e" * 50_000,
+                 traceback="frame\n" * 10_000 + "LastError: here")
+    outcome = decide(replace(CLEAN, exit_code=1), tmp_path)
+    assert len(outcome.message) <= 20_000
+    assert outcome.message.startswith("fit raised") and outcome.message.endswith("LastError: here")
+
+
 def test_log_keeps_the_tail_of_each_stream_and_marks_cuts():
     result = replace(CLEAN, stdout="a" * 50 + "END", stderr="err", stderr_truncated=True)
     log = format_log(result, cap_bytes=10)
@@ -124,3 +132,14 @@ def test_finish_body_carries_the_fencing_token_and_every_field():
     body = Outcome("failed", "fit_error", "m", log="l").to_finish_body(fencing_token=4)
     assert body == {"fencing_token": 4, "state": "failed", "reason": "fit_error", "message": "m",
                     "summary": {}, "tasks": [], "log": "l"}
+
+
+def test_finish_body_validates_against_the_servers_schema(tmp_path: Path):
+    from server.schemas.internal import FinishRequest
+
+    finished = decide(CLEAN, tmp_path, score=scored_ok).to_finish_body(fencing_token=2)
+    parsed = FinishRequest.model_validate(finished)
+    assert parsed.tasks[0].task_id == RECORD.id and parsed.state == "finished"
+    write_status(tmp_path / "output", stage="predict", error="x", traceback="t" * 100_000)
+    failed = decide(replace(CLEAN, exit_code=1), tmp_path).to_finish_body(fencing_token=2)
+    assert FinishRequest.model_validate(failed).reason == "predict_error"
