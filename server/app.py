@@ -36,6 +36,11 @@ def reconcile_policy(settings: Settings) -> ReconcilePolicy:
                           log_cap_bytes=settings.log_cap_bytes))
 
 
+def make_job_queue(settings: Settings) -> JobQueue:
+    """The real queue; a filesystem broker lives in <data_dir>/broker, shared with the worker."""
+    return CeleryJobQueue(settings.broker_url, settings.data_dir / "broker")
+
+
 def _lifespan(app: FastAPI):
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -80,7 +85,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.settings = settings
     app.state.db = make_database(settings.database_url)
     app.state.storage = Storage(settings.storage)
-    app.state.queue = queue or CeleryJobQueue(settings.broker_url)
+    app.state.queue = queue or make_job_queue(settings)
     app.state.clock = clock
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
@@ -96,7 +101,7 @@ def reconcile_once(settings: Settings, queue: JobQueue | None = None):
     db = make_database(settings.database_url)
     try:
         with db.session(write=True) as session:
-            return reconcile(session, utcnow(), queue or CeleryJobQueue(settings.broker_url),
+            return reconcile(session, utcnow(), queue or make_job_queue(settings),
                              reconcile_policy(settings))
     finally:
         db.engine.dispose()

@@ -3,8 +3,9 @@
 Workers hold no database credentials: this is their only channel to the source of truth. The
 client owns the wire schema of a claimed run and the retry policy: connection errors and 5xx
 answers are retried with exponential backoff (they are the platform's fault and usually pass);
-a 409 is an answer, not an error (the run is done, or someone else holds it: callers get `None`
-or `False`); any other 4xx is a bug or a revoked token and raises `ServerRejectedError`.
+a 409 or 401 is an answer, not an error (the run is done, someone else holds it, or its token
+was rotated when it was re-enqueued: callers get `None` or `False`); any other 4xx is a bug and
+raises `ServerRejectedError`.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ class InternalClient:
                             out.write(chunk)
                 return response
         if self._with_retries(url, send) is None:
-            raise ServerRejectedError(f"GET {url} answered 409; expected the file. The run's "
+            raise ServerRejectedError(f"GET {url} answered 409 or 401; expected the file. The run's "
                                       "lease was probably taken away.")
 
     def _with_retries(self, url: str, send: Callable[[], httpx.Response]) -> httpx.Response | None:
@@ -170,7 +171,9 @@ class InternalClient:
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code == 409:
+                # 409: done or leased elsewhere; 401: the token was rotated (the run was released
+                # or re-enqueued, and a newer job carries its token). Either way not ours: drop.
+                if response.status_code in (401, 409):
                     return None
                 if response.status_code < 400:
                     return response

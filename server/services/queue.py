@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 EVALUATE_RUN = "arena.evaluate_run"
 log = logging.getLogger("arena.queue")
@@ -21,11 +22,27 @@ class JobQueue(Protocol):
         """Send one evaluation job; may raise if the broker is unreachable."""
 
 
-class CeleryJobQueue:
-    """Sends jobs through a Celery app built lazily from the broker URL (no worker import)."""
+def filesystem_broker_options(broker_dir: Path) -> dict[str, Any]:
+    """Kombu's filesystem transport layout; the worker's `filesystem_broker_options` must agree
+    (a test checks both), or jobs land where no worker looks."""
+    queue_dir, processed, control = (broker_dir / "queue", broker_dir / "processed",
+                                     broker_dir / "control")
+    for folder in (queue_dir, processed, control):
+        folder.mkdir(parents=True, exist_ok=True)
+    return {"data_folder_in": str(queue_dir), "data_folder_out": str(queue_dir),
+            "processed_folder": str(processed), "control_folder": str(control),
+            "store_processed": True}
 
-    def __init__(self, broker_url: str) -> None:
+
+class CeleryJobQueue:
+    """Sends jobs through a Celery app built lazily from the broker URL (no worker import).
+
+    `broker_dir` is where the one-machine `filesystem://` broker keeps its messages.
+    """
+
+    def __init__(self, broker_url: str, broker_dir: Path | None = None) -> None:
         self.broker_url = broker_url
+        self.broker_dir = broker_dir
         self._app = None
 
     def enqueue(self, run_id: int, run_token: str, queue: str) -> None:
@@ -33,6 +50,11 @@ class CeleryJobQueue:
             import celery
 
             self._app = celery.Celery("arena-server", broker=self.broker_url)
+            if self.broker_url.startswith("filesystem://"):
+                if self.broker_dir is None:
+                    raise ValueError("a filesystem:// broker needs a broker folder: set "
+                                     "ARENA_DATA_DIR so that <data_dir>/broker is shared")
+                self._app.conf.broker_transport_options = filesystem_broker_options(self.broker_dir)
         self._app.send_task(EVALUATE_RUN, args=[run_id, run_token], queue=queue)
 
 

@@ -105,9 +105,17 @@ def test_5xx_every_time_raises_server_unavailable_after_the_last_attempt(server)
 
 def test_other_4xx_is_not_retried_and_raises_rejected(server):
     url, script = server
-    script.answers["/internal/runs/5/release"] = [(401, b"bad token")]
-    with pytest.raises(ServerRejectedError, match="401"):
+    script.answers["/internal/runs/5/release"] = [(403, b"forbidden")]
+    with pytest.raises(ServerRejectedError, match="403"):
         make_client(url).release(5, "tok", 9, "disk full")
+    assert len(script.seen) == 1
+
+
+def test_a_rotated_run_token_reads_as_not_ours(server):
+    # The server rotates a run's token when it re-enqueues it; the old job must drop quietly.
+    url, script = server
+    script.answers["/internal/runs/5/claim"] = [(401, b"unknown token")]
+    assert make_client(url).claim(5, "old-token", "w1") is None
     assert len(script.seen) == 1
 
 
