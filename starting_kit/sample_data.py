@@ -1,6 +1,8 @@
 """Synthetic sample collection in Meta-Album format, so that the starting kit, the tests and the
-demos run offline: five visually distinct domains (3 meta-train, 2 meta-test) plus "spurious",
-a domain whose per-image attributes correlate with the class for FewSTAB tasks.
+demos run offline: five visually distinct domains (3 meta-train, 2 meta-test) plus two in no
+split: "spurious", whose per-image attributes correlate with the class for FewSTAB tasks, and
+"scripts", a glyph domain with enough classes for the within-domain protocol (its 70/15/15 class
+split leaves 5 test classes, where a 20-class domain leaves 3: no 5-way task).
 
 Classes are defined by a few parameters (frequency, orientation, shape, strokes, spectrum,
 lattice) and every image adds nuisance variation (position, scale, rotation, colour jitter,
@@ -21,7 +23,9 @@ from PIL import Image
 SIZE = 128
 META_TRAIN = ("stripes", "blobs", "glyphs")
 META_TEST = ("spectra", "mosaic")
-EXTRA = ("spurious",)
+EXTRA = ("spurious", "scripts")
+"""In no split: FewSTAB names "spurious"; within-domain tests every dataset able to serve it.
+Appended after the split domains, so that adding one never changes another's images."""
 ALL_DOMAINS = META_TRAIN + META_TEST + EXTRA
 PALETTE = np.array([[.85, .2, .2], [.2, .65, .25], [.2, .35, .85], [.9, .75, .15],
                     [.6, .25, .75], [.15, .7, .75], [.5, .5, .5]])
@@ -31,6 +35,10 @@ LATTICES = ("checker", "dots", "grid", "zigzag")
 ATTRIBUTE_VALUES = {"background": ("red", "green", "blue", "gray"),
                     "border": ("none", "thin", "thick"),
                     "mark": ("none", "top-left", "bottom-right")}
+WITHIN_DOMAIN_MIN_CLASSES = 34
+"""Classes of "scripts" (more when n_classes is larger): the NeurIPS'21 70/15/15 split of 34
+classes is 24/5/5, enough for within-domain 5-way test tasks and 5-way meta-valid tasks; 30, the
+bare minimum, would rest on rounding 4.5 up."""
 ATTRIBUTE_AGREEMENT = 0.75
 """Probability that an image takes its class's preferred value of an attribute (the rest random)."""
 
@@ -184,9 +192,9 @@ def _attribute_overlay(img: np.ndarray, key: str, value: str, tints: dict, x: np
 
 RENDERERS: dict[str, Callable[..., Rendered]] = {
     "stripes": _stripes, "blobs": _shape_images, "glyphs": _glyphs, "spectra": _spectra,
-    "mosaic": _mosaic, "spurious": _spurious}
+    "mosaic": _mosaic, "spurious": _spurious, "scripts": _glyphs}
 NOISE = {"stripes": .08, "blobs": .06, "glyphs": .05, "spectra": .05, "mosaic": .08,
-         "spurious": .05}
+         "spurious": .05, "scripts": .05}
 
 
 def write_domain(out_dir: Path, domain: str, rng: np.random.Generator, n_classes: int = 20,
@@ -238,13 +246,14 @@ def generate_collection(out_dir: Path, seed: int = 0, n_classes: int = 20, n_ima
     Args:
         out_dir: the collection folder (created).
         seed: every image is a function of (seed, domain); domains do not affect each other.
-        n_classes: classes per domain (>= 2; 20 by default like Meta-Album Micro).
+        n_classes: classes per domain (>= 2; 20 by default like Meta-Album Micro); "scripts"
+            has at least WITHIN_DOMAIN_MIN_CLASSES.
         n_images: images per class (40 by default like Meta-Album Mini).
         image_format: "jpeg" or "png".
         domains: subset of `ALL_DOMAINS` to write; default all of them.
     Returns:
         `out_dir`; meta-train holds the generated META_TRAIN domains, meta-test the META_TEST
-        ones; "spurious" is in no split (a FewSTAB phase names it).
+        ones; "spurious" and "scripts" are in no split (see EXTRA).
     """
     if n_classes < 2 or n_images < 1:
         raise ValueError(f"got n_classes={n_classes}, n_images={n_images}; expected at least 2 "
@@ -253,7 +262,8 @@ def generate_collection(out_dir: Path, seed: int = 0, n_classes: int = 20, n_ima
     for domain in domains:
         rng = np.random.default_rng([seed, ALL_DOMAINS.index(domain) if domain in ALL_DOMAINS
                                      else len(ALL_DOMAINS)])
-        write_domain(out_dir, domain, rng, n_classes, n_images, image_format)
+        classes = max(n_classes, WITHIN_DOMAIN_MIN_CLASSES) if domain == "scripts" else n_classes
+        write_domain(out_dir, domain, rng, classes, n_images, image_format)
     splits = {"meta-train": [d for d in META_TRAIN if d in domains],
               "meta-test": [d for d in META_TEST if d in domains]}
     (out_dir / "info").mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,10 @@ import numpy as np
 
 from submission_api.protocols.fewstab import compute_attribute_ladder, sample_fewstab_episode
 from submission_api.protocols.params import ProtocolParams
-from submission_api.protocols.splits import (
-    compute_held_out_images,
-    compute_images_of_classes,
-    compute_within_domain_split,
+from submission_api.protocols.splits import compute_held_out_images, compute_images_of_classes
+from submission_api.protocols.within_domain import (
+    compute_within_domain_splits,
+    plan_within_domain_tests,
 )
 from submission_api.sampling.any_shot import sample_cross_domain_episode, sample_fixed_episode
 from submission_api.sampling.episode import ClassPools, Episode
@@ -53,19 +53,12 @@ def _split(collection: Collection, split: str) -> list[str]:
 def _test_names(params: ProtocolParams, collection: Collection) -> list[str]:
     if params.datasets is not None:
         return list(params.datasets)
-    if params.name == "within-domain":
-        return sorted(collection.datasets)
     if params.name == "fewstab":
         # Attribute-annotated datasets are rare; any of them outside meta-train can be tested.
         train = set(collection.splits.get("meta-train", []))
         return sorted(n for n, ds in collection.datasets.items()
                       if ds.attributes is not None and n not in train)
     return _split(collection, "meta-test")
-
-
-def _within_split(params: ProtocolParams, ds: Any) -> tuple[np.ndarray, ...]:
-    return compute_within_domain_split(len(ds.class_names), params.split_fractions,
-                                       params.split_seed, ds.name)
 
 
 def _queries(params: ProtocolParams) -> int:
@@ -123,20 +116,15 @@ def plan_test_episodes(params: ProtocolParams, collection: Collection,
     if params.name == "id-ood":
         return _plan_id_ood(params, collection, seed)
     episodes: list[Episode] = []
+    if params.name == "within-domain":
+        for name, split in plan_within_domain_tests(params, collection).items():
+            ds = collection.datasets[name]
+            allowed = compute_images_of_classes(ds.labels, split[2])
+            episodes += _plan_dataset(params, ds, seed, ("test",), allowed)
+        return episodes
     for name in _test_names(params, collection):
         ds = _get(collection, name)
-        if params.name == "within-domain":
-            test_classes = _within_split(params, ds)[2]
-            if len(test_classes) < params.n_ways:
-                raise ValueError(
-                    f"Dataset {name!r}: the within-domain split {params.split_fractions} of its "
-                    f"{len(ds.class_names)} classes leaves {len(test_classes)} test classes, "
-                    f"expected >= n_ways={params.n_ways}; raise the test fraction, lower "
-                    "n_ways, or leave this dataset out (params.datasets)."
-                )
-            allowed = compute_images_of_classes(ds.labels, test_classes)
-            episodes += _plan_dataset(params, ds, seed, ("test",), allowed)
-        elif params.name == "fewstab":
+        if params.name == "fewstab":
             episodes += _plan_fewstab(params, ds, seed, explicit=params.datasets is not None)
         else:
             episodes += _plan_dataset(params, ds, seed, ("test",))
@@ -206,10 +194,11 @@ def plan_meta_valid_view(params: ProtocolParams, collection: Collection) -> dict
 
 def _within_view(params: ProtocolParams, collection: Collection,
                  part: int) -> dict[str, np.ndarray]:
+    """Images of the train (part 0) or valid (1) classes of every within-domain dataset, tested
+    or not (`within_domain`'s docstring says why)."""
     view = {}
-    for name in _test_names(params, collection):
-        ds = _get(collection, name)
-        images = compute_images_of_classes(ds.labels, _within_split(params, ds)[part])
+    for name, split in compute_within_domain_splits(params, collection).items():
+        images = compute_images_of_classes(collection.datasets[name].labels, split[part])
         if images.size:
             view[name] = images
     return view

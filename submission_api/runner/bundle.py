@@ -3,13 +3,19 @@ participant side reads (support images and labels, query images — never query 
 class names) and the answers only the scoring side holds.
 
 Images are stored once, uint8 `[n, 128, 128, 3]`, concatenated over tasks; each task names its
-offsets. Writing streams task by task into a preallocated file, so memory stays flat however many
-tasks a run has.
+offsets. Writing streams task by task through one reusable task-sized buffer, so the writer's
+memory stays flat however many tasks a run has and however large its datasets are
+(docs/performance.md): rows of a compiled dataset are read with `pread` in file order (no pages of
+the dataset stay mapped into the process) and appended with plain file writes (no page of the
+bundle is mapped either; a written memory map would count every bundle page in the writer's
+resident set until it is closed).
 """
 
 from __future__ import annotations
 
 import json
+import mmap
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,12 +61,44 @@ def _open_images(path: Path, count: int, mode: str) -> np.ndarray:
     return np.memmap(path, dtype=np.uint8, mode=mode, shape=(count, *IMAGE_SHAPE))
 
 
-def _gather(images: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """Rows of a memory map in the given order, reading them in file order for locality."""
-    order = np.argsort(indices, kind="stable")
-    rows = np.empty((len(indices), *IMAGE_SHAPE), dtype=np.uint8)
-    rows[order] = images[indices[order]]
-    return rows
+class _RowReader:
+    """Copies chosen rows of a dataset's images into a caller's buffer, reading a compiled
+    dataset's file in ascending row order with `pread` (readahead-friendly on a cold cache;
+    nothing stays mapped), and any other array by plain indexing."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, int] = {}
+
+    def read(self, images: np.ndarray, indices: np.ndarray, out: np.ndarray) -> None:
+        """`out[j] = images[indices[j]]` for every j; `out` is C-contiguous uint8."""
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(images)):
+            raise IndexError(f"image indices in [{indices.min()}, {indices.max()}] for a dataset "
+                             f"of {len(images)} images; the episode does not fit its dataset.")
+        fd = self._file_of(images)
+        if fd is None:
+            np.take(images, indices, axis=0, out=out, mode="clip")  # bounds checked above
+            return
+        row, start = out[0].nbytes if len(out) else 0, images.offset
+        for j in np.argsort(indices, kind="stable").tolist():
+            if os.preadv(fd, [out[j]], start + int(indices[j]) * row) != row:
+                raise OSError(f"{images.filename}: short read of image {indices[j]}; the "
+                              "compiled entry changed while the bundle was written.")
+
+    def _file_of(self, images: np.ndarray) -> int | None:
+        # Only a memory map that owns its mapping has a known file offset (a slice of one
+        # reports its parent's), so anything else is indexed in memory.
+        if not (isinstance(images, np.memmap) and isinstance(images.base, mmap.mmap)
+                and images.filename and images.flags.c_contiguous and hasattr(os, "preadv")
+                and images.dtype == np.uint8 and images.shape[1:] == IMAGE_SHAPE):
+            return None
+        if images.filename not in self._files:
+            self._files[images.filename] = os.open(images.filename, os.O_RDONLY)
+        return self._files[images.filename]
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
 
 
 def write_meta_test(
@@ -79,28 +117,35 @@ def write_meta_test(
     answers_dir.mkdir(parents=True, exist_ok=True)
     n_support = sum(len(e.support_idx) for e in episodes)
     n_query = sum(len(e.query_idx) for e in episodes)
-    support = _open_images(test_dir / "support_images.u8", n_support, "w+")
-    query = _open_images(test_dir / "query_images.u8", n_query, "w+")
+    largest = max((max(len(e.support_idx), len(e.query_idx)) for e in episodes), default=0)
+    buffer = np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8)
     support_labels = np.empty(n_support, dtype=np.int64)
     query_labels = np.empty(n_query, dtype=np.int64)
     tasks, answers, s_at, q_at = [], [], 0, 0
-    for task_id, episode in enumerate(episodes):
-        images = datasets[episode.dataset].images
-        s_n, q_n = len(episode.support_idx), len(episode.query_idx)
-        support[s_at : s_at + s_n] = _gather(images, episode.support_idx)
-        query[q_at : q_at + q_n] = _gather(images, episode.query_idx)
-        support_labels[s_at : s_at + s_n] = episode.support_labels
-        query_labels[q_at : q_at + q_n] = episode.query_labels
-        tasks.append(BundleTask(task_id, episode.n_ways, episode.n_shots, s_n, q_n, s_at, q_at))
-        answers.append(
-            AnswerTask(
-                task_id, episode.dataset, episode.group, episode.n_ways, episode.n_shots, q_at, q_n
-            )
-        )
-        s_at, q_at = s_at + s_n, q_at + q_n
-    for array in (support, query):
-        if isinstance(array, np.memmap):
-            array.flush()
+    reader = _RowReader()
+    try:
+        with open(test_dir / "support_images.u8", "wb") as support, \
+                open(test_dir / "query_images.u8", "wb") as query:
+            for task_id, episode in enumerate(episodes):
+                images = datasets[episode.dataset].images
+                s_n, q_n = len(episode.support_idx), len(episode.query_idx)
+                for indices, target in ((episode.support_idx, support),
+                                        (episode.query_idx, query)):
+                    rows = buffer[: len(indices)]
+                    reader.read(images, np.asarray(indices, dtype=np.int64), rows)
+                    target.write(memoryview(rows).cast("B"))
+                support_labels[s_at : s_at + s_n] = episode.support_labels
+                query_labels[q_at : q_at + q_n] = episode.query_labels
+                tasks.append(
+                    BundleTask(task_id, episode.n_ways, episode.n_shots, s_n, q_n, s_at, q_at)
+                )
+                answers.append(
+                    AnswerTask(task_id, episode.dataset, episode.group, episode.n_ways,
+                               episode.n_shots, q_at, q_n)
+                )
+                s_at, q_at = s_at + s_n, q_at + q_n
+    finally:
+        reader.close()
     np.save(test_dir / "support_labels.npy", support_labels)
     (test_dir / "tasks.json").write_text(json.dumps([asdict(t) for t in tasks]))
     np.save(answers_dir / "query_labels.npy", query_labels)

@@ -186,3 +186,31 @@ def split_validation_datasets(
         )
     chosen = sorted(rng.choice(source, min(n, len(source)), replace=False).tolist())
     return ([t for t in train if t not in chosen] if not valid else train), chosen
+
+
+def build_meta_generators(
+    train_sets: Mapping[str, Any] | Sequence[Any],
+    valid_sets: Mapping[str, Any] | Sequence[Any],
+    config: SubmissionConfig,
+    rng: np.random.Generator,
+) -> tuple[TaskGenerator | BatchGenerator, TaskGenerator | None]:
+    """The two generators of `meta_fit`, with `config.validation_datasets` applied on top of the
+    protocol's views (`train_sets`: the meta-train view; `valid_sets`: the meta-valid view, e.g.
+    within-domain's valid classes, or the collection's meta-valid datasets).
+
+    `validation_datasets=None`: no meta-valid generator, whatever the view holds (the kit's
+    contract). `n`: a generator over `n` datasets of the meta-valid view (all when it has fewer);
+    when the protocol gives no meta-valid view, `n` datasets are taken out of the meta-train
+    view instead, as the NeurIPS'22 kit does. The draw uses `rng` only when `n` is set.
+
+    Raises:
+        ValueError: `n` would take every meta-train dataset (see `split_validation_datasets`).
+    """
+    train, valid = _sorted_datasets(train_sets), _sorted_datasets(valid_sets)
+    train_names, valid_names = split_validation_datasets(
+        [ds.name for ds in train], [ds.name for ds in valid], config, rng)
+    pool = {ds.name: ds for ds in (valid if valid else train)}
+    chosen = [pool[name] for name in valid_names]
+    kept = [ds for ds in train if ds.name in set(train_names)]
+    return (build_meta_train_generator(kept, config, rng),
+            build_meta_valid_generator(chosen, config, rng))

@@ -121,5 +121,5 @@ def test_bad_seed_and_unknown_dataset_are_clear_errors(collection):
 
 def test_within_domain_with_fewer_test_classes_than_ways_names_the_split(collection):
     params = ProtocolParams(name="within-domain", datasets=("te2",))
-    with pytest.raises(ValueError, match="leaves 1 test classes, expected >= n_ways=5"):
+    with pytest.raises(ValueError, match="leaves 1 test classes, 1 able to give 5 shots \+ 20 queries, expected >= n_ways=5"):
         plan_test_episodes(params, collection, seed=(0, 0))

@@ -14,6 +14,7 @@ from submission_api.sampling import (
     sample_fixed_episode,
 )
 from submission_api.sampling.meta_train import (
+    build_meta_generators,
     build_meta_train_generator,
     build_meta_valid_generator,
     compute_train_classes,
@@ -114,3 +115,40 @@ def test_generator_that_cannot_serve_its_shape_is_a_clear_error(make_dataset):
     ds = make_dataset("a", [10] * 3)
     with pytest.raises(ValueError, match="can give tasks of"):
         build_meta_train_generator([ds], parse_submission_config({}), make_rng(0))
+
+
+VALID_SHAPE = {"valid_config": {"max_N": 3, "max_k": 2, "query_images_per_class": 2}}
+
+
+def _names(gen, n=12):
+    return {t.dataset for t in gen(n)}
+
+
+@pytest.mark.parametrize(
+    ("validation", "n_valid_view", "train_expected", "valid_expected"),
+    [
+        (None, 2, {"a", "b", "c"}, None),  # no generator, even with a meta-valid view
+        (1, 2, {"a", "b", "c"}, 1),  # one of the protocol's meta-valid datasets
+        (5, 2, {"a", "b", "c"}, 2),  # all of them when fewer than asked
+        (1, 0, 2, 1),  # no meta-valid view: taken out of meta-train, as in the kit
+    ],
+)
+def test_validation_datasets_apply_on_top_of_the_protocol_views(
+    make_dataset, validation, n_valid_view, train_expected, valid_expected
+):
+    train = [make_dataset(n, [25] * 6) for n in ("c", "a", "b")]
+    valid = [make_dataset(n, [25] * 6) for n in ("v1", "v2")][:n_valid_view]
+    config = parse_submission_config({"validation_datasets": validation, **VALID_SHAPE})
+    train_gen, valid_gen = build_meta_generators(train, valid, config, make_rng(3))
+    train_names = _names(train_gen, 30)
+    if isinstance(train_expected, int):
+        assert len(train_names) == train_expected
+    else:
+        assert train_names == train_expected
+    if valid_expected is None:
+        assert valid_gen is None
+        return
+    valid_names = _names(valid_gen, 30)
+    assert len(valid_names) == valid_expected
+    source = {"v1", "v2"} if n_valid_view else {"a", "b", "c"} - train_names
+    assert valid_names <= source
