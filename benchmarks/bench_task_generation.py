@@ -7,6 +7,11 @@ classes allow, 20 queries per class), float32 tensors [n, 3, 128, 128] out. Both
 the same episodes in the same run; the report gives images/s and their ratios (machine-
 independent), not absolute timings to compare across machines.
 
+"The same bytes": the loader reads 49,152 uint8 bytes per image but writes 196,608 float32 bytes
+into a fresh tensor (participant code may keep it, so it cannot be reused). The honest limit is a
+copy of the bytes produced, into fresh memory; a copy of the uint8 bytes is printed beside it.
+A conversion into a reused buffer shows how much of the cost is the fresh pages.
+
     .venv/bin/python benchmarks/bench_task_generation.py [--tasks 200] [--naive-tasks 15]
 """
 
@@ -81,6 +86,36 @@ def memcpy_task(ds: CompiledDataset, idx: np.ndarray, _src: dict = {}) -> np.nda
     return out.reshape(len(idx), -1)
 
 
+def make_memcpy_f32_task() -> Callable:
+    """The honest limit: copy as many bytes as the float32 output into a freshly allocated
+    buffer, as the compiled path must (over glibc's mmap threshold: fresh pages every task)."""
+    source: dict = {}
+
+    def memcpy_f32_task(ds: CompiledDataset, idx: np.ndarray) -> np.ndarray:
+        n = len(idx) * 128 * 128 * 3 * 4
+        if source.get("n", 0) < n:
+            source.update(n=n, buf=np.ones(n, np.uint8))
+        out = np.empty(n, np.uint8)
+        np.copyto(out, source["buf"][:n])
+        return out.reshape(len(idx), -1)
+    return memcpy_f32_task
+
+
+def make_reused_buffer_task() -> Callable:
+    """The compiled path's conversion into one reused float32 buffer: not allowed for tensors
+    handed to participant code, measured to show what the fresh pages cost."""
+    buffer: dict = {}
+
+    def reused_task(ds: CompiledDataset, idx: np.ndarray) -> np.ndarray:
+        if buffer.get("n", 0) < len(idx):
+            buffer.update(n=len(idx), out=np.empty((len(idx), 3, 128, 128), np.float32))
+        out = buffer["out"][: len(idx)]
+        np.divide(ds.images[idx].transpose(0, 3, 1, 2), np.float32(255), out=out,
+                  dtype=np.float32)
+        return out
+    return reused_task
+
+
 def measure_interleaved(loaders: dict[str, tuple[Callable, list]],
                         rounds: int = 5) -> dict[str, float]:
     """Images per second of each loader over its episodes, run in alternating rounds so that a
@@ -124,16 +159,22 @@ def main() -> None:
         rates = measure_interleaved({
             "naive (decode per task)": (make_naive_task(files), episodes[:args.naive_tasks]),
             "compiled memmap": (compiled_task, episodes[:args.tasks]),
-            "memcpy (physical limit)": (memcpy_task, episodes[:args.tasks]),
+            "memcpy f32 bytes, fresh (limit)": (make_memcpy_f32_task(), episodes[:args.tasks]),
+            "memcpy u8 bytes, reused": (memcpy_task, episodes[:args.tasks]),
+            "compiled, into a reused buffer": (make_reused_buffer_task(),
+                                               episodes[:args.tasks]),
         })
     mean_images = np.mean([len(idx) for _, idx in episodes])
     print(f"{len(episodes)} any-way any-shot tasks, {mean_images:.0f} images per task on average, "
           f"torch threads {torch.get_num_threads()}")
     for name, rate in rates.items():
-        print(f"  {name:<26} {rate:>12,.0f} images/s")
-    naive, fast, limit = rates.values()
-    print(f"compiled / naive  = {fast / naive:6.1f}x   (aim >= 20x)")
-    print(f"compiled / memcpy = {fast / limit:6.3f}    (1.0 = the memory-copy limit)")
+        print(f"  {name:<32} {rate:>12,.0f} images/s")
+    naive, fast, limit, limit_u8, reused = rates.values()
+    print(f"compiled / naive           = {fast / naive:6.1f}x   (aim >= 20x)")
+    print(f"compiled / memcpy f32      = {fast / limit:6.3f}    (same bytes out; aim >= 0.33)")
+    print(f"compiled / memcpy u8       = {fast / limit_u8:6.3f}    (reads 1/4 of the bytes it "
+          "writes: cannot reach 0.25)")
+    print(f"compiled / reused buffer   = {fast / reused:6.3f}    (share left to fresh pages)")
 
 
 if __name__ == "__main__":

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from starting_kit.sample_data import generate_collection
-
-
-def require_service(name: str, reason: str) -> None:
-    """Skip outside CI; fail in CI, where a missing service is a broken setup, not an excuse."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{name} is required in CI but unavailable: {reason}")
-    pytest.skip(f"{name} unavailable: {reason}")
 
 
 @pytest.fixture(scope="session")

@@ -160,8 +160,8 @@ class InternalClient:
                             out.write(chunk)
                 return response
         if self._with_retries(url, send) is None:
-            raise ServerRejectedError(f"GET {url} answered 409 or 401; expected the file. The run's "
-                                      "lease was probably taken away.")
+            raise ServerRejectedError(f"GET {url} answered 409 or 401; expected the file; "
+                                      "the run's lease was probably taken away.")
 
     def _with_retries(self, url: str, send: Callable[[], httpx.Response]) -> httpx.Response | None:
         delay, last = self._backoff_s, ""

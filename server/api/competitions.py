@@ -33,7 +33,17 @@ def visible_phase(session, phase_id: int, user: User | None) -> Phase:
     return phase
 
 
-def _out(comp: Competition, user: User | None) -> CompetitionOut:
+def find_competition(session, ref: str, user: User | None) -> Competition:
+    """A competition by id or slug; 404 when unknown (or only drafts, for non-staff)."""
+    query = select(Competition).where(
+        Competition.id == int(ref) if ref.isdigit() else Competition.slug == ref)
+    comp = session.execute(query).scalar_one_or_none()
+    if comp is None or (not _is_staff(user) and not competition_out(comp, user).phases):
+        raise NotFoundError(f"no competition {ref!r}; list them at /api/v1/competitions")
+    return comp
+
+
+def competition_out(comp: Competition, user: User | None) -> CompetitionOut:
     out = CompetitionOut.model_validate(comp)
     if not _is_staff(user):
         out.phases = [p for p in out.phases if p.status != "draft"]
@@ -43,7 +53,7 @@ def _out(comp: Competition, user: User | None) -> CompetitionOut:
 @router.get("/competitions", response_model=list[CompetitionOut])
 def list_competitions(session: SessionDep, user: OptionalUser) -> list[CompetitionOut]:
     comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
-    out = [_out(c, user) for c in comps]
+    out = [competition_out(c, user) for c in comps]
     return [c for c in out if c.phases or _is_staff(user)]
 
 
@@ -52,7 +62,13 @@ def create_competition(body: CompetitionCreate, user: Organizer, session: WriteS
                        now: NowDep) -> CompetitionOut:
     comp = service.create_competition(session, body, user, now)
     session.commit()
-    return _out(comp, user)
+    return competition_out(comp, user)
+
+
+@router.get("/competitions/{ref}", response_model=CompetitionOut)
+def get_competition(ref: str, session: SessionDep, user: OptionalUser) -> CompetitionOut:
+    """One competition by id or slug, with its pages, leagues and (visible) phases."""
+    return competition_out(find_competition(session, ref, user), user)
 
 
 @router.patch("/competitions/{competition_id}", response_model=CompetitionOut)
@@ -62,7 +78,7 @@ def update_competition(competition_id: int, body: CompetitionUpdate, user: Organ
     for key, value in body.model_dump(exclude_unset=True).items():
         setattr(comp, key, value)
     session.commit()
-    return _out(comp, user)
+    return competition_out(comp, user)
 
 
 @router.post("/competitions/{competition_id}/phases", response_model=PhaseOut, status_code=201)
@@ -98,3 +114,15 @@ def update_phase(phase_id: int, body: PhaseUpdate, user: Organizer, session: Wri
                          user, now)
     session.commit()
     return PhaseOut.model_validate(phase)
+
+
+def _mount_operations() -> None:
+    """Mount the operations routers' routes (full paths) on this router, which create_app
+    already includes. TODO(lead): list these modules in create_app and drop this."""
+    from server.api import admin, bundles, phase_operations, submission_operations
+
+    for module in (bundles, phase_operations, submission_operations, admin):
+        router.routes.extend(module.router.routes)
+
+
+_mount_operations()

@@ -3,16 +3,23 @@
 Workers hold no database credentials: each call carries the per-run bearer token the job was
 enqueued with, and every state change is guarded by the run's fencing token (409, nothing
 written, when stale). Answers: claim 200 ClaimedRun | 409; heartbeat 200 new expiry | 409;
-finish 200 | 409; release 200 (back to queued, never charged) | 409.
+finish 200 | 409; release 200 (back to queued, never charged) | 409. A run whose cancel was
+requested answers its next heartbeat or finish with 409 `run.cancelled`, committed first.
+Each call also records the worker (name from the claim, then the lease owner) for the status
+view.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
@@ -27,7 +34,7 @@ from server.api.deps import (
     get_storage,
 )
 from server.core.config import Settings
-from server.core.errors import AuthRequiredError, NotFoundError
+from server.core.errors import AuthRequiredError, NotFoundError, StaleLeaseError
 from server.core.security import hash_token
 from server.models import ACTIVE_STATES, Dataset, Phase, Run, Submission
 from server.schemas.competition import PhaseData
@@ -44,10 +51,23 @@ from server.services import runs as run_service
 from server.services.datasets import dataset_tar
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.storage import Storage
+from server.services.workers import record_worker
 
 router = APIRouter(prefix="/internal", tags=["internal"])
 Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
 _CONFLICT = {409: {"description": "finished, leased by another worker, or stale fencing token"}}
+
+
+@contextmanager
+def _commit_if_cancelled(session: Session, worker: str | None, now: datetime) -> Iterator[None]:
+    """Let a `run.cancelled` 409 through only after its state change is committed."""
+    try:
+        yield
+    except StaleLeaseError as exc:
+        if exc.code == "run.cancelled":
+            record_worker(session, worker, now, run_id=None, stage=None)
+            session.commit()
+        raise
 
 
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
@@ -55,6 +75,8 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
           policy: Policy) -> ClaimedRun:
     """Take the run's lease; everything the worker needs to evaluate it comes back."""
     run = run_service.claim_run(session, run.id, body.worker, now, policy)
+    record_worker(session, body.worker, now, run_id=run.id, stage="preparing", claimed=True,
+                  gpus=body.gpus)
     submission = session.get(Submission, run.submission_id)
     phase = session.get(Phase, submission.phase_id)
     session.commit()
@@ -82,8 +104,11 @@ def submission_zip(run: RunAuth, session: SessionDep, storage: Annotated[
 @router.post("/runs/{run_id}/heartbeat", response_model=HeartbeatOut, responses=_CONFLICT)
 def heartbeat(run: RunAuth, body: HeartbeatRequest, session: WriteSessionDep, now: NowDep,
               policy: Policy) -> HeartbeatOut:
-    expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage, now,
-                                        policy)
+    owner = run.lease_owner
+    with _commit_if_cancelled(session, owner, now):
+        expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage,
+                                            now, policy)
+    record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus)
     session.commit()
     return HeartbeatOut(lease_expires_at=expires)
 
@@ -94,7 +119,10 @@ def finish(run: RunAuth, body: FinishRequest, session: WriteSessionDep, now: Now
     outcome = run_service.RunOutcome(
         state=body.state, reason=body.reason, message=body.message, summary=body.summary,
         tasks=[t.model_dump() for t in body.tasks], log=body.log)
-    run = run_service.finish_run(session, run.id, body.fencing_token, outcome, now, policy)
+    owner = run.lease_owner
+    with _commit_if_cancelled(session, owner, now):
+        run = run_service.finish_run(session, run.id, body.fencing_token, outcome, now, policy)
+    record_worker(session, owner, now, run_id=None, stage=None)
     session.commit()
     return RunStateOut(run_id=run.id, state=run.state)
 
@@ -104,8 +132,9 @@ def release(run: RunAuth, body: ReleaseRequest, session: WriteSessionDep, now: N
             policy: Policy, queue: Annotated[JobQueue, Depends(get_queue)],
             settings: Annotated[Settings, Depends(get_settings)]) -> RunStateOut:
     """A platform fault: back to queued with a fresh token (never charged), then re-enqueued."""
-    run_id = run.id
+    run_id, owner = run.id, run.lease_owner
     token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
+    record_worker(session, owner, now, run_id=None, stage=None)
     phase_queue = session.execute(
         select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
         .where(Submission.id == run.submission_id)).scalar_one()

@@ -1,20 +1,52 @@
-"""The public leaderboard of a (non-draft) phase."""
+"""The leaderboard of a (non-draft) phase, per league, as JSON or CSV.
+
+Participants and anonymous viewers see what the phase shows them (scores or the whole board
+may be hidden during a phase); organizers of the competition always see everything.
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter
+from fastapi.responses import Response
 
 from server.api.competitions import visible_phase
 from server.api.deps import OptionalUser, SessionDep
-from server.schemas.submission import Leaderboard, LeaderboardEntry
-from server.services.leaderboard import compute_leaderboard
+from server.core.errors import InvalidInputError, NotFoundError
+from server.models import Competition, Phase, User
+from server.schemas.submission import Leaderboard
+from server.services.competitions import get_owned_competition
+from server.services.leaderboard_view import leaderboard_csv, league_names, view_leaderboard
 
 router = APIRouter(prefix="/api/v1", tags=["leaderboard"])
 
 
-@router.get("/phases/{phase_id}/leaderboard", response_model=Leaderboard)
-def leaderboard(phase_id: int, session: SessionDep, user: OptionalUser) -> Leaderboard:
-    """One entry per participant (best or latest, by the phase rule); ties to the earlier."""
+def organizes(session, phase: Phase, user: User | None) -> bool:
+    if user is None or user.role not in ("organizer", "admin"):
+        return False
+    try:
+        get_owned_competition(session, phase.competition_id, user)
+    except NotFoundError:
+        return False
+    return True
+
+
+@router.get("/phases/{phase_id}/leaderboard", response_model=Leaderboard,
+            responses={200: {"content": {"text/csv": {}}}})
+def leaderboard(phase_id: int, session: SessionDep, user: OptionalUser,
+                league: str | None = None,
+                format: Literal["json", "csv"] = "json") -> Leaderboard | Response:  # noqa: A002
+    """One entry per participant (selected, else best or latest by the phase rule) and per
+    baseline, ranked by score or average rank across datasets; ties to the earlier."""
     phase = visible_phase(session, phase_id, user)
-    entries = [LeaderboardEntry(**e.__dict__) for e in compute_leaderboard(session, phase)]
-    return Leaderboard(phase_id=phase.id, rule=phase.leaderboard_rule, entries=entries)
+    comp = session.get(Competition, phase.competition_id)
+    if league is not None and league not in league_names(comp):
+        raise InvalidInputError(f"league {league!r} is not one of {league_names(comp)}; "
+                                "leave it out for the first league", code="leaderboard.league")
+    board = view_leaderboard(session, phase, comp, league, organizes(session, phase, user))
+    if format == "csv":
+        name = f"leaderboard-phase{phase.id}{'-' + board['league'] if board['league'] else ''}"
+        return Response(leaderboard_csv(board), media_type="text/csv",
+                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+    return Leaderboard.model_validate(board)

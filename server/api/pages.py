@@ -1,21 +1,23 @@
-"""Minimal server-rendered pages (Jinja2, no front-end build): leaderboard, submit form, my
-submissions, a submission page, and login by API token.
+"""Server-rendered pages (Jinja2, no front-end build): competitions and phases, leaderboards,
+the submit form, my submissions, a submission page with logs and detailed results, login by
+API token, and (server/web/organizer.py) the organizer dashboard.
 
 Login exchanges the API token for a separate session token kept in an HttpOnly, SameSite=Lax
-cookie; every page form carries a CSRF token that is an HMAC of that session token, checked
-before any state changes (a forged upload is discarded before it is registered).
+cookie; every state-changing form carries a CSRF token (an HMAC of that session token, or for
+the login form a double-submit cookie), checked before anything changes — a forged upload is
+discarded before it is registered. Pages work without JavaScript; /static/arena.js only adds
+sortable columns, live refresh and an upload progress bar.
 """
 
 from __future__ import annotations
 
 import hmac
+import secrets
 from datetime import timedelta
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
@@ -33,67 +35,106 @@ from server.api.deps import (
 from server.api.submissions import submission_out, zip_limits
 from server.api.uploads import receive_file
 from server.core.db import Database
-from server.core.errors import ArenaError, CsrfError, describe_error
-from server.core.security import csrf_token
-from server.models import Competition, Phase, Submission
+from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
+from server.models import TERMINAL_STATES, Phase, Submission, User
 from server.services import users as user_service
-from server.services.leaderboard import compute_leaderboard
 from server.services.queue import JobQueue
 from server.services.storage import Storage
-from server.services.submissions import get_visible_submission
+from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
+from server.web import actions, organizer
+from server.web.actions import submission_actions
+from server.web.rendering import (
+    STATIC_DIR,
+    PageRoute,
+    check_csrf,
+    login_redirect,
+    render,
+)
+from server.web.report import report_response
+from server.web.views import (
+    hidden_mode,
+    is_staff,
+    leaderboards,
+    phase_facts,
+    visible_competitions,
+)
 from submission_api.submission_zip import UnsafeZipError
 
-router = APIRouter(include_in_schema=False)
-templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent / "templates"))
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
+router.include_router(organizer.router)
+router.include_router(actions.router)
 SESSION_TTL = timedelta(days=7)
+LOGIN_COOKIE = "arena_login_csrf"
+STATIC_FILES = {"arena.css": "text/css", "arena.js": "text/javascript"}
 
 
-def _render(request: Request, name: str, user, settings, status: int = 200, **ctx) -> Response:
-    cookie = request.cookies.get(SESSION_COOKIE)
-    csrf = csrf_token(settings.secret_key, cookie) if cookie and user else ""
-    return templates.TemplateResponse(request, name, {"user": user, "csrf": csrf, **ctx},
-                                      status_code=status)
+@router.get("/static/{name}")
+def static_file(name: str) -> Response:
+    if name not in STATIC_FILES:
+        raise NotFoundError(f"no static file {name!r}")
+    return FileResponse(STATIC_DIR / name, media_type=STATIC_FILES[name],
+                        headers={"Cache-Control": "public, max-age=300"})
 
 
-def _check_csrf(request: Request, settings, sent: str | None) -> None:
-    cookie = request.cookies.get(SESSION_COOKIE)
-    expected = csrf_token(settings.secret_key, cookie) if cookie else ""
-    if not cookie or not sent or not hmac.compare_digest(sent, expected):
-        raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
-
-
-def _login_redirect() -> RedirectResponse:
-    return RedirectResponse("/login", status_code=303)
-
-
-@router.get("/", response_class=HTMLResponse)
+@router.get("/")
 def index(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep):
-    comps = list(session.execute(select(Competition).order_by(Competition.id)).scalars())
-    staff = user is not None and user.role != "participant"
-    shown = [(c, [p for p in c.phases if staff or p.status != "draft"]) for c in comps]
-    competitions = [{"title": c.title, "description": c.description, "phases": ps}
-                    for c, ps in shown if ps or staff]
-    return _render(request, "index.html", user, settings, competitions=competitions)
+    return render(request, "index.html", user, settings,
+                  competitions=visible_competitions(session, user))
 
 
-@router.get("/login", response_class=HTMLResponse)
+@router.get("/competitions/{competition_id}")
+def competition_page(competition_id: int, request: Request, user: OptionalUser,
+                     session: SessionDep, settings: SettingsDep):
+    shown = [c for c in visible_competitions(session, user)
+             if c["competition"].id == competition_id]
+    if not shown:
+        raise NotFoundError(f"no competition with id {competition_id}")
+    comp = shown[0]["competition"]
+    return render(request, "competition.html", user, settings, competition=comp,
+                  phases=shown[0]["phases"], pages=comp.pages or [])
+
+
+@router.get("/phases/{phase_id}")
+def phase_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
+               settings: SettingsDep):
+    phase = visible_phase(session, phase_id, user)
+    return render(request, "phase.html", user, settings, phase=phase,
+                  competition=phase.competition, facts=phase_facts(phase))
+
+
+@router.get("/login")
 def login_page(request: Request, settings: SettingsDep):
-    return _render(request, "login.html", None, settings)
+    return _login_form(request, settings)
+
+
+def _login_form(request: Request, settings, status: int = 200, error: str | None = None):
+    nonce = secrets.token_urlsafe(24)
+    response = render(request, "login.html", None, settings, status=status, error=error,
+                      login_csrf=nonce)
+    response.set_cookie(LOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="lax",
+                        secure=settings.session_cookie_secure)
+    return response
 
 
 @router.post("/login")
 async def login(request: Request, db: Annotated[Database, Depends(get_db)],
                 settings: SettingsDep, now: NowDep):
-    token = str((await request.form()).get("token", "")).strip()
+    form = await request.form()
+    sent, expected = str(form.get("csrf_token", "")), request.cookies.get(LOGIN_COOKIE, "")
+    if not expected or not hmac.compare_digest(sent, expected):
+        raise CsrfError("the login form's CSRF token is missing or wrong; reload the page "
+                        "and retry")
+    token = str(form.get("token", "")).strip()
     with db.session(write=True) as session:
         user = user_service.user_for_token(session, token, now) if token else None
         if user is None:
-            return _render(request, "login.html", None, settings, status=401,
-                           error="Unknown or expired token; check it and try again.")
+            return _login_form(request, settings, status=401,
+                               error="Unknown or expired token; check it and try again.")
         session_token = user_service.issue_token(session, user, kind="session", ttl=SESSION_TTL,
                                                  name="web", now=now)
     response = RedirectResponse("/my", status_code=303)
+    response.delete_cookie(LOGIN_COOKIE)
     response.set_cookie(SESSION_COOKIE, session_token, max_age=int(SESSION_TTL.total_seconds()),
                         httponly=True, samesite="lax", secure=settings.session_cookie_secure)
     return response
@@ -102,7 +143,7 @@ async def login(request: Request, db: Annotated[Database, Depends(get_db)],
 @router.post("/logout")
 async def logout(request: Request, db: Annotated[Database, Depends(get_db)],
                  settings: SettingsDep):
-    _check_csrf(request, settings, str((await request.form()).get("csrf_token", "")))
+    check_csrf(request, settings, str((await request.form()).get("csrf_token", "")))
     with db.session(write=True) as session:
         user_service.revoke_token(session, request.cookies[SESSION_COOKIE])
     response = RedirectResponse("/", status_code=303)
@@ -110,21 +151,23 @@ async def logout(request: Request, db: Annotated[Database, Depends(get_db)],
     return response
 
 
-@router.get("/phases/{phase_id}/leaderboard", response_class=HTMLResponse)
+@router.get("/phases/{phase_id}/leaderboard")
 def leaderboard_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
                      settings: SettingsDep):
     phase = visible_phase(session, phase_id, user)
-    return _render(request, "leaderboard.html", user, settings, phase=phase,
-                   entries=compute_leaderboard(session, phase))
+    hidden = hidden_mode(phase, user)
+    return render(request, "leaderboard.html", user, settings, phase=phase, hidden=hidden,
+                  staff=is_staff(user), ranking=(phase.leaderboard or {}).get("ranking"),
+                  boards=[] if hidden == "board" else leaderboards(session, phase, hidden))
 
 
-@router.get("/phases/{phase_id}/submit", response_class=HTMLResponse)
+@router.get("/phases/{phase_id}/submit")
 def submit_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
                 settings: SettingsDep):
     if user is None:
-        return _login_redirect()
+        return login_redirect()
     phase = visible_phase(session, phase_id, user)
-    return _render(request, "submit.html", user, settings, phase=phase)
+    return render(request, "submit.html", user, settings, phase=phase)
 
 
 @router.post("/phases/{phase_id}/submit")
@@ -135,24 +178,27 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
     """The web form upload: same checks as the API, plus CSRF before anything is registered."""
     user = _cookie_user(request, db, now)
     if user is None:
-        return _login_redirect()
+        return login_redirect()
     try:
         staged, fields = await receive_file(request, storage, settings.max_upload_bytes)
         try:
-            _check_csrf(request, settings, fields.get("csrf_token"))
+            check_csrf(request, settings, fields.get("csrf_token"))
         except CsrfError:
             staged.path.unlink(missing_ok=True)
             raise
         submission = await run_in_threadpool(
             accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
             staged=staged, now=now, limits=zip_limits(settings),
-            default_queue=settings.default_queue, note=fields.get("note", ""))
+            default_queue=settings.default_queue, note=fields.get("note", ""),
+            league=fields.get("league") or None)
     except (ArenaError, UnsafeZipError) as exc:
+        if isinstance(exc, CsrfError):
+            raise
         with db.session() as session:
-            phase = session.get(Phase, phase_id)
-        status, body = describe_error(exc)
-        return _render(request, "submit.html", user, settings, status=status, phase=phase,
-                       error=f"{body['error']['message']} ({body['error']['code']})")
+            phase = visible_phase(session, phase_id, user)
+            status, body = describe_error(exc)
+            return render(request, "submit.html", user, settings, status=status, phase=phase,
+                          error=f"{body['error']['message']} ({body['error']['code']})")
     return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 
 
@@ -164,23 +210,56 @@ def _cookie_user(request: Request, db: Database, now):
         return user_service.user_for_token(session, cookie, now)
 
 
-@router.get("/my", response_class=HTMLResponse)
-def my_page(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep):
+@router.get("/my")
+def my_page(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep,
+            phase: int | None = None):
     if user is None:
-        return _login_redirect()
-    rows = session.execute(select(Submission).where(Submission.user_id == user.id)
-                           .order_by(Submission.id.desc()).limit(200)).scalars()
-    return _render(request, "my.html", user, settings, submissions=list(rows))
+        return login_redirect()
+    query = select(Submission, Phase.name).join(Phase, Phase.id == Submission.phase_id).where(
+        Submission.user_id == user.id)
+    if phase is not None:
+        query = query.where(Submission.phase_id == phase)
+    rows = session.execute(query.order_by(Submission.id.desc()).limit(200)).all()
+    items = [{"s": s, "phase_name": name,
+              "position": None if s.state in TERMINAL_STATES
+              else queue_position(session, s, settings.default_queue)} for s, name in rows]
+    active = any(item["s"].state not in TERMINAL_STATES for item in items)
+    return render(request, "my.html", user, settings, submissions=items, active=active)
 
 
-@router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+@router.get("/submissions/{submission_id}")
 def submission_page(submission_id: int, request: Request, user: OptionalUser,
                     session: SessionDep, settings: SettingsDep):
     if user is None:
-        return _login_redirect()
+        return login_redirect()
     submission = get_visible_submission(session, submission_id, user)
     phase = session.get(Phase, submission.phase_id)
     hidden = user.role == "participant" and phase.hide_logs
-    return _render(request, "submission.html", user, settings,
-                   s=submission_out(session, submission, settings),
-                   logs=None if hidden else submission.runs)
+    owner = submission_owner(session, submission) if is_staff(user) else None
+    runs = [r for r in submission.runs if r.superseded_at is None]
+    return render(request, "submission.html", user, settings, phase=phase, owner=owner,
+                  s=submission_out(session, submission, settings), runs=runs,
+                  history=[r for r in submission.runs if r not in runs],
+                  active=submission.state not in TERMINAL_STATES,
+                  model=submission, actions=submission_actions(submission, user),
+                  logs=None if hidden else runs)
+
+
+def submission_owner(session, submission: Submission) -> str:
+    return session.get(User, submission.user_id).username
+
+
+@router.get("/submissions/{submission_id}/runs/{run_index}/report")
+def run_report(submission_id: int, run_index: int, user: OptionalUser, session: SessionDep,
+               download: bool = False):
+    """The detailed results of one finished run, rendered by submission_api.report."""
+    if user is None:
+        return login_redirect()
+    submission = get_visible_submission(session, submission_id, user)
+    run = next((r for r in submission.runs if r.index == run_index), None)
+    if run is None or run.state != "finished" or not run.summary:
+        raise NotFoundError(f"submission {submission_id} has no finished run {run_index}; "
+                            "detailed results exist once a run has finished")
+    return report_response(submission, run, session.get(Phase, submission.phase_id),
+                           download=download)
+

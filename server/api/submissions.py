@@ -38,7 +38,7 @@ router = APIRouter(prefix="/api/v1", tags=["submissions"])
 _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["file"],
     "properties": {"file": {"type": "string", "format": "binary"},
-                   "note": {"type": "string"}}}}}}}
+                   "note": {"type": "string"}, "league": {"type": "string"}}}}}}}
 
 
 def zip_limits(settings: Settings) -> ZipLimits:
@@ -60,7 +60,8 @@ async def handle_upload(request: Request, user: User, phase_id: int, settings: S
     return await run_in_threadpool(
         accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
         staged=staged, now=now, limits=zip_limits(settings),
-        default_queue=settings.default_queue, note=fields.get("note", ""))
+        default_queue=settings.default_queue, note=fields.get("note", ""),
+        league=fields.get("league") or None)
 
 
 @router.post("/phases/{phase_id}/submissions", response_model=SubmissionOut, status_code=201,
@@ -70,7 +71,7 @@ async def create_submission(phase_id: int, request: Request, user: CurrentUser,
                             db: Annotated[Database, Depends(get_db)],
                             storage: Annotated[Storage, Depends(_storage)],
                             queue: Annotated[JobQueue, Depends(get_queue)]) -> SubmissionOut:
-    """Upload a submission zip (multipart field 'file', optional 'note')."""
+    """Upload a submission zip (multipart field 'file', optional 'note' and 'league')."""
     visible_phase(session, phase_id, user)
     submission = await handle_upload(request, user, phase_id, settings, db, storage, queue, now)
     session.rollback()  # end the read snapshot taken before the upload committed

@@ -12,9 +12,10 @@ from server.models.submission import (
     TaskResult,
 )
 from server.models.user import ROLES, ApiToken, AuditLog, User
+from server.models.worker import Worker
 
 __all__ = [
     "ACTIVE_STATES", "PLATFORM_ERROR", "ROLES", "RUN_STATES", "TERMINAL_STATES",
     "ApiToken", "AuditLog", "Base", "Competition", "Dataset", "Participation", "Phase", "Run",
-    "Submission", "TaskResult", "UTCDateTime", "User", "utcnow",
+    "Submission", "TaskResult", "UTCDateTime", "User", "Worker", "utcnow",
 ]

@@ -2,8 +2,11 @@
 
 A Phase stores its evaluation parameters as JSON (`ProtocolParams.to_dict()`), its data as
 dataset names + content hashes per role, and its limits, quotas and leaderboard rule, so a run
-can be reproduced from the phase row alone. `Participation` exists so that quota checks have one
-row per (user, phase) to lock.
+can be reproduced from the phase row alone. A final phase names the phase it carries
+submissions from (`carry_from_id`); `closed_at` records that a phase was closed and its
+submissions carried, so closing twice carries nothing twice. A competition keeps its pages, its
+leagues (name, title, final threshold) and the YAML bundle it was last built from.
+`Participation` exists so that quota checks have one row per (user, phase) to lock.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ class Competition(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    pages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    leagues: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    bundle: Mapped[str | None] = mapped_column(Text)
 
     phases: Mapped[list[Phase]] = relationship(back_populates="competition", order_by="Phase.id")
 
@@ -69,6 +75,10 @@ class Phase(Base):
     hide_logs: Mapped[bool] = mapped_column(Boolean, default=False)
     leaderboard_rule: Mapped[str] = mapped_column(String(16), default="best")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    leaderboard: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    carry_from_id: Mapped[int | None] = mapped_column(
+        ForeignKey("phases.id", ondelete="SET NULL"))
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     competition: Mapped[Competition] = relationship(back_populates="phases")
 

@@ -2,7 +2,11 @@
 
 A Submission's `state`, `reason`, `score` are a cache of what its runs say, rewritten in the same
 transaction as every run change (see services/runs.py), so listings and the leaderboard need no
-aggregation. Runs carry the lease (owner, expiry, fencing token) and a hashed per-run token.
+aggregation; only current runs count — a re-run marks the old runs `superseded_at` (kept as
+history) and adds new ones. Runs carry the lease (owner, expiry, fencing token), a hashed
+per-run token and `cancel_requested_at` (a running run stops at its next heartbeat). A
+submission carried into a final phase points at its origin (`carried_from_id`), shares its
+stored zip and is not `charged` to any quota.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Float,
     ForeignKey,
     Index,
@@ -36,6 +41,7 @@ class Submission(Base):
     __tablename__ = "submissions"
     __table_args__ = (
         Index("ix_submissions_phase_user_created", "phase_id", "user_id", "created_at"),
+        UniqueConstraint("phase_id", "carried_from_id", name="uq_submissions_phase_carried"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -52,6 +58,12 @@ class Submission(Base):
     score: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    league: Mapped[str | None] = mapped_column(String(64))
+    is_selected: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_baseline: Mapped[bool] = mapped_column(Boolean, default=False)
+    charged: Mapped[bool] = mapped_column(Boolean, default=True)
+    carried_from_id: Mapped[int | None] = mapped_column(
+        ForeignKey("submissions.id", ondelete="SET NULL"))
 
     runs: Mapped[list[Run]] = relationship(back_populates="submission", order_by="Run.index")
 
@@ -82,6 +94,8 @@ class Run(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")

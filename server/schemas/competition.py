@@ -32,6 +32,16 @@ class Resources(BaseModel):
     gpus: int = Field(default=0, ge=0)
 
 
+class LeaderboardSettings(BaseModel):
+    """How a phase's leaderboard ranks, which columns it shows and what it hides from
+    participants during the phase (organizers always see everything)."""
+
+    ranking: Literal["score", "average_rank"] = "score"
+    columns: list[Literal["score", "ci95", "per_dataset", "average_rank", "submitted_at"]] = [
+        "score", "ci95", "per_dataset"]
+    hidden: Literal["none", "scores", "board"] = "none"
+
+
 class PhaseFields(BaseModel):
     description: str = ""
     status: Literal["draft", "open", "closed"] = "draft"
@@ -51,6 +61,9 @@ class PhaseFields(BaseModel):
     quota_in_flight: int | None = Field(default=None, ge=0)
     hide_logs: bool = False
     leaderboard_rule: Literal["best", "latest"] = "best"
+    leaderboard: LeaderboardSettings = Field(default_factory=LeaderboardSettings)
+    carry_from_id: int | None = Field(
+        default=None, description="final phase: the phase whose chosen submissions it evaluates")
 
 
 class PhaseCreate(PhaseFields):
@@ -79,6 +92,8 @@ class PhaseUpdate(BaseModel):
     quota_in_flight: int | None = None
     hide_logs: bool | None = None
     leaderboard_rule: Literal["best", "latest"] | None = None
+    leaderboard: LeaderboardSettings | None = None
+    carry_from_id: int | None = None
 
 
 class PhaseOut(PhaseFields):
@@ -86,6 +101,7 @@ class PhaseOut(PhaseFields):
     id: int
     competition_id: int
     name: str
+    closed_at: datetime | None = None
 
 
 class CompetitionCreate(BaseModel):
@@ -108,6 +124,8 @@ class CompetitionOut(BaseModel):
     title: str
     description: str
     created_at: datetime
+    pages: list[dict[str, Any]] = []
+    leagues: list[dict[str, Any]] = []
     phases: list[PhaseOut]
 
 

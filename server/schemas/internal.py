@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 
 class ClaimRequest(BaseModel):
     worker: str = Field(min_length=1, max_length=200)
+    gpus: list[Any] | None = Field(default=None, max_length=64,
+                                   description="optional: the GPUs this worker holds")
 
 
 class ClaimedRun(BaseModel):
@@ -35,6 +37,7 @@ class ClaimedRun(BaseModel):
 class HeartbeatRequest(BaseModel):
     fencing_token: int
     stage: Literal["preparing", "running", "scoring"]
+    gpus: list[Any] | None = Field(default=None, max_length=64)
 
 
 class HeartbeatOut(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RunOut(BaseModel):
@@ -20,6 +20,9 @@ class RunOut(BaseModel):
     attempts: int
     started_at: datetime | None
     finished_at: datetime | None
+    cancel_requested_at: datetime | None = None
+    superseded_at: datetime | None = Field(
+        default=None, description="set when a re-run replaced this run (kept as history)")
 
 
 class SubmissionOut(BaseModel):
@@ -37,6 +40,10 @@ class SubmissionOut(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     queue_position: int | None = None
+    league: str | None = None
+    is_selected: bool = False
+    is_baseline: bool = False
+    carried_from_id: int | None = None
     runs: list[RunOut]
 
 
@@ -76,14 +83,29 @@ class SubmissionLogs(BaseModel):
 
 
 class LeaderboardEntry(BaseModel):
-    rank: int
+    """One row; `rank`/`score`/`ci95`/`per_dataset`/`average_rank` are null when the phase
+    hides scores from participants."""
+
+    rank: int | None
     username: str
     submission_id: int
-    score: float
+    score: float | None
     created_at: datetime
+    league: str | None = None
+    ci95: float | None = None
+    per_dataset: dict[str, float] | None = None
+    average_rank: float | None = None
+    is_baseline: bool = False
+    is_selected: bool = False
 
 
 class Leaderboard(BaseModel):
     phase_id: int
     rule: str
+    ranking: str = "score"
+    columns: list[str] = []
+    hidden: str = Field(default="none", description="none | scores | board (for participants)")
+    league: str | None = None
+    leagues: list[str] = []
+    datasets: list[str] = []
     entries: list[LeaderboardEntry]

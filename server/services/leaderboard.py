@@ -1,20 +1,26 @@
-"""Leaderboard: one entry per participant, by the phase's rule.
+"""Leaderboard: one entry per participant (per league), by the phase's rule and ranking.
 
-A submission's score is the worst of its runs (cached on the submission when its last run
-ends); only finished submissions rank. Rule `best` keeps each participant's highest-scoring
-submission, `latest` their most recent finished one. Higher is better; ties go to the earlier
-submission (then the lower id), so re-submitting an equal score never overtakes anyone.
+Which submission represents a participant: the one they selected (if it finished), else the
+phase rule — `best` (highest score) or `latest` (most recent finished). Baseline submissions
+(flagged by an organizer) each get their own entry, marked. A submission's score is the worst
+of its current runs; its CI and per-dataset scores come from that worst run's summary.
+
+Ranking is `score` (higher first) or `average_rank` across datasets (lower first), both from
+submission_api.scoring.ranking; ties go to the earlier submission — for a submission carried
+into a final phase, the time of the original upload.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
-from server.models import Phase, Submission, User
+from server.models import Phase, Run, Submission, User
+from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
 
 @dataclass(frozen=True)
@@ -24,29 +30,95 @@ class Entry:
     submission_id: int
     score: float
     created_at: datetime
+    user_id: int = 0
+    league: str | None = None
+    ci95: float | None = None
+    per_dataset: dict[str, float] = field(default_factory=dict)
+    average_rank: float | None = None
+    is_baseline: bool = False
+    is_selected: bool = False
 
 
-def compute_leaderboard(session: Session, phase: Phase) -> list[Entry]:
-    rows = session.execute(
+def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]:
+    origin = aliased(Submission)
+    query = (
         select(Submission.id, Submission.user_id, Submission.score, Submission.created_at,
-               User.username)
+               Submission.league, Submission.is_baseline, Submission.is_selected,
+               User.username, origin.created_at.label("origin_at"))
         .join(User, User.id == Submission.user_id)
+        .outerjoin(origin, origin.id == Submission.carried_from_id)
         .where(Submission.phase_id == phase.id, Submission.state == "finished",
-               Submission.score.is_not(None))
-    ).all()
-    chosen: dict[int, tuple] = {}
-    for row in rows:
+               Submission.score.is_not(None)))
+    if league is not None:
+        query = query.where(Submission.league == league)
+    return list(session.execute(query).all())
+
+
+def _tie_key(row: Any) -> tuple[datetime, int]:
+    return (row.origin_at or row.created_at, row.id)
+
+
+def choose_entries(rows: list[Any], rule: str) -> list[Any]:
+    """The representative rows: selected, else by rule, per user; every baseline row."""
+    chosen: dict[int, Any] = {}
+    baselines = [r for r in rows if r.is_baseline]
+    for row in (r for r in rows if not r.is_baseline):
         current = chosen.get(row.user_id)
-        if current is None or _prefer(row, current, phase.leaderboard_rule):
+        if current is None or _prefer(row, current, rule):
             chosen[row.user_id] = row
-    ordered = sorted(chosen.values(), key=lambda r: (-r.score, r.created_at, r.id))
-    return [Entry(rank=i + 1, username=r.username, submission_id=r.id, score=r.score,
-                  created_at=r.created_at) for i, r in enumerate(ordered)]
+    return list(chosen.values()) + baselines
 
 
-def _prefer(candidate, current, rule: str) -> bool:
+def _prefer(candidate: Any, current: Any, rule: str) -> bool:
     """True when `candidate` should replace `current` as the participant's entry."""
+    if candidate.is_selected != current.is_selected:
+        return candidate.is_selected
     if rule == "latest":
-        return (candidate.created_at, candidate.id) > (current.created_at, current.id)
-    return (-candidate.score, candidate.created_at, candidate.id) < (
-        -current.score, current.created_at, current.id)
+        return _tie_key(candidate) > _tie_key(current)
+    return (-candidate.score, *_tie_key(candidate)) < (-current.score, *_tie_key(current))
+
+
+def worst_run_summaries(session: Session, submission_ids: list[int]) -> dict[int, dict]:
+    """submission id -> summary of its worst current finished run."""
+    runs = session.execute(
+        select(Run.submission_id, Run.score, Run.index, Run.summary)
+        .where(Run.submission_id.in_(submission_ids), Run.state == "finished",
+               Run.superseded_at.is_(None))).all()
+    worst: dict[int, Any] = {}
+    for run in runs:
+        current = worst.get(run.submission_id)
+        if current is None or (run.score, run.index) < (current.score, current.index):
+            worst[run.submission_id] = run
+    return {sid: run.summary or {} for sid, run in worst.items()}
+
+
+def _per_dataset(summary: dict) -> dict[str, float]:
+    table = summary.get("per_dataset") or {}
+    return {name: float(stats["mean"]) for name, stats in table.items()
+            if isinstance(stats, dict) and isinstance(stats.get("mean"), int | float)}
+
+
+def compute_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Entry]:
+    """The ranked entries of `phase` (of one league when given), unhidden: callers hide."""
+    rows = choose_entries(_candidates(session, phase, league), phase.leaderboard_rule)
+    summaries = worst_run_summaries(session, [r.id for r in rows])
+    by_id = {r.id: r for r in rows}
+    per_dataset = {r.id: _per_dataset(summaries.get(r.id, {})) for r in rows}
+    by_average = (phase.leaderboard or {}).get("ranking") == "average_rank"
+    if by_average:
+        ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows])
+    else:
+        ranked = rank_by_score([(r.id, _tie_key(r), r.score) for r in rows])
+    out = []
+    for item in ranked:
+        row = by_id[item.entry_id]
+        summary = summaries.get(row.id, {})
+        ci = summary.get("ci95")
+        out.append(Entry(
+            rank=item.position, username=row.username, submission_id=row.id, score=row.score,
+            created_at=row.created_at, user_id=row.user_id, league=row.league,
+            ci95=float(ci) if isinstance(ci, int | float) else None,
+            per_dataset=per_dataset[row.id],
+            average_rank=item.value if by_average else None,
+            is_baseline=row.is_baseline, is_selected=row.is_selected))
+    return out

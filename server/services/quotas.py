@@ -5,7 +5,7 @@ uploads both see one slot left and both take it. We serialize on the user's Part
 on Postgres with SELECT ... FOR UPDATE (the row is created first with ON CONFLICT DO NOTHING, so
 even a first upload has a row to lock); on SQLite the caller's session began with BEGIN
 IMMEDIATE, which holds the database write lock from the first statement. Submissions that ended
-in a platform error are never charged.
+in a platform error, and submissions the platform carried into a final phase, are never charged.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def lock_participation(session: Session, user_id: int, phase_id: int) -> Partici
 
 
 def _charged():
-    return not_(and_(Submission.state == "failed", Submission.reason == PLATFORM_ERROR))
+    """Counted against a quota: not a platform failure, not carried in by the platform."""
+    return and_(Submission.charged.is_(True),
+                not_(and_(Submission.state == "failed", Submission.reason == PLATFORM_ERROR)))
 
 
 def check_quota(session: Session, user_id: int, phase: Phase, now: datetime) -> None:

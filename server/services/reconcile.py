@@ -5,7 +5,9 @@ Two repairs, each a guarded conditional UPDATE so it never races a live worker:
   broker (restart, purge): it gets a fresh run token and is enqueued again;
 - a run whose lease lapsed lost its worker: it goes back to queued (a platform fault, never
   charged) or, after `max_platform_failures`, fails with reason `platform_error`.
-It commits before enqueueing. Run it periodically (see `run_reconciler_forever`) or from the CLI.
+A third chore: a phase whose `ends_at` passed is closed, and its chosen submissions are carried
+into the final phase that follows it (services/finals.py). It commits before enqueueing. Run it
+periodically (see `run_reconciler_forever`) or from the CLI.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.core.errors import ConflictError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, Phase, Run, Submission, utcnow
+from server.services.finals import close_phase, due_phases
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.runs import LeasePolicy, guarded_update, requeue_or_fail
 
@@ -67,11 +71,24 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
             expired.append(run.id)
         elif token is None:
             failed.append(run.id)
+    jobs += _close_due_phases(session, now, policy)
     session.commit()
     enqueue_quietly(queue, jobs)
     if jobs or failed:
         log.info("reconcile.done requeued=%s expired=%s failed=%s", requeued, expired, failed)
     return ReconcileReport(requeued=requeued, expired=expired, failed=failed)
+
+
+def _close_due_phases(session: Session, now: datetime, policy: ReconcilePolicy) -> list:
+    jobs = []
+    for phase in due_phases(session, now):
+        try:
+            with session.begin_nested():
+                _report, new_jobs = close_phase(session, phase, None, now, policy.default_queue)
+        except ConflictError:  # an organizer closed it meanwhile
+            continue
+        jobs += new_jobs
+    return jobs
 
 
 def _runs_with_queue(session: Session, policy: ReconcilePolicy, where: list):

@@ -8,6 +8,10 @@ worker that lost its lease, writes nothing (StaleLeaseError -> 409). States only
 terminal. The single backward step is deliberate: a platform fault (release, lapsed lease) puts
 the run back to queued with a fresh fencing and run token, and after too many such faults the
 run fails with reason `platform_error`, which is never charged to a quota.
+
+Cancelling a running run only marks it (`cancel_requested_at`): its worker's next heartbeat
+(or finish, or release, or the reconciler when the lease lapses) moves it to `cancelled` and
+answers 409 `run.cancelled`, on which the worker kills the sandbox and publishes nothing.
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ def claim_run(session: Session, run_id: int, worker: str, now: datetime,
               policy: LeasePolicy) -> Run:
     """Take the lease; raises NotClaimableError if the run is terminal or leased to another."""
     claimable = or_(Run.state == "queued",
-                    (Run.state.in_(ACTIVE_STATES)) & (Run.lease_expires_at < now))
+                    (Run.state.in_(ACTIVE_STATES)) & (Run.lease_expires_at < now)
+                    & Run.cancel_requested_at.is_(None))
     changed = guarded_update(session, run_id, [claimable], {
         "state": "preparing", "lease_owner": worker[:200],
         "lease_expires_at": now + timedelta(seconds=policy.lease_seconds),
@@ -88,10 +93,12 @@ def heartbeat_run(session: Session, run_id: int, fencing_token: int, stage: str,
         raise InvalidInputError(
             f"stage {stage!r} is not a working stage; expected one of {list(ACTIVE_STATES)}"
         )
+    stop_if_cancel_requested(session, run_id, fencing_token, now)
     earlier = [s for s in ACTIVE_STATES if STAGE_ORDER[s] <= STAGE_ORDER[stage]]
     expires = now + timedelta(seconds=policy.lease_seconds)
     changed = guarded_update(session, run_id,
-                       [Run.fencing_token == fencing_token, Run.state.in_(earlier)],
+                       [Run.fencing_token == fencing_token, Run.state.in_(earlier),
+                        Run.cancel_requested_at.is_(None)],
                        {"state": stage, "lease_expires_at": expires})
     if not changed:
         raise _stale(session, run_id, fencing_token)
@@ -102,8 +109,10 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
                now: datetime, policy: LeasePolicy) -> Run:
     """Record a run's end, its summary and per-task results, in one guarded write."""
     score = _check_outcome(outcome)
+    stop_if_cancel_requested(session, run_id, fencing_token, now)
     changed = guarded_update(session, run_id,
-                       [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES)], {
+                       [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
+                        Run.cancel_requested_at.is_(None)], {
         "state": outcome.state, "reason": outcome.reason, "message": outcome.message,
         "score": score, "summary": outcome.summary, "log": cap_log(outcome.log, policy),
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
@@ -114,6 +123,28 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
     run = _load(session, run_id)
     refresh_submission(session, run.submission_id, now)
     return run
+
+
+CANCELLED_MESSAGE = "cancelled on request (by its owner or an organizer); nothing was scored"
+
+
+def cancelled_values(now: datetime) -> dict[str, Any]:
+    return {"state": "cancelled", "message": CANCELLED_MESSAGE, "finished_at": now,
+            "lease_owner": None, "lease_expires_at": None, "run_token_hash": None,
+            "fencing_token": Run.fencing_token + 1}
+
+
+def stop_if_cancel_requested(session: Session, run_id: int, fencing_token: int,
+                             now: datetime) -> None:
+    """If the run's cancel was requested, end it as cancelled and raise 409 `run.cancelled`.
+
+    The caller must commit before the error reaches the worker (see api/internal.py)."""
+    if guarded_update(session, run_id, [
+            Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
+            Run.cancel_requested_at.is_not(None)], cancelled_values(now)):
+        refresh_submission(session, _load(session, run_id).submission_id, now)
+        raise StaleLeaseError(f"run {run_id} was cancelled on request; stop it and publish "
+                              "nothing", code="run.cancelled", state="cancelled")
 
 
 def release_run(session: Session, run_id: int, fencing_token: int, error: str, now: datetime,
@@ -140,8 +171,10 @@ def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: da
         "platform_failures": failures, "lease_owner": None, "lease_expires_at": None,
         "fencing_token": Run.fencing_token + 1, "message": f"platform fault: {error}"[:4000],
     }
-    give_up = failures >= policy.max_platform_failures
-    if give_up:
+    give_up = failures >= policy.max_platform_failures or run.cancel_requested_at is not None
+    if run.cancel_requested_at is not None:  # asked to stop anyway: do not run it again
+        values = cancelled_values(now) | {"platform_failures": failures}
+    elif give_up:
         values |= {"state": "failed", "reason": PLATFORM_ERROR, "finished_at": now,
                    "run_token_hash": None,
                    "message": f"the platform failed {failures} times running this run "

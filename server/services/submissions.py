@@ -3,7 +3,8 @@
 `refresh_submission` is called inside every transaction that changes a run. It first locks the
 submission row (FOR UPDATE on Postgres), so two runs of one submission finishing at once
 serialize here and the second sees the first's committed state — otherwise both could read
-"the other is still running" and leave the submission running forever.
+"the other is still running" and leave the submission running forever. Runs superseded by a
+re-run are history: they no longer count.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def refresh_submission(session: Session, submission_id: int, now: datetime) -> S
         query = query.with_for_update()
     submission = session.execute(query.execution_options(populate_existing=True)).scalar_one()
     runs = list(session.execute(
-        select(Run).where(Run.submission_id == submission_id).order_by(Run.index)
+        select(Run).where(Run.submission_id == submission_id, Run.superseded_at.is_(None))
+        .order_by(Run.index)
         .execution_options(populate_existing=True)
     ).scalars())
     state, reason, message, score = derive_state(runs)

@@ -14,9 +14,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from server.core.db import Database
-from server.core.errors import NotFoundError, PhaseClosedError
+from server.core.errors import InvalidInputError, NotFoundError, PhaseClosedError
 from server.core.security import hash_token, new_token
-from server.models import AuditLog, Phase, Run, Submission
+from server.models import AuditLog, Competition, Phase, Run, Submission
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.quotas import check_quota, lock_participation
 from server.services.storage import Storage, place_by_hash
@@ -43,11 +43,31 @@ def check_phase_open(phase: Phase, now: datetime) -> None:
         raise PhaseClosedError(f"phase {phase.id} opens at {phase.starts_at.isoformat()}")
     if phase.ends_at and now >= phase.ends_at:
         raise PhaseClosedError(f"phase {phase.id} closed at {phase.ends_at.isoformat()}")
+    if phase.carry_from_id is not None:
+        raise PhaseClosedError(
+            f"phase {phase.id} is a final phase: it takes no uploads and evaluates the "
+            f"submissions chosen in phase {phase.carry_from_id} when that phase closes — "
+            "select your submission there")
+
+
+def check_league(comp: Competition | None, league: str | None) -> str | None:
+    """The league a submission enters: the one named, or the competition's first."""
+    names = [lg["name"] for lg in (comp.leagues if comp else None) or []]
+    if not names:
+        return None
+    if league in (None, ""):
+        return names[0]
+    if league not in names:
+        raise InvalidInputError(f"league {league!r} is not one of this competition's leagues "
+                                f"{names}; send one of them in the 'league' form field",
+                                code="submission.unknown_league")
+    return league
 
 
 def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_id: int,
                       phase_id: int, staged: StagedUpload, now: datetime, limits: ZipLimits,
-                      default_queue: str, note: str = "") -> Submission:
+                      default_queue: str, note: str = "",
+                      league: str | None = None) -> Submission:
     """Validate, store and register a submission; enqueue its runs after commit.
 
     Raises UnsafeZipError, NotFoundError, PhaseClosedError, QuotaExceededError; on any error
@@ -62,7 +82,7 @@ def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_i
     created = place_by_hash(staged.path, final)
     try:
         submission, jobs = _register(db, storage, user_id, phase_id, staged, report, final, now,
-                                     default_queue, note)
+                                     default_queue, note, league)
     except Exception:
         if created:
             _remove_if_unreferenced(db, staged.sha256, final)
@@ -73,7 +93,8 @@ def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_i
 
 def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
               staged: StagedUpload, report: ZipReport, final: Path, now: datetime,
-              default_queue: str, note: str) -> tuple[Submission, list[tuple[int, str, str]]]:
+              default_queue: str, note: str,
+              league: str | None) -> tuple[Submission, list[tuple[int, str, str]]]:
     """The one transaction: lock, check phase and quota, insert submission and runs."""
     with db.session(write=True) as session:
         participation = lock_participation(session, user_id, phase_id)
@@ -81,12 +102,13 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
         if phase is None:
             raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
         check_phase_open(phase, now)
+        league = check_league(session.get(Competition, phase.competition_id), league)
         check_quota(session, user_id, phase, now)
         participation.n_uploads += 1
         submission = Submission(
             phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
             storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
-            state="queued", created_at=now,
+            state="queued", created_at=now, league=league,
         )
         tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
         submission.runs = [

@@ -118,11 +118,7 @@ def meta_train(
     from submission_api.config import load_submission_config
     from submission_api.data import open_compiled
     from submission_api.logger import Logger
-    from submission_api.sampling.meta_train import (
-        build_meta_train_generator,
-        build_meta_valid_generator,
-        compute_train_classes,
-    )
+    from submission_api.sampling.meta_train import build_meta_generators, compute_train_classes
 
     def open_view(folder: str) -> list:
         root = bundle_dir / folder
@@ -134,8 +130,7 @@ def meta_train(
 
     config = load_submission_config(submission_dir)
     train_sets, valid_sets = open_view("meta_train"), open_view("meta_valid")
-    train_gen = build_meta_train_generator(train_sets, config, rng)
-    valid_gen = build_meta_valid_generator(valid_sets, config, rng)
+    train_gen, valid_gen = build_meta_generators(train_sets, valid_sets, config, rng)
     train_classes, total_classes = compute_train_classes(train_sets, config)
     stage = "meta_fit"
     try:

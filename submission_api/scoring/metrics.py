@@ -9,7 +9,9 @@ All three are computed from one per-class recall vector over the labels `0..N-1`
 In the platform's tasks every class 0..N-1 has query images, so the second rule never applies.
 
 Inputs are the output of `check_predictions` and the labels the scoring side kept; a mismatch
-here is a platform bug, so it raises a plain `ValueError`.
+here is a platform bug, so it raises a plain `ValueError`. `compute_task_metrics` gives all three
+from one check and one recall vector (scoring a run calls it once per task; the separate
+functions each redo both), with values identical to theirs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ def compute_class_recalls(predicted: np.ndarray, truth: np.ndarray, n_ways: int)
         float64 `[n_ways]`.
     """
     predicted, truth = _check_inputs(predicted, truth, n_ways)
+    return _recalls(predicted, truth, n_ways)
+
+
+def _recalls(predicted: np.ndarray, truth: np.ndarray, n_ways: int) -> np.ndarray:
     support = np.bincount(truth, minlength=n_ways)
     hits = np.bincount(truth[predicted == truth], minlength=n_ways)
     recalls = np.full(n_ways, np.nan)
@@ -37,9 +43,21 @@ def compute_class_recalls(predicted: np.ndarray, truth: np.ndarray, n_ways: int)
     return recalls
 
 
+def _mean_recall(recalls: np.ndarray) -> float:
+    # np.nanmean costs more than the rest of a task's scoring; without NaN (every class has
+    # queries, always so on the platform) the plain mean is the same sum and the same division.
+    if np.isnan(recalls).any():
+        return float(np.nanmean(recalls))
+    return float(recalls.mean())
+
+
+def _normalize(bac: float, n_ways: int) -> float:
+    return (n_ways * bac - 1.0) / (n_ways - 1.0)
+
+
 def compute_bac(predicted: np.ndarray, truth: np.ndarray, n_ways: int) -> float:
     """Balanced accuracy: the mean recall over the classes present in the truth."""
-    return float(np.nanmean(compute_class_recalls(predicted, truth, n_ways)))
+    return _mean_recall(compute_class_recalls(predicted, truth, n_ways))
 
 
 def compute_normalized_bac(predicted: np.ndarray, truth: np.ndarray, n_ways: int) -> float:
@@ -48,8 +66,21 @@ def compute_normalized_bac(predicted: np.ndarray, truth: np.ndarray, n_ways: int
     `(bac - 1/N) / (1 - 1/N)`, written `(N*bac - 1) / (N - 1)` so that both ends are exact.
     All predictions wrong gives `-1/(N-1)`.
     """
-    bac = compute_bac(predicted, truth, n_ways)
-    return (n_ways * bac - 1.0) / (n_ways - 1.0)
+    return _normalize(compute_bac(predicted, truth, n_ways), n_ways)
+
+
+def compute_task_metrics(
+    predicted: np.ndarray, truth: np.ndarray, n_ways: int
+) -> tuple[float, float, float]:
+    """`(compute_normalized_bac, compute_accuracy, compute_worst_class_accuracy)` of one task,
+    from a single input check and recall vector; same arguments and errors as those."""
+    predicted, truth = _check_inputs(predicted, truth, n_ways)
+    recalls = _recalls(predicted, truth, n_ways)
+    return (
+        _normalize(_mean_recall(recalls), n_ways),
+        float(np.mean(predicted == truth)),
+        float(np.nanmin(recalls) if np.isnan(recalls).any() else recalls.min()),
+    )
 
 
 def compute_accuracy(predicted: np.ndarray, truth: np.ndarray) -> float:

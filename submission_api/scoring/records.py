@@ -13,11 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from submission_api.scoring.metrics import (
-    compute_accuracy,
-    compute_normalized_bac,
-    compute_worst_class_accuracy,
-)
+from submission_api.scoring.metrics import compute_task_metrics
 from submission_api.scoring.predictions import check_predictions
 
 
@@ -85,13 +81,14 @@ def score_task(
     """
     truth = np.asarray(truth)
     labels = check_predictions(predictions, len(truth), n_ways, task_id)
+    score, accuracy, worst = compute_task_metrics(labels, truth, n_ways)
     return TaskRecord(
         id=int(task_id),
         dataset=dataset,
         group=group,
         n_ways=int(n_ways),
         n_shots=int(n_shots),
-        score=compute_normalized_bac(labels, truth, n_ways),
-        accuracy=compute_accuracy(labels, truth),
-        worst_class_accuracy=compute_worst_class_accuracy(labels, truth, n_ways),
+        score=score,
+        accuracy=accuracy,
+        worst_class_accuracy=worst,
     )

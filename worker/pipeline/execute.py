@@ -148,33 +148,34 @@ def make_docker_executor(docker_client: Any) -> Executor:
         limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
                                wall_time_s=request.time_limit_s, gpus=request.gpu_ids,
                                log_cap_bytes=request.log_cap_bytes)
-        done = threading.Event()
-        killer = threading.Thread(target=_kill_on_cancel, daemon=True,
-                                  args=(docker_client, request.name, cancel, done))
-        killer.start()
+        reap_stale_containers(docker_client, request.run_id)
         try:
-            result = run_sandbox(docker_client, spec, limits)
+            result = run_sandbox(docker_client, spec, limits, cancel=cancel)
         except SandboxPlatformError as exc:
             raise PlatformFault(f"sandbox platform error: {exc}") from exc
-        finally:
-            done.set()
-            killer.join()
         return to_execution_result(result)
 
     return execute
 
 
-def _kill_on_cancel(docker_client: Any, name: str, cancel: threading.Event,
-                    done: threading.Event) -> None:
-    while not done.is_set():
-        if cancel.wait(0.2):
+def reap_stale_containers(docker_client: Any, run_id: int) -> int:
+    """Kill and remove containers a killed earlier attempt of this run left behind.
+
+    A worker that dies mid-run leaves its container running under the daemon, with nobody to
+    enforce the wall clock; the next attempt of the same run owns its lease, so it reaps them.
+    """
+    prefix = f"arena-run-{run_id}-"
+    reaped = 0
+    for container in docker_client.containers.list(all=True, filters={"name": prefix}):
+        if container.name.startswith(prefix):
             try:
-                docker_client.containers.get(name).kill()
-                log.warning("run.sandbox.killed", extra={"container": name})
-            except Exception as exc:  # noqa: BLE001 - the container may already be gone
-                log.warning("run.sandbox.kill_failed",
-                            extra={"container": name, "error": repr(exc)})
-            return
+                container.remove(force=True)
+                reaped += 1
+                log.warning("run.sandbox.reaped", extra={"container": container.name})
+            except Exception as exc:  # noqa: BLE001 - it may be gone already
+                log.warning("run.sandbox.reap_failed",
+                            extra={"container": container.name, "error": repr(exc)})
+    return reaped
 
 
 def to_execution_result(result: Any) -> ExecutionResult:

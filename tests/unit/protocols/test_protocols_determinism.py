@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from submission_api.protocols import ProtocolParams, plan_test_episodes
+from submission_api.protocols import (
+    PROTOCOLS,
+    ProtocolParams,
+    plan_meta_train_view,
+    plan_meta_valid_view,
+    plan_test_episodes,
+)
 from submission_api.sampling import compute_episodes_digest
 
 SCRIPT = """
@@ -19,16 +26,19 @@ print(plan_digest())
 
 
 def plan_digest() -> str:
+    """Digest of every protocol's test episodes and both views for one seed."""
     from protocol_fakes import build_collection
 
     collection = build_collection()
-    episodes = []
-    for name in ("cross-domain", "meta-dataset", "id-ood", "fewstab"):
+    episodes, views = [], hashlib.sha256()
+    for name in PROTOCOLS:
         params = ProtocolParams(name=name, tasks_per_dataset=2, split_seed=5)
         episodes += plan_test_episodes(params, collection, seed=(11, 3))
-    within = ProtocolParams(name="within-domain", tasks_per_dataset=2, datasets=("te1",))
-    episodes += plan_test_episodes(within, collection, seed=(11, 3))
-    return compute_episodes_digest(episodes)
+        for view in (plan_meta_train_view(params, collection),
+                     plan_meta_valid_view(params, collection)):
+            for dataset, indices in view.items():
+                views.update(f"{name}/{dataset}:".encode() + indices.astype("<i8").tobytes())
+    return compute_episodes_digest(episodes) + views.hexdigest()
 
 
 def test_plans_are_identical_across_processes_and_hash_seeds():

@@ -121,5 +121,33 @@ def test_bad_seed_and_unknown_dataset_are_clear_errors(collection):
 
 def test_within_domain_with_fewer_test_classes_than_ways_names_the_split(collection):
     params = ProtocolParams(name="within-domain", datasets=("te2",))
-    with pytest.raises(ValueError, match="leaves 1 test classes, 1 able to give 5 shots \+ 20 queries, expected >= n_ways=5"):
+    with pytest.raises(ValueError, match=r"leaves 1 test classes, 1 able to give 5 shots \+ 20 "
+                                         r"queries, expected >= n_ways=5"):
         plan_test_episodes(params, collection, seed=(0, 0))
+
+
+def test_meta_dataset_plan_keeps_the_paper_minimums_and_600_tasks_by_default(collection):
+    from submission_api.sampling import meta_dataset as md
+
+    assert ProtocolParams(name="meta-dataset").tasks_per_dataset == 600
+    params = ProtocolParams(name="meta-dataset", tasks_per_dataset=30)
+    episodes = plan_test_episodes(params, collection, seed=(2, 7))
+    assert [e.dataset for e in episodes] == ["te1"] * 30 + ["te2"] * 30
+    for e in episodes:
+        counts = np.bincount(e.query_labels, minlength=e.n_ways)
+        assert md.MD_MIN_WAYS <= e.n_ways <= md.MD_MAX_WAYS_UPPER_BOUND
+        assert len(set(counts.tolist())) == 1 and 1 <= counts[0] <= md.MD_MAX_NUM_QUERY
+        assert e.n_ways <= len(e.support_idx) <= md.MD_MAX_SUPPORT_SET_SIZE
+    assert len({len(e.support_idx) for e in episodes}) > 1  # variable-shot
+
+
+def test_meta_dataset_on_a_dataset_with_fewer_than_5_classes_is_a_clear_error(collection):
+    from protocol_fakes import build_dataset
+
+    from submission_api.data.collection import Collection
+
+    small = Collection(name="s", datasets={"four": build_dataset("four", [40] * 4)},
+                       splits={"meta-test": ["four"]})
+    with pytest.raises(ValueError, match="'four' has 4 classes.*at least 5"):
+        plan_test_episodes(ProtocolParams(name="meta-dataset", tasks_per_dataset=1), small,
+                           seed=(0, 0))

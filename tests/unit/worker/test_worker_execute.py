@@ -91,25 +91,30 @@ def test_heartbeat_stops_on_exit_without_losing_the_run():
     assert not heartbeat.lost.is_set() and not heartbeat.cancel.is_set()
 
 
+class FakeContainer:
+    def __init__(self, name: str, removed: list[str]) -> None:
+        self.name, self._removed = name, removed
+
+    def remove(self, force: bool = False) -> None:
+        assert force
+        self._removed.append(self.name)
+
+
 class FakeContainers:
-    def __init__(self) -> None:
-        self.killed: list[str] = []
-        self.kill_event = threading.Event()
+    """Containers left behind by killed attempts: the executor must reap only its run's."""
 
-    def get(self, name: str) -> Any:
-        containers = self
+    def __init__(self, names: tuple[str, ...] = ()) -> None:
+        self.removed: list[str] = []
+        self.names = names
 
-        class Container:
-            def kill(self) -> None:
-                containers.killed.append(name)
-                containers.kill_event.set()
-
-        return Container()
+    def list(self, all: bool, filters: dict[str, str]) -> list[FakeContainer]:  # noqa: A002
+        assert all
+        return [FakeContainer(n, self.removed) for n in self.names if filters["name"] in n]
 
 
 class FakeDocker:
-    def __init__(self) -> None:
-        self.containers = FakeContainers()
+    def __init__(self, names: tuple[str, ...] = ()) -> None:
+        self.containers = FakeContainers(names)
 
 
 def sandbox_result(**changes: Any) -> SandboxResult:
@@ -122,7 +127,7 @@ def sandbox_result(**changes: Any) -> SandboxResult:
 def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatch, tmp_path):
     seen: dict[str, Any] = {}
 
-    def fake_run_sandbox(client: Any, spec: Any, limits: Any) -> SandboxResult:
+    def fake_run_sandbox(client: Any, spec: Any, limits: Any, cancel: Any = None) -> SandboxResult:
         seen.update(spec=spec, limits=limits)
         return sandbox_result(exit_code=3)
 
@@ -139,24 +144,32 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
     assert (result.exit_code, result.stderr, result.stderr_truncated) == (3, "err", True)
 
 
-def test_docker_executor_kills_the_container_when_cancelled(monkeypatch, tmp_path):
-    docker_client = FakeDocker()
+def test_docker_executor_hands_the_cancel_event_to_the_sandbox(monkeypatch, tmp_path):
+    # The driver kills on cancel and reports `cancelled`; a kill from outside would read as OOM.
+    seen: dict[str, Any] = {}
 
-    def blocking_run_sandbox(client: Any, spec: Any, limits: Any) -> SandboxResult:
-        assert docker_client.containers.kill_event.wait(WAIT_S)
-        return sandbox_result(exit_code=137)
+    def recording(client: Any, spec: Any, limits: Any, cancel: Any = None) -> SandboxResult:
+        seen["cancel"] = cancel
+        return sandbox_result(exit_code=137, cancelled=True)
 
-    monkeypatch.setattr(worker.sandbox, "run_sandbox", blocking_run_sandbox)
+    monkeypatch.setattr(worker.sandbox, "run_sandbox", recording)
     cancel = threading.Event()
-    cancel.set()
+    make_docker_executor(FakeDocker())(request_for(tmp_path), cancel)
+    assert seen["cancel"] is cancel
+
+
+def test_containers_left_by_a_killed_attempt_of_the_run_are_reaped(monkeypatch, tmp_path):
     request = request_for(tmp_path)
-    result = make_docker_executor(docker_client)(request, cancel)
-    assert docker_client.containers.killed == [request.name]
-    assert result.exit_code == 137
+    mine, other = f"arena-run-{request.run_id}-3-abc", f"arena-run-{request.run_id}9-1-def"
+    docker_client = FakeDocker((mine, other))
+    monkeypatch.setattr(worker.sandbox, "run_sandbox",
+                        lambda client, spec, limits, cancel=None: sandbox_result())
+    make_docker_executor(docker_client)(request, threading.Event())
+    assert docker_client.containers.removed == [mine]
 
 
 def test_sandbox_platform_error_becomes_a_platform_fault(monkeypatch, tmp_path):
-    def broken(client: Any, spec: Any, limits: Any) -> SandboxResult:
+    def broken(client: Any, spec: Any, limits: Any, cancel: Any = None) -> SandboxResult:
         raise SandboxPlatformError("engine gone")
 
     monkeypatch.setattr(worker.sandbox, "run_sandbox", broken)

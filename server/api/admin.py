@@ -1,0 +1,47 @@
+"""Operations views: the queue (positions, estimated start), worker status and the audit log.
+
+Organizers see the whole queue; a participant sees only their own runs, with their true
+positions. Organizers read their own audit entries; admins read everyone's.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, SettingsDep
+from server.models import AuditLog
+from server.schemas.operations import AuditOut, QueueEntryOut, WorkerOut
+from server.services.queue_view import queue_entries
+from server.services.workers import list_workers
+
+router = APIRouter(prefix="/api/v1", tags=["operations"])
+
+
+@router.get("/queue", response_model=list[QueueEntryOut])
+def queue(user: CurrentUser, session: SessionDep, now: NowDep, settings: SettingsDep,
+          phase_id: int | None = None) -> list[QueueEntryOut]:
+    """Waiting and running runs in queue order, with an estimated start for waiting ones."""
+    entries = queue_entries(session, now, settings.default_queue, phase_id)
+    if user.role == "participant":
+        entries = [e for e in entries if e["user_id"] == user.id]
+    return [QueueEntryOut(**e) for e in entries]
+
+
+@router.get("/admin/workers", response_model=list[WorkerOut])
+def workers(_user: Organizer, session: SessionDep, now: NowDep,
+            settings: SettingsDep) -> list[WorkerOut]:
+    """Every worker heard from; `silent` when not heard from for two lease periods."""
+    return [WorkerOut(**w) for w in list_workers(session, now, 2 * settings.lease_seconds)]
+
+
+@router.get("/admin/audit", response_model=list[AuditOut])
+def audit(user: Organizer, session: SessionDep, action: str | None = None,
+          limit: int = Query(200, ge=1, le=5000)) -> list[AuditOut]:
+    """The audit trail, newest first (organizers: their own actions; admins: all)."""
+    query = select(AuditLog).order_by(AuditLog.id.desc()).limit(limit)
+    if user.role != "admin":
+        query = query.where(AuditLog.actor_id == user.id)
+    if action:
+        query = query.where(AuditLog.action == action)
+    return [AuditOut.model_validate(row) for row in session.execute(query).scalars()]

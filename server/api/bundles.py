@@ -1,0 +1,86 @@
+"""Competition bundles: create or update a whole competition from its YAML, and read it back.
+
+The body is either JSON `{"yaml": text, "resolved": {...}}` (what `arena competition create`
+sends after compiling and registering local collections) or the YAML text itself.
+Validation errors answer 422 `bundle.invalid` with every problem and its line.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+from starlette.concurrency import run_in_threadpool
+
+from server.api.competitions import competition_out, find_competition
+from server.api.deps import NowDep, Organizer, SessionDep, WriteSessionDep
+from server.bundles import parse_bundle
+from server.core.errors import InvalidInputError, NotFoundError
+from server.schemas.competition import CompetitionOut
+from server.schemas.operations import BundleRequest
+from server.services import bundles as service
+from server.services.competitions import get_owned_competition
+
+router = APIRouter(prefix="/api/v1", tags=["bundles"])
+_BODY = {"requestBody": {"content": {
+    "application/json": {"schema": BundleRequest.model_json_schema()},
+    "application/yaml": {"schema": {"type": "string"}}}}}
+
+
+async def read_bundle(request: Request) -> BundleRequest:
+    raw = await request.body()
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            return BundleRequest.model_validate(json.loads(raw))
+        except ValueError as exc:
+            raise InvalidInputError(f"the JSON body is not {{'yaml': str, 'resolved': {{}}}} "
+                                    f"({exc}); send the YAML text or that object",
+                                    code="bundle.invalid") from exc
+    try:
+        return BundleRequest(yaml=raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError("the bundle is not UTF-8 text; save the YAML as UTF-8",
+                                code="bundle.invalid") from exc
+
+
+@router.post("/competitions/bundle", response_model=CompetitionOut, status_code=201,
+             openapi_extra=_BODY)
+async def create_from_bundle(request: Request, user: Organizer, session: WriteSessionDep,
+                             now: NowDep) -> CompetitionOut:
+    """Create a competition, its pages, leagues and phases from a bundle."""
+    body = await read_bundle(request)
+
+    def work() -> CompetitionOut:
+        parsed = parse_bundle(body.yaml, body.resolved)
+        comp = service.create_from_bundle(session, parsed, body.yaml, user, now)
+        session.commit()
+        return competition_out(comp, user)
+
+    return await run_in_threadpool(work)
+
+
+@router.put("/competitions/{ref}/bundle", response_model=CompetitionOut, openapi_extra=_BODY)
+async def update_from_bundle(ref: str, request: Request, user: Organizer,
+                             session: WriteSessionDep, now: NowDep) -> CompetitionOut:
+    """Apply a bundle to the competition `ref` (id or slug) that you organize."""
+    body = await read_bundle(request)
+
+    def work() -> CompetitionOut:
+        comp = get_owned_competition(session, find_competition(session, ref, user).id, user)
+        parsed = parse_bundle(body.yaml, body.resolved)
+        service.update_from_bundle(session, comp, parsed, body.yaml, user, now)
+        session.commit()
+        session.refresh(comp)
+        return competition_out(comp, user)
+
+    return await run_in_threadpool(work)
+
+
+@router.get("/competitions/{ref}/bundle", response_class=PlainTextResponse)
+def get_bundle(ref: str, user: Organizer, session: SessionDep) -> PlainTextResponse:
+    """The YAML the competition was last built from (organizers of it only)."""
+    comp = get_owned_competition(session, find_competition(session, ref, user).id, user)
+    if not comp.bundle:
+        raise NotFoundError(f"competition {comp.slug!r} was not built from a bundle")
+    return PlainTextResponse(comp.bundle, media_type="application/yaml")

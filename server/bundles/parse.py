@@ -1,0 +1,130 @@
+"""Parse and check a bundle: YAML syntax, then the schema, then dataset references — every
+problem reported with the line it comes from, all at once.
+
+A data section with a local `path` needs `resolved[path]`: what `arena competition create`
+learnt by compiling and registering that collection (`{"datasets": {name: hash},
+"splits": {"meta-train": [...], ...}}`). Without it the server cannot know the hashes, so it
+says to use the CLI or write `name@hash` references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from server.bundles.lines import LineMap, Path, load_with_lines
+from server.bundles.schema import BundleSpec, DataRef, DataSpec
+from server.core.errors import InvalidInputError
+
+ROLES = (("meta_train", "meta-train"), ("meta_valid", "meta-valid"), ("meta_test", "meta-test"))
+
+
+class BundleError(InvalidInputError):
+    code = "bundle.invalid"
+
+
+@dataclass(frozen=True)
+class ParsedBundle:
+    spec: BundleSpec
+    lines: LineMap
+    data: dict[str, dict[str, Any]]  # phase name -> PhaseData dict (refs resolved)
+
+
+@dataclass(frozen=True)
+class Problem:
+    line: int
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line} ({self.where}): {self.message}"
+
+
+def where(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "document"
+
+
+def raise_problems(problems: list[Problem], source: str = "bundle") -> None:
+    if problems:
+        problems = sorted(problems, key=lambda p: p.line)
+        listing = "; ".join(str(p) for p in problems)
+        raise BundleError(f"the {source} has {len(problems)} problem(s): {listing}",
+                          errors=[p.__dict__ for p in problems])
+
+
+def parse_bundle(text: str, resolved: dict[str, Any] | None = None) -> ParsedBundle:
+    """Validate a bundle's YAML text; raises BundleError listing every problem with its line."""
+    try:
+        raw, lines = load_with_lines(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        raise_problems([Problem(line, "syntax", f"not valid YAML ({exc}); fix the syntax")])
+    if not isinstance(raw, dict):
+        raise_problems([Problem(1, "document", f"got a {type(raw).__name__}; expected a "
+                                "mapping with slug, title and phases")])
+    try:
+        spec = BundleSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise_problems([_problem(err, lines) for err in exc.errors()])
+    data, problems = {}, []
+    for index, phase in enumerate(spec.phases):
+        data[phase.name] = _resolve_data(phase.data, ("phases", index, "data"), lines,
+                                         resolved or {}, problems)
+    names = {p.name for p in spec.phases}
+    for index, phase in enumerate(spec.phases):
+        if phase.carry_from is not None and (phase.carry_from not in names
+                                             or phase.carry_from == phase.name):
+            path = ("phases", index, "carry_from")
+            problems.append(Problem(lines.line_of(path), where(path),
+                                    f"got {phase.carry_from!r}; expected another phase of "
+                                    f"this bundle, one of {sorted(names - {phase.name})}"))
+    raise_problems(problems)
+    return ParsedBundle(spec=spec, lines=lines, data=data)
+
+
+def _problem(err: dict[str, Any], lines: LineMap) -> Problem:
+    path = tuple(err["loc"])
+    received = err.get("input")
+    shown = "" if isinstance(received, dict | list) or received is None else (
+        f" (got {received!r})")
+    return Problem(lines.line_of(path), where(path), f"{err['msg']}{shown}")
+
+
+def _resolve_data(spec: DataSpec, path: Path, lines: LineMap, resolved: dict[str, Any],
+                  problems: list[Problem]) -> dict[str, Any]:
+    """The PhaseData dict of one phase: every reference given a content hash."""
+    known = resolved.get(spec.path or "", {}) if spec.path else {}
+    if spec.path and not known:
+        problems.append(Problem(lines.line_of((*path, "path")), where((*path, "path")),
+                                f"local collection {spec.path!r} was not compiled and "
+                                "registered; create the competition with `arena competition "
+                                "create BUNDLE`, or reference datasets as name@hash"))
+        return {}
+    out: dict[str, Any] = {"collection": spec.collection}
+    for role, split in ROLES:
+        refs = getattr(spec, role)
+        if refs is None:
+            refs = [DataRef(name=n) for n in known.get("splits", {}).get(split, [])]
+        out[role] = [_resolve_ref(ref, (*path, role, i), lines, known, problems)
+                     for i, ref in enumerate(refs)]
+    return out
+
+
+def _resolve_ref(ref: DataRef, path: Path, lines: LineMap, known: dict[str, Any],
+                 problems: list[Problem]) -> dict[str, str]:
+    digest = ref.hash or known.get("datasets", {}).get(ref.name)
+    if digest is None:
+        hint = (f"{ref.name!r} is not in the collection (it has "
+                f"{sorted(known.get('datasets', {}))})" if known else
+                f"{ref.name!r} has no content hash; write {ref.name}@<hash> or add a local "
+                "collection `path` and use `arena competition create`")
+        problems.append(Problem(lines.line_of(path), where(path), hint))
+        return {"name": ref.name, "content_hash": ""}
+    return {"name": ref.name, "content_hash": digest}

@@ -1,0 +1,167 @@
+"""The shape of a competition bundle (pydantic, unknown keys refused so typos surface).
+
+Durations accept seconds or `5h`, `90m`, `1h30m`; memory accepts megabytes or `16G`, `512M`.
+Dataset references are `{name, hash}` mappings or `name@hash` strings; plain names are allowed
+only beside a local collection `path`, which `arena competition create` compiles and registers
+before sending the bundle (the server resolves those names through what the CLI sends along).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SLUG = r"^[a-z0-9][a-z0-9-]*$"
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([MmGg])i?[Bb]?$")
+COLUMNS = ("score", "ci95", "per_dataset", "average_rank", "submitted_at")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def parse_duration(value: Any) -> int:
+    """Seconds from an int or a string like `5h`, `90m`, `1h30m`, `45s`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _DURATION.match(str(value).strip()) if isinstance(value, str) else None
+    if not match or not any(match.groups()):
+        raise ValueError(f"got {value!r}; expected seconds or a duration like '5h', '90m'")
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def parse_memory_mb(value: Any) -> int:
+    """Megabytes from an int or a string like `16G`, `512M`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _MEMORY.match(str(value).strip()) if isinstance(value, str) else None
+    if not match:
+        raise ValueError(f"got {value!r}; expected megabytes or a size like '16G', '512M'")
+    number, unit = float(match.group(1)), match.group(2).upper()
+    return int(number * 1024) if unit == "G" else int(number)
+
+
+class Page(_Strict):
+    title: str = Field(min_length=1, max_length=200)
+    content: str = ""
+
+
+class LeagueSpec(_Strict):
+    name: str = Field(pattern=NAME, max_length=64)
+    title: str = ""
+    description: str = ""
+    final_threshold: float | None = Field(
+        default=None, description="a submission must score above this to enter the final")
+
+
+class DataRef(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    hash: str | None = Field(default=None, pattern=r"^[0-9a-f]{16,64}$")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            name, _, digest = value.partition("@")
+            return {"name": name, "hash": digest or None}
+        return value
+
+
+class DataSpec(_Strict):
+    collection: str = ""
+    path: str | None = Field(default=None, description="a local collection folder (CLI only)")
+    meta_train: list[DataRef] | None = None
+    meta_valid: list[DataRef] | None = None
+    meta_test: list[DataRef] | None = None
+
+
+class ResourcesSpec(_Strict):
+    gpus: int = Field(default=0, ge=0, le=16)
+    cpus: float = Field(default=2, gt=0, le=256)
+    memory: int = Field(default=8192, gt=0, description="megabytes, or '16G'")
+
+    _memory = field_validator("memory", mode="before")(classmethod(
+        lambda cls, v: parse_memory_mb(v)))
+
+
+class QuotaSpec(_Strict):
+    per_day: int | None = Field(default=None, ge=0)
+    total: int | None = Field(default=None, ge=0)
+    in_flight: int | None = Field(default=None, ge=0)
+
+
+class LeaderboardSpec(_Strict):
+    ranking: Literal["score", "average_rank"] = "score"
+    rule: Literal["best", "latest"] = "best"
+    columns: list[Literal[COLUMNS]] = ["score", "ci95", "per_dataset"]  # type: ignore[valid-type]
+    hidden: Literal["none", "scores", "board"] = "none"
+
+
+class PhaseSpec(_Strict):
+    name: str = Field(pattern=NAME, max_length=100)
+    description: str = ""
+    status: Literal["draft", "open", "closed"] = "open"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    data: DataSpec = Field(default_factory=DataSpec)
+    protocol: dict[str, Any] = Field(default_factory=lambda: {"name": "cross-domain"})
+    seed: int = 0
+    runs_per_submission: int = Field(default=1, ge=1, le=20)
+    time_limit: int = Field(default=3600, gt=0, description="seconds, or '5h'")
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    image: str | None = None
+    queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    quotas: QuotaSpec = Field(default_factory=QuotaSpec)
+    leaderboard: LeaderboardSpec = Field(default_factory=LeaderboardSpec)
+    hide_logs: bool = False
+    carry_from: str | None = Field(default=None, description="the phase whose chosen "
+                                   "submissions this (final) phase evaluates")
+
+    _time = field_validator("time_limit", mode="before")(classmethod(
+        lambda cls, v: parse_duration(v)))
+
+    @field_validator("starts_at", "ends_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError(f"got {value.isoformat()} without a time zone; write it in UTC "
+                             "like 2022-07-01T00:00:00Z")
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from submission_api.protocols import ProtocolParams
+
+        return ProtocolParams.from_dict(value).to_dict()
+
+    @model_validator(mode="after")
+    def _dates(self) -> PhaseSpec:
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            raise ValueError(f"ends_at {self.ends_at.isoformat()} is not after starts_at "
+                             f"{self.starts_at.isoformat()}; fix one of the dates")
+        return self
+
+
+class BundleSpec(_Strict):
+    slug: str = Field(min_length=2, max_length=64, pattern=SLUG)
+    title: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    pages: list[Page] = []
+    leagues: list[LeagueSpec] = []
+    phases: list[PhaseSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> BundleSpec:
+        for what, names in (("phase", [p.name for p in self.phases]),
+                            ("league", [lg.name for lg in self.leagues])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{what} names {dupes} appear more than once; make them unique")
+        return self

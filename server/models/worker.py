@@ -1,0 +1,26 @@
+"""Workers as the server sees them: the name each reports in its claim, when it was last heard
+from, which run it holds and what hardware it announced. Written on claim, heartbeat, finish
+and release; read by the organizers' worker status view."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from server.models.base import Base, UTCDateTime, utcnow
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    current_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    stage: Mapped[str | None] = mapped_column(String(16))
+    gpus: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    runs_claimed: Mapped[int] = mapped_column(Integer, default=0)

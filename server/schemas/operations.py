@@ -1,0 +1,74 @@
+"""Wire shapes of competition operations: bundles, phase close, re-runs, selection, the queue,
+workers and the audit log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BundleRequest(BaseModel):
+    yaml: str = Field(max_length=1_000_000, description="the bundle's YAML text")
+    resolved: dict[str, Any] = Field(
+        default_factory=dict, description="local collection path -> {datasets: {name: hash}, "
+        "splits: {...}}, as `arena competition create` compiled and registered them")
+
+
+class CloseOut(BaseModel):
+    phase_id: int
+    carried: dict[int, list[int]] = Field(description="final phase id -> new submission ids")
+    below_threshold: dict[int, list[int]] = Field(
+        description="final phase id -> ids of chosen submissions not above the threshold")
+
+
+class RerunOut(BaseModel):
+    submission_ids: list[int]
+    run_ids: list[int]
+    skipped: list[int] = Field(default_factory=list,
+                               description="submissions still waiting or running")
+
+
+class SelectRequest(BaseModel):
+    selected: bool = True
+
+
+class BaselineRequest(BaseModel):
+    baseline: bool = True
+
+
+class QueueEntryOut(BaseModel):
+    run_id: int
+    submission_id: int
+    phase_id: int
+    username: str | None
+    queue: str
+    state: str
+    position: int | None
+    enqueued_at: datetime | None
+    started_at: datetime | None
+    estimated_start: datetime | None
+    worker: str | None
+    cancel_requested: bool
+
+
+class WorkerOut(BaseModel):
+    name: str
+    first_seen_at: datetime
+    last_seen_at: datetime
+    current_run_id: int | None
+    stage: str | None
+    gpus: list[Any]
+    runs_claimed: int
+    silent: bool
+
+
+class AuditOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    actor_id: int | None
+    action: str
+    target: str
+    details: dict[str, Any]
+    at: datetime

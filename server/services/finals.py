@@ -1,0 +1,135 @@
+"""Closing a phase, and carrying its chosen submissions into the final phase that follows it.
+
+When a phase closes (an organizer's `POST /phases/{id}/close`, or the reconciler noticing that
+`ends_at` passed), each phase that names it in `carry_from_id` receives, per participant and
+league, the submission that represents them (selected, else by the closed phase's rule) if its
+score is above the league's `final_threshold` (no threshold: every finished entry), plus every
+baseline. A carried submission is a new Submission in the final phase that points at the same
+stored zip, is not charged to any quota, and gets the final phase's runs (one per seed,
+`runs_per_submission` of them) enqueued so that workers run them in parallel; its score is the
+worst run. `closed_at` and a unique (phase, carried_from) pair make closing idempotent: a second
+close, or a reconciler racing an organizer, carries nothing twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from server.core.errors import ConflictError
+from server.core.security import hash_token, new_token
+from server.models import AuditLog, Competition, Phase, Run, Submission, User
+from server.services.leaderboard import choose_entries
+
+Job = tuple[int, str, str]
+
+
+@dataclass(frozen=True)
+class CloseReport:
+    phase_id: int
+    carried: dict[int, list[int]]  # final phase id -> new submission ids
+    skipped: dict[int, list[int]]  # final phase id -> origin ids below the league threshold
+
+
+def _thresholds(comp: Competition) -> dict[str | None, float | None]:
+    return {lg["name"]: lg.get("final_threshold") for lg in (comp.leagues or [])}
+
+
+def _chosen(session: Session, phase: Phase) -> list[Any]:
+    rows = session.execute(
+        select(Submission.id, Submission.user_id, Submission.score, Submission.created_at,
+               Submission.league, Submission.is_baseline, Submission.is_selected)
+        .where(Submission.phase_id == phase.id, Submission.state == "finished",
+               Submission.score.is_not(None))).all()
+    by_league: dict[str | None, list[Any]] = {}
+    for row in rows:
+        by_league.setdefault(row.league, []).append(row)
+    chosen = []
+    for league_rows in by_league.values():
+        chosen += choose_entries([_Row(r) for r in league_rows], phase.leaderboard_rule)
+    return sorted(chosen, key=lambda r: r.id)
+
+
+class _Row:
+    """A result row with the `origin_at` attribute that choose_entries' tie key reads."""
+
+    def __init__(self, row: Any) -> None:
+        self.__dict__.update(row._asdict(), origin_at=None)
+
+
+def carry_into(session: Session, source: Phase, final: Phase, now: datetime,
+               default_queue: str) -> tuple[list[int], list[int], list[Job]]:
+    """Carry the chosen submissions of `source` into `final`; returns new ids, skipped ids
+    and jobs."""
+    thresholds = _thresholds(session.get(Competition, source.competition_id))
+    already = set(session.execute(select(Submission.carried_from_id).where(
+        Submission.phase_id == final.id, Submission.carried_from_id.is_not(None))).scalars())
+    carried, skipped, jobs = [], [], []
+    for row in _chosen(session, source):
+        threshold = thresholds.get(row.league)
+        if not row.is_baseline and threshold is not None and not row.score > threshold:
+            skipped.append(row.id)
+            continue
+        if row.id in already:
+            continue
+        new, new_jobs = _copy(session, session.get(Submission, row.id), final, now,
+                              final.queue or default_queue)
+        carried.append(new.id)
+        jobs += new_jobs
+    return carried, skipped, jobs
+
+
+def _copy(session: Session, origin: Submission, final: Phase, now: datetime,
+          queue_name: str) -> tuple[Submission, list[Job]]:
+    copy = Submission(
+        phase_id=final.id, user_id=origin.user_id, sha256=origin.sha256,
+        size_bytes=origin.size_bytes, storage_path=origin.storage_path,
+        zip_root=origin.zip_root, note=f"carried from submission {origin.id}",
+        state="queued", created_at=now, league=origin.league, is_baseline=origin.is_baseline,
+        charged=False, carried_from_id=origin.id)
+    tokens = [new_token() for _ in range(max(final.runs_per_submission, 1))]
+    copy.runs = [Run(index=i, seed=i, state="queued", run_token_hash=hash_token(tok),
+                     enqueued_at=now, created_at=now) for i, tok in enumerate(tokens)]
+    session.add(copy)
+    session.flush()
+    return copy, [(run.id, tok, queue_name) for run, tok in zip(copy.runs, tokens, strict=True)]
+
+
+def close_phase(session: Session, phase: Phase, actor: User | None, now: datetime,
+                default_queue: str) -> tuple[CloseReport, list[Job]]:
+    """Close `phase` and carry its entries into the phases that carry from it.
+
+    Raises ConflictError when the phase was already closed (nothing is carried twice)."""
+    closed = session.execute(
+        update(Phase).where(Phase.id == phase.id, Phase.closed_at.is_(None))
+        .values(closed_at=now, status="closed").execution_options(synchronize_session=False)
+    ).rowcount
+    if not closed:
+        raise ConflictError(f"phase {phase.id} was already closed at "
+                            f"{phase.closed_at.isoformat() if phase.closed_at else '?'}; its "
+                            "submissions were carried then", code="phase.already_closed")
+    session.refresh(phase)
+    finals = session.execute(select(Phase).where(Phase.carry_from_id == phase.id)
+                             .order_by(Phase.id)).scalars().all()
+    carried, skipped, jobs = {}, {}, []
+    for final in finals:
+        carried[final.id], skipped[final.id], new_jobs = carry_into(session, phase, final, now,
+                                                                   default_queue)
+        jobs += new_jobs
+    session.add(AuditLog(actor_id=actor.id if actor else None, action="phase.close",
+                         target=f"phase:{phase.id}", at=now,
+                         details={"automatic": actor is None, "carried": carried,
+                                  "below_threshold": skipped}))
+    session.flush()
+    return CloseReport(phase_id=phase.id, carried=carried, skipped=skipped), jobs
+
+
+def due_phases(session: Session, now: datetime) -> list[Phase]:
+    """Open phases whose end has passed and which were never closed."""
+    return list(session.execute(select(Phase).where(
+        Phase.closed_at.is_(None), Phase.status == "open", Phase.ends_at.is_not(None),
+        Phase.ends_at <= now).order_by(Phase.id)).scalars())

@@ -1,0 +1,144 @@
+"""Operations on submissions: cancel, re-run, select, flag as baseline.
+
+- Cancel (owner or organizer): a queued run is cancelled at once (its token is revoked, so a
+  job already on the broker gets 401 and drops); a running run is marked cancel-requested and
+  stops at its worker's next heartbeat (see services/runs.py).
+- Re-run (organizer): the submission's current runs must all be over. They are kept as
+  history (`superseded_at`) and new runs with the same seeds and fresh tokens are added; the
+  submission's state and score then come from the new runs only. Never charged to a quota.
+- Select (owner): the submission that represents its owner on the leaderboard of its phase
+  and league, and the one carried into a final phase; allowed until the phase closes.
+- Baseline (organizer): a reference entry, marked on the leaderboard and always carried.
+Every action by staff is written to the audit log in the same transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from server.core.errors import ConflictError, NotFoundError
+from server.core.security import hash_token, new_token
+from server.models import ACTIVE_STATES, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
+from server.services.competitions import get_owned_competition
+from server.services.runs import CANCELLED_MESSAGE, guarded_update
+from server.services.submissions import refresh_submission
+
+Job = tuple[int, str, str]
+
+
+def is_staff(user: User) -> bool:
+    return user.role in ("organizer", "admin")
+
+
+def check_organizes(session: Session, phase: Phase, user: User) -> None:
+    """404 unless `user` organizes the phase's competition (admins organize all)."""
+    get_owned_competition(session, phase.competition_id, user)
+
+
+def get_operable_submission(session: Session, submission_id: int, user: User,
+                            organizer_only: bool = False) -> Submission:
+    """The submission if `user` owns it (unless organizer_only) or organizes its competition."""
+    submission = session.get(Submission, submission_id)
+    missing = NotFoundError(f"no submission with id {submission_id} among those you may "
+                            "change; list yours at /api/v1/me/submissions")
+    if submission is None:
+        raise missing
+    if not organizer_only and submission.user_id == user.id:
+        return submission
+    if not is_staff(user):
+        raise missing
+    check_organizes(session, session.get(Phase, submission.phase_id), user)
+    return submission
+
+
+def current_runs(session: Session, submission_id: int) -> list[Run]:
+    return list(session.execute(
+        select(Run).where(Run.submission_id == submission_id, Run.superseded_at.is_(None))
+        .order_by(Run.index).execution_options(populate_existing=True)).scalars())
+
+
+def audit(session: Session, actor: User, action: str, target: str, now: datetime,
+          **details: object) -> None:
+    session.add(AuditLog(actor_id=actor.id, action=action, target=target, details=details,
+                         at=now))
+
+
+def cancel_submission(session: Session, submission: Submission, actor: User,
+                      now: datetime) -> Submission:
+    """Cancel queued runs now, mark active ones; 409 when nothing is left to cancel."""
+    touched = 0
+    for run in current_runs(session, submission.id):
+        if run.state == "queued":
+            touched += guarded_update(session, run.id, [Run.state == "queued"], {
+                "state": "cancelled", "message": CANCELLED_MESSAGE, "finished_at": now,
+                "run_token_hash": None, "fencing_token": Run.fencing_token + 1})
+        elif run.state in ACTIVE_STATES and run.cancel_requested_at is None:
+            touched += guarded_update(session, run.id, [Run.state.in_(ACTIVE_STATES)],
+                                      {"cancel_requested_at": now})
+    if not touched:
+        raise ConflictError(f"submission {submission.id} is {submission.state!r}: nothing "
+                            "is waiting or running, so there is nothing to cancel",
+                            code="submission.not_cancellable")
+    if actor.id != submission.user_id:
+        audit(session, actor, "submission.cancel", f"submission:{submission.id}", now)
+    return refresh_submission(session, submission.id, now)
+
+
+def rerun_submission(session: Session, submission: Submission, actor: User, now: datetime,
+                     queue_name: str) -> list[Job]:
+    """Supersede the current runs and add fresh ones; returns the jobs to enqueue."""
+    runs = current_runs(session, submission.id)
+    if any(r.state not in TERMINAL_STATES for r in runs):
+        raise ConflictError(f"submission {submission.id} still has runs waiting or running; "
+                            "cancel it or wait for it to end before re-running",
+                            code="submission.busy")
+    next_index = session.execute(select(func.max(Run.index)).where(
+        Run.submission_id == submission.id)).scalar_one()
+    session.execute(update(Run).where(Run.id.in_([r.id for r in runs]))
+                    .values(superseded_at=now).execution_options(synchronize_session=False))
+    jobs = []
+    for offset, old in enumerate(runs):
+        token = new_token()
+        run = Run(submission_id=submission.id, index=(next_index or 0) + 1 + offset,
+                  seed=old.seed, state="queued", run_token_hash=hash_token(token),
+                  enqueued_at=now, created_at=now)
+        session.add(run)
+        session.flush()
+        jobs.append((run.id, token, queue_name))
+    refresh_submission(session, submission.id, now)
+    audit(session, actor, "submission.rerun", f"submission:{submission.id}", now,
+          superseded=[r.id for r in runs], new_runs=[j[0] for j in jobs])
+    return jobs
+
+
+def select_submission(session: Session, submission: Submission, user: User, selected: bool,
+                      now: datetime) -> Submission:
+    """Make (or stop making) `submission` the one representing its owner in its phase."""
+    phase = session.get(Phase, submission.phase_id)
+    if phase.closed_at is not None or phase.status == "closed":
+        raise ConflictError(f"phase {phase.id} is closed; the selection can no longer change",
+                            code="phase.closed")
+    if selected and submission.state != "finished":
+        raise ConflictError(f"submission {submission.id} is {submission.state!r}; only a "
+                            "finished submission can represent you — wait for it to finish",
+                            code="submission.not_finished")
+    session.execute(update(Submission).where(
+        Submission.phase_id == submission.phase_id, Submission.user_id == user.id,
+        Submission.league.is_not_distinct_from(submission.league),
+    ).values(is_selected=False).execution_options(synchronize_session=False))
+    session.execute(update(Submission).where(Submission.id == submission.id)
+                    .values(is_selected=selected).execution_options(synchronize_session=False))
+    session.refresh(submission)
+    return submission
+
+
+def flag_baseline(session: Session, submission: Submission, actor: User, baseline: bool,
+                  now: datetime) -> Submission:
+    submission.is_baseline = baseline
+    audit(session, actor, "submission.baseline", f"submission:{submission.id}", now,
+          baseline=baseline)
+    session.flush()
+    return submission

@@ -1,0 +1,53 @@
+"""Worker status: who is evaluating what, as the internal API hears it.
+
+A worker names itself in its claim body (`worker`); heartbeats and finishes are attributed to
+the run's lease owner. Each call upserts the worker's row (last seen, current run, stage,
+announced GPUs), so organizers see live and silent workers without any worker-side database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from server.models import Worker
+
+
+def _row(session: Session, name: str, now: datetime) -> Worker:
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(insert(Worker).values(
+        name=name, first_seen_at=now, last_seen_at=now, gpus=[], runs_claimed=0,
+    ).on_conflict_do_nothing(index_elements=["name"]))
+    return session.execute(select(Worker).where(Worker.name == name)
+                           .execution_options(populate_existing=True)).scalar_one()
+
+
+def record_worker(session: Session, name: str | None, now: datetime, *,
+                  run_id: int | None, stage: str | None, claimed: bool = False,
+                  gpus: list[Any] | None = None) -> None:
+    """Note that worker `name` was heard from, holding `run_id` at `stage` (None: idle)."""
+    if not name:
+        return
+    worker = _row(session, name[:200], now)
+    worker.last_seen_at = now
+    worker.current_run_id, worker.stage = run_id, stage
+    if claimed:
+        worker.runs_claimed += 1
+    if gpus is not None:
+        worker.gpus = list(gpus)
+    session.flush()
+
+
+def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[dict[str, Any]]:
+    """Every known worker, most recently seen first, with a `silent` flag."""
+    rows = session.execute(select(Worker).order_by(Worker.last_seen_at.desc())).scalars()
+    limit = now - timedelta(seconds=silent_after_s)
+    return [{"name": w.name, "first_seen_at": w.first_seen_at, "last_seen_at": w.last_seen_at,
+             "current_run_id": w.current_run_id, "stage": w.stage, "gpus": w.gpus or [],
+             "runs_claimed": w.runs_claimed, "silent": w.last_seen_at < limit}
+            for w in rows]

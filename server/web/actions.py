@@ -1,0 +1,119 @@
+"""Buttons that change a submission: cancel (owner or organizer), select (owner), re-run and
+baseline flag (organizers). Each is a plain form POST carrying the session's CSRF token and
+calls `server.services.operations`, the same service the JSON API uses; the browser is then
+sent back to a fixed page (never to a URL taken from the request).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse
+
+from server.api.deps import SESSION_COOKIE, NowDep, SettingsDep, get_db, get_queue
+from server.core.db import Database
+from server.core.errors import AuthRequiredError, ForbiddenError
+from server.models import TERMINAL_STATES, Phase, Submission, User
+from server.services import operations
+from server.services import users as user_service
+from server.services.queue import JobQueue, enqueue_quietly
+from server.web.rendering import PageRoute, check_csrf
+from server.web.views import is_staff
+
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
+BACK = {"dashboard": "/organizer?done={action}", "submission": "/submissions/{id}"}
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    label: str
+    danger: bool = False
+
+    def url(self, submission_id: int) -> str:
+        return f"/submissions/{submission_id}/{self.name}"
+
+
+def submission_actions(submission: Submission, user: User) -> list[Action]:
+    """The buttons `user` gets for `submission`, given its state (the service re-checks)."""
+    actions = []
+    over = submission.state in TERMINAL_STATES
+    if submission.user_id == user.id and submission.state == "finished":
+        actions.append(Action("select", "Unselect" if submission.is_selected
+                              else "Use for the leaderboard"))
+    if not over and (is_staff(user) or submission.user_id == user.id):
+        actions.append(Action("cancel", "Cancel", danger=True))
+    if is_staff(user):
+        if over:
+            actions.append(Action("rerun", "Re-run"))
+        actions.append(Action("baseline", "Unmark baseline" if submission.is_baseline
+                              else "Mark as baseline"))
+    return actions
+
+
+async def _form_user(request: Request, db: Database, settings, now) -> tuple[User, dict]:
+    form = await request.form()
+    check_csrf(request, settings, form.get("csrf_token"))
+    with db.session() as session:
+        user = user_service.user_for_token(session, request.cookies.get(SESSION_COOKIE, ""),
+                                           now)
+    if user is None:
+        raise AuthRequiredError("log in again to change a submission")
+    return user, dict(form)
+
+
+def _back(form: dict, submission_id: int, action: str) -> RedirectResponse:
+    target = BACK.get(str(form.get("back")), BACK["submission"])
+    target = target.format(id=submission_id, action=action)
+    return RedirectResponse(target, status_code=303)
+
+
+@router.post("/submissions/{submission_id}/cancel")
+async def cancel(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                 db: Annotated[Database, Depends(get_db)]):
+    user, form = await _form_user(request, db, settings, now)
+    with db.session(write=True) as session:
+        submission = operations.get_operable_submission(session, submission_id, user)
+        operations.cancel_submission(session, submission, user, now)
+    return _back(form, submission_id, "cancel")
+
+
+@router.post("/submissions/{submission_id}/select")
+async def select(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                 db: Annotated[Database, Depends(get_db)]):
+    user, form = await _form_user(request, db, settings, now)
+    with db.session(write=True) as session:
+        submission = operations.get_operable_submission(session, submission_id, user)
+        if submission.user_id != user.id:
+            raise ForbiddenError("only the owner of a submission selects it for the "
+                                 "leaderboard")
+        operations.select_submission(session, submission, user, not submission.is_selected, now)
+    return _back(form, submission_id, "select")
+
+
+@router.post("/submissions/{submission_id}/rerun")
+async def rerun(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                db: Annotated[Database, Depends(get_db)],
+                queue: Annotated[JobQueue, Depends(get_queue)]):
+    user, form = await _form_user(request, db, settings, now)
+    with db.session(write=True) as session:
+        submission = operations.get_operable_submission(session, submission_id, user,
+                                                        organizer_only=True)
+        phase = session.get(Phase, submission.phase_id)
+        jobs = operations.rerun_submission(session, submission, user, now,
+                                           phase.queue or settings.default_queue)
+    enqueue_quietly(queue, jobs)  # after the commit: a worker never sees an uncommitted run
+    return _back(form, submission_id, "rerun")
+
+
+@router.post("/submissions/{submission_id}/baseline")
+async def baseline(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                   db: Annotated[Database, Depends(get_db)]):
+    user, form = await _form_user(request, db, settings, now)
+    with db.session(write=True) as session:
+        submission = operations.get_operable_submission(session, submission_id, user,
+                                                        organizer_only=True)
+        operations.flag_baseline(session, submission, user, not submission.is_baseline, now)
+    return _back(form, submission_id, "baseline")

@@ -1,0 +1,106 @@
+"""Rendering pages: one Jinja2 environment (autoescaped), security headers, CSRF checks, and a
+route class that turns the services' errors into HTML pages instead of JSON.
+
+Every page is sent with a Content-Security-Policy that allows scripts and styles from this
+site only (no inline script), so an escaping slip in a template cannot run code. State-changing
+forms carry a CSRF token, an HMAC of the session cookie, checked before anything changes.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+
+from server.api.deps import SESSION_COOKIE
+from server.core.config import Settings
+from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
+from server.core.security import csrf_token
+
+log = logging.getLogger("arena.web")
+SERVER_DIR = Path(__file__).resolve().parent.parent
+STATIC_DIR = SERVER_DIR / "static"
+PAGE_CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
+SECURITY_HEADERS = {"Content-Security-Policy": PAGE_CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "same-origin"}
+
+
+def format_score(value: float | None, digits: int = 4) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def format_time(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _environment() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(SERVER_DIR / "templates"))
+    templates.env.filters["score"] = format_score
+    templates.env.filters["when"] = format_time
+    return templates
+
+
+templates = _environment()
+
+
+def session_csrf(request: Request, settings: Settings) -> str:
+    cookie = request.cookies.get(SESSION_COOKIE)
+    return csrf_token(settings.secret_key, cookie) if cookie else ""
+
+
+def render(request: Request, name: str, user, settings: Settings, status: int = 200,
+           **context) -> Response:
+    """A page from `templates/<name>` with the user, CSRF token and security headers."""
+    csrf = session_csrf(request, settings) if user is not None else ""
+    response = templates.TemplateResponse(request, name, {"user": user, "csrf": csrf, **context},
+                                          status_code=status)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def check_csrf(request: Request, settings: Settings, sent: str | None) -> None:
+    """Raise CsrfError unless `sent` is the token of this request's session cookie."""
+    expected = session_csrf(request, settings)
+    if not expected or not sent or not hmac.compare_digest(str(sent), expected):
+        raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
+
+
+def login_redirect() -> RedirectResponse:
+    return RedirectResponse("/login", status_code=303)
+
+
+def error_page(request: Request, exc: Exception) -> Response:
+    """The HTML form of the API's error answer: same status, same message, no user details."""
+    status, body = describe_error(exc)
+    error = body["error"]
+    settings = request.app.state.settings
+    return render(request, "error.html", None, settings, status=status,
+                  message=error["message"], code=error["code"])
+
+
+class PageRoute(APIRoute):
+    """Routes of HTML pages: an expired session goes to the login page, other service errors
+    become an error page with the status the JSON API would give."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def page_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except AuthRequiredError:
+                response = login_redirect()
+                response.delete_cookie(SESSION_COOKIE)
+                return response
+            except ArenaError as exc:
+                return error_page(request, exc)
+
+        return page_handler

@@ -1,0 +1,47 @@
+"""The detailed-results page of one run, rendered by `submission_api.report` from what the
+worker published (the run summary and its per-task rows), and sent inline.
+
+The page is the same self-contained HTML that `arena run` writes on a laptop: plots are PNG
+data URIs, styles inline. It is sent with a CSP that allows nothing else (no script, no fetch),
+since dataset names and notes inside it come from other people.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fastapi.responses import HTMLResponse
+
+from server.models import Phase, Run, Submission
+from submission_api.report import render_detailed_results
+from submission_api.scoring.records import TaskRecord
+
+REPORT_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+              "form-action 'none'; frame-ancestors 'self'")
+
+
+def run_records(run: Run) -> list[TaskRecord]:
+    """The run's stored task rows as scoring records (worst-class accuracy is not stored)."""
+    return [TaskRecord(id=t.task_id, dataset=t.dataset, group=t.group, n_ways=t.n_ways,
+                       n_shots=t.n_shots, score=t.score,
+                       accuracy=math.nan if t.accuracy is None else t.accuracy,
+                       worst_class_accuracy=math.nan)
+            for t in run.tasks]
+
+
+def report_response(submission: Submission, run: Run, phase: Phase, *,
+                    download: bool = False) -> HTMLResponse:
+    """The rendered report; `download` asks the browser to save it instead of showing it."""
+    extra = {"submission": f"#{submission.id}", "run": f"{run.index} (seed {run.seed})",
+             "phase": phase.name}
+    if submission.note:
+        extra["note"] = submission.note
+    html = render_detailed_results(
+        run.summary or {}, run_records(run),
+        title=f"Submission {submission.id}, run {run.index}: detailed results", extra=extra,
+        protocol=(phase.protocol or {}).get("name"))
+    name = f"submission-{submission.id}-run-{run.index}.html"
+    disposition = "attachment" if download else "inline"
+    return HTMLResponse(html, headers={
+        "Content-Security-Policy": REPORT_CSP, "X-Content-Type-Options": "nosniff",
+        "Content-Disposition": f'{disposition}; filename="{name}"'})

@@ -1,0 +1,92 @@
+"""View models of the pages, built from the table models and the services' read helpers.
+
+Nothing here decides a rule: ranks come from `compute_leaderboard`, queue positions from the
+same ordering as `queue_position`, visibility from `visible_phase`/`get_visible_submission`.
+This module only gathers what a page shows (confidence intervals and per-dataset means of the
+run that gave a submission its score, phase facts in words).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.models import Competition, Phase, User
+from server.services.leaderboard import Entry, compute_leaderboard
+
+
+def is_staff(user: User | None) -> bool:
+    return user is not None and user.role in ("organizer", "admin")
+
+
+def visible_competitions(session: Session, user: User | None) -> list[dict]:
+    """Competitions with the phases `user` may see (drafts for staff only)."""
+    comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
+    shown = [(c, [p for p in c.phases if is_staff(user) or p.status != "draft"]) for c in comps]
+    return [{"competition": c, "phases": ps} for c, ps in shown if ps or is_staff(user)]
+
+
+def phase_facts(phase: Phase) -> list[tuple[str, str]]:
+    """The rules of a phase in words, for its page."""
+    protocol = (phase.protocol or {}).get("name", "cross-domain")
+    quotas = [f"{n} {what}" for n, what in ((phase.quota_per_day, "per day"),
+                                            (phase.quota_total, "in total"),
+                                            (phase.quota_in_flight, "in flight at once"))
+              if n is not None]
+    runs = phase.runs_per_submission
+    facts = [
+        ("Status", phase.status),
+        ("Opens", _when(phase.starts_at, "when opened")),
+        ("Closes", _when(phase.ends_at, "no end date")),
+        ("Protocol", protocol),
+        ("Runs per submission", f"{runs} (score = worst run)" if runs > 1 else "1"),
+        ("Time limit", f"{phase.time_limit_s // 60} min per run"),
+        ("Quota", ", ".join(quotas) or "none"),
+        ("Leaderboard", f"{phase.leaderboard_rule} submission per participant"),
+        ("Logs", "hidden from participants" if phase.hide_logs else "shown to their owner"),
+    ]
+    return facts
+
+
+def _when(value: datetime | None, otherwise: str) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else otherwise
+
+
+DEFAULT_COLUMNS = ("score", "ci95", "per_dataset", "submitted_at")
+
+
+@dataclass(frozen=True)
+class Board:
+    """One leaderboard table: the whole phase, or one league of it."""
+
+    title: str
+    description: str
+    entries: list[Entry]
+    columns: tuple[str, ...]
+    datasets: list[str] = field(default_factory=list)
+
+
+def hidden_mode(phase: Phase, user: User | None) -> str:
+    """What the phase hides from this viewer: "none", "scores" or "board" (staff see all)."""
+    mode = (phase.leaderboard or {}).get("hidden") or "none"
+    return "none" if is_staff(user) else mode
+
+
+def leaderboards(session: Session, phase: Phase, hidden: str) -> list[Board]:
+    """The phase's boards (one per league when the competition has leagues), with the columns
+    the phase shows; score columns dropped when `hidden` is "scores"."""
+    columns = tuple((phase.leaderboard or {}).get("columns") or DEFAULT_COLUMNS)
+    if hidden == "scores":
+        columns = tuple(c for c in columns if c == "submitted_at")
+    leagues = phase.competition.leagues or []
+    groups = [(lg.get("title") or lg["name"], lg.get("description", ""), lg["name"])
+              for lg in leagues] or [("Leaderboard", "", None)]
+    boards = []
+    for title, description, league in groups:
+        entries = compute_leaderboard(session, phase, league)
+        datasets = sorted({name for e in entries for name in e.per_dataset})
+        boards.append(Board(title, description, entries, columns, datasets))
+    return boards

@@ -1,0 +1,159 @@
+"""Helpers for the browser tests: a live server in a thread, data seeded through the services
+and the JSON API, and a fake worker that moves runs through the internal API like a real one
+(claim, heartbeat, finish) but evaluates nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from server.core.db import Database
+from server.models import Competition, Phase, User, utcnow
+from server.services.queue import RecordingJobQueue
+from server.services.users import issue_token, user_for_token
+from submission_api.scoring.records import TaskRecord
+from submission_api.scoring.summary import summarize_run
+
+MODEL = b"class MyMetaLearner: ...\nclass MyLearner: ...\n"
+DATASETS = ("birds", "insects", "plankton")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """uvicorn serving `app` on a free local port, in a daemon thread."""
+
+    def __init__(self, app) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("the test server did not start; see the log above")
+            threading.Event().wait(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def write_zip(path: Path) -> Path:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("model.py", MODEL)
+        zf.writestr("weights.bin", b"\0" * 200_000)  # big enough for a few progress events
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def run_outcome(base: float) -> dict:
+    """A finished run's summary and task rows, scored by submission_api.scoring."""
+    records = [TaskRecord(id=i, dataset=DATASETS[i % 3], group="test", n_ways=2 + i % 4,
+                          n_shots=1 + i % 3, score=min(1.0, base + 0.02 * (i % 5)),
+                          accuracy=min(1.0, base + 0.1), worst_class_accuracy=base / 2)
+               for i in range(12)]
+    return {"state": "finished", "summary": summarize_run(records).to_dict(),
+            "tasks": [r.to_dict() for r in records], "log": "meta-train done\nall 12 tasks"}
+
+
+@dataclass
+class Arena:
+    """The seeded platform behind the browser: database, recorded jobs, HTTP client."""
+
+    url: str
+    db: Database
+    queue: RecordingJobQueue
+    http: httpx.Client
+    done: set[int] = field(default_factory=set)
+
+    def user(self, username: str, role: str = "participant") -> str:
+        """A user and an API token for them (what they paste into the login page)."""
+        with self.db.session() as s:
+            user = User(username=username, role=role, created_at=utcnow())
+            s.add(user)
+            s.flush()
+            return issue_token(s, user, now=utcnow())
+
+    def phase(self, owner_token: str | None = None, **fields) -> int:
+        """An open phase in a new competition (owned by the holder of `owner_token`)."""
+        values = {"name": "feedback", "status": "open", "runs_per_submission": 1} | fields
+        with self.db.session() as s:
+            owner = user_for_token(s, owner_token, utcnow()).id if owner_token else None
+            comp = Competition(slug=f"c-{uuid.uuid4().hex[:8]}", title="Cross-domain few-shot",
+                               description="Meta-learn on some domains, be tested on others.",
+                               owner_id=owner, created_at=utcnow())
+            s.add(comp)
+            s.flush()
+            phase = Phase(competition_id=comp.id, created_at=utcnow(), **values)
+            s.add(phase)
+            s.flush()
+            return phase.id
+
+    def upload(self, phase_id: int, token: str, zip_path: Path) -> int:
+        answer = self.http.post(f"/api/v1/phases/{phase_id}/submissions",
+                                headers={"Authorization": f"Bearer {token}"},
+                                files={"file": ("s.zip", zip_path.read_bytes(),
+                                                "application/zip")})
+        answer.raise_for_status()
+        return answer.json()["id"]
+
+    def worker(self, name: str = "gpu-worker-1") -> FakeWorker:
+        return FakeWorker(self, name)
+
+
+@dataclass
+class FakeWorker:
+    """Moves one run at a time through the internal API, as `worker/client.py` would."""
+
+    arena: Arena
+    name: str
+    run_id: int = 0
+    token: str = ""
+    fencing: int = 0
+
+    def claim(self) -> int:
+        """Claim the oldest job not yet taken; returns its run id (state: preparing)."""
+        run_id, token, _queue = next(j for j in self.arena.queue.jobs
+                                     if j[0] not in self.arena.done)
+        self.arena.done.add(run_id)
+        self.run_id, self.token = run_id, token
+        self.fencing = self._post("claim", {"worker": self.name})["fencing_token"]
+        return run_id
+
+    def heartbeat(self, stage: str = "running") -> None:
+        self._post("heartbeat", {"fencing_token": self.fencing, "stage": stage})
+
+    def finish(self, base_score: float = 0.6) -> None:
+        self._post("finish", {"fencing_token": self.fencing, **run_outcome(base_score)})
+
+    def evaluate(self, base_score: float = 0.6) -> int:
+        run_id = self.claim()
+        self.heartbeat("running")
+        self.finish(base_score)
+        return run_id
+
+    def _post(self, call: str, body: dict) -> dict:
+        answer = self.arena.http.post(f"/internal/runs/{self.run_id}/{call}", json=body,
+                                      headers={"Authorization": f"Bearer {self.token}"})
+        answer.raise_for_status()
+        return answer.json()

@@ -1,0 +1,91 @@
+"""Browser tests: headless Debian Chromium driven by Playwright against a live server (SQLite,
+a RecordingJobQueue, a fake worker). Without Chromium or Playwright they skip locally and FAIL
+when CI is set. One browser per session; a fresh database and server per test.
+
+Screenshots go to $ARENA_BROWSER_ARTIFACTS (default /tmp/arena-browser-artifacts), outside the
+working tree.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from _browser_support import Arena, LiveServer
+from arena_test_services import require_service
+
+from server.app import create_app
+from server.core.config import Settings
+from server.core.db import upgrade_database
+from server.services.queue import RecordingJobQueue
+
+CHROMIUM = Path(os.environ.get("ARENA_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(os.environ.get("ARENA_BROWSER_ARTIFACTS", "/tmp/arena-browser-artifacts"))
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        require_service("playwright", str(exc))
+    if not CHROMIUM.exists():
+        require_service("Chromium", f"{CHROMIUM} does not exist (set ARENA_CHROMIUM)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("browser-db") / "arena.db"
+    upgrade_database(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def arena(sqlite_template, tmp_path):
+    db_path = tmp_path / "arena.db"
+    shutil.copy(sqlite_template, db_path)
+    settings = Settings(data_dir=tmp_path / "data", database_url=f"sqlite:///{db_path}",
+                        auto_migrate=False, reconcile_interval_s=0)
+    queue = RecordingJobQueue()
+    app = create_app(settings, queue=queue)
+    with LiveServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        yield Arena(url=server.url, db=app.state.db, queue=queue, http=http)
+
+
+@pytest.fixture
+def page(browser, arena):
+    context = browser.new_context(base_url=arena.url, viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def shot(page, name: str) -> Path:
+    """Save a full-page screenshot for a person to look at."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def login(page, token: str) -> None:
+    page.goto("/login")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/my")

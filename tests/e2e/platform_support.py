@@ -1,0 +1,160 @@
+"""A real platform for end-to-end tests: a uvicorn server process on a throwaway Postgres database,
+Celery worker processes on real Redis, and the Docker sandbox. Helpers drive it over HTTP only,
+as a participant, an organizer or an operator would.
+
+Importable by name (tests/e2e has no __init__); the `platform` fixture in conftest builds one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+TERMINAL = {"finished", "failed", "timed_out", "cancelled"}
+PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("ARENA_TEST_REDIS", "redis://127.0.0.1:6379/13")
+SANDBOX_IMAGE = "metadl-arena/sandbox:cpu"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate, timeout_s: float, what: str, every_s: float = 0.5):  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+@dataclass
+class Platform:
+    """Handles on the running processes, plus HTTP helpers."""
+
+    root: Path
+    database_url: str
+    base_url: str
+    admin_token: str
+    server: subprocess.Popen | None = None
+    workers: list[subprocess.Popen] = field(default_factory=list)
+
+    # --- processes -------------------------------------------------------------------------
+    def server_env(self) -> dict[str, str]:
+        return {**os.environ, "ARENA_DATABASE_URL": self.database_url,
+                "ARENA_BROKER_URL": REDIS_URL, "ARENA_DATA_DIR": str(self.root / "server"),
+                "ARENA_ADMIN_BOOTSTRAP_TOKEN": self.admin_token, "ARENA_LEASE_SECONDS": "15",
+                "ARENA_RECONCILE_INTERVAL_S": "2", "ARENA_REQUEUE_AFTER_S": "600",
+                "ARENA_DEFAULT_QUEUE": "arena"}
+
+    def start_server(self) -> None:
+        port = self.base_url.rsplit(":", 1)[1]
+        log = (self.root / "server.log").open("ab")
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "server.app:create_app",
+             "--host", "127.0.0.1", "--port", port, "--log-level", "warning"],
+            env=self.server_env(), stdout=log, stderr=log)
+        wait_until(self._server_answers, 60, "the server to answer")
+
+    def _server_answers(self) -> bool:
+        try:
+            return httpx.get(f"{self.base_url}/api/v1/phases", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start_worker(self, name: str = "w1", **env: str) -> subprocess.Popen:
+        values = {"ARENA_WORKER_BROKER_URL": REDIS_URL, "ARENA_WORKER_SERVER_URL": self.base_url,
+                  "ARENA_WORKER_DATA_DIR": str(self.root / f"worker-{name}"),
+                  "ARENA_WORKER_EXECUTOR": "docker", "ARENA_WORKER_NAME": name,
+                  "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3", "ARENA_WORKER_QUEUES": '["arena"]',
+                  "ARENA_WORKER_MAX_TIME_LIMIT_S": "120", "ARENA_WORKER_VISIBILITY_MARGIN_S": "30",
+                  **env}
+        log = (self.root / f"worker-{name}.log").open("ab")
+        process = subprocess.Popen([sys.executable, "-m", "worker"], env={**os.environ, **values},
+                                   stdout=log, stderr=log, start_new_session=True)
+        self.workers.append(process)
+        return process
+
+    def kill_worker(self, process: subprocess.Popen) -> None:
+        """SIGKILL the worker and its pool, as a crashed host would lose them."""
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def stop(self) -> None:
+        for process in [*self.workers, self.server]:
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+    # --- HTTP ------------------------------------------------------------------------------
+    def api(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token or self.admin_token}"}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=60)
+
+    def create_user(self, username: str, role: str = "participant") -> str:
+        with self.api() as api:
+            answer = api.post("/api/v1/users", json={"username": username, "role": role})
+            return answer.raise_for_status().json()["token"]
+
+    def register_collection(self, collection_dir: Path, cache_dir: Path) -> dict:
+        """Compile a collection and register its datasets; returns the phase `data` field."""
+        from submission_api.data import load_collection
+
+        collection = load_collection(collection_dir, cache_dir)
+        data: dict = {"collection": collection.name}
+        with self.api() as api:
+            for role, split in (("meta_train", "meta-train"), ("meta_valid", "meta-valid"),
+                                ("meta_test", "meta-test")):
+                data[role] = []
+                for name in collection.splits.get(split, []):
+                    root = str(collection.datasets[name].root)
+                    row = api.post("/api/v1/datasets/from-path", json={"path": root})
+                    if row.status_code == 409:  # registered by an earlier test
+                        row = api.get("/api/v1/datasets")
+                        digest = collection.datasets[name].content_hash
+                        assert any(d["content_hash"] == digest for d in row.json())
+                    else:
+                        digest = row.raise_for_status().json()["content_hash"]
+                    data[role].append({"name": name, "content_hash": digest})
+        return data
+
+    def create_phase(self, organizer_token: str, data: dict, **fields) -> int:
+        phase = {"name": "feedback", "status": "open", "data": data, "seed": 0,
+                 "protocol": {"name": "cross-domain", "tasks_per_dataset": 3},
+                 "runs_per_submission": 1, "time_limit_s": 120,
+                 "resources": {"cpus": 1, "memory_mb": 2048, "gpus": 0}, **fields}
+        body = {"slug": f"e2e-{uuid.uuid4().hex[:8]}", "title": "E2E", "phases": [phase]}
+        with self.api(organizer_token) as api:
+            answer = api.post("/api/v1/competitions", json=body).raise_for_status()
+            return answer.json()["phases"][0]["id"]
+
+    def submit(self, token: str, phase_id: int, archive: Path) -> int:
+        with self.api(token) as api, archive.open("rb") as handle:
+            answer = api.post(f"/api/v1/phases/{phase_id}/submissions",
+                              files={"file": (archive.name, handle, "application/zip")})
+            return answer.raise_for_status().json()["id"]
+
+    def submission(self, token: str, submission_id: int) -> dict:
+        with self.api(token) as api:
+            return api.get(f"/api/v1/submissions/{submission_id}").raise_for_status().json()
+
+    def wait_terminal(self, token: str, submission_id: int, timeout_s: float = 300) -> dict:
+        return wait_until(
+            lambda: (s := self.submission(token, submission_id))["state"] in TERMINAL and s,
+            timeout_s, f"submission {submission_id} to reach a final state", every_s=1)

@@ -1,0 +1,167 @@
+"""The life of a submission on the real platform: upload over HTTP, a Celery worker on Redis,
+the Docker sandbox, scoring outside it, the leaderboard — and the same score as `arena run`.
+Also: the sandbox hides the query labels, and a SIGKILLed worker's run finishes exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from platform_support import Platform, wait_until
+
+from submission_api.data import load_collection
+from submission_api.protocols import ProtocolParams
+from submission_api.runner.local import run_local
+from submission_api.runner.prepare import prepare_run
+from submission_api.submission_zip import build_submission_zip
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
+
+PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
+BASELINES = Path(__file__).resolve().parents[2] / "starting_kit" / "baselines"
+
+CENTROIDS = """
+import time
+import numpy as np, torch
+from submission_api.api import MetaLearner, Learner, Predictor
+
+class MyPredictor(Predictor):
+    def __init__(self, means):
+        self.means = means
+    def predict(self, query_set):
+        return (-torch.cdist(query_set.flatten(1), self.means)).numpy()
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        x, y, _, n_ways, _ = support_set
+        x = x.flatten(1)
+        return MyPredictor(torch.stack([x[y == c].mean(0) for c in range(n_ways)]))
+    def save(self, path):
+        pass
+    def load(self, path):
+        pass
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+        {meta_fit}
+        return MyLearner()
+"""
+
+
+def make_zip(folder: Path, meta_fit: str = "pass") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.py").write_text(CENTROIDS.replace("{meta_fit}", meta_fit))
+    return build_submission_zip(folder, folder.with_suffix(".zip"))
+
+
+@pytest.fixture(scope="module")
+def competition(platform: Platform, tiny_collection: Path, arena_cache: Path) -> dict:
+    organizer = platform.create_user("organizer", "organizer")
+    data = platform.register_collection(tiny_collection, arena_cache)
+    phase_id = platform.create_phase(organizer, data, protocol=PROTOCOL)
+    platform.start_worker("w1")
+    return {"phase_id": phase_id, "organizer": organizer,
+            "alice": platform.create_user("alice"), "bob": platform.create_user("bob")}
+
+
+def test_a_baseline_uploaded_over_http_scores_as_arena_run_does(platform, competition, tmp_path,
+                                                               tiny_collection, arena_cache):
+    archive = build_submission_zip(BASELINES / "protonet", tmp_path / "protonet.zip")
+    submission_id = platform.submit(competition["alice"], competition["phase_id"], archive)
+
+    final = platform.wait_terminal(competition["alice"], submission_id, timeout_s=600)
+    assert final["state"] == "finished", final
+
+    local = run_local(BASELINES / "protonet", tiny_collection, tmp_path / "local",
+                      protocol=ProtocolParams.from_dict(PROTOCOL), seed=0, phase_seed=0,
+                      threads=1, cache_dir=arena_cache)
+    assert local.state == "finished", local.message
+    with platform.api() as api:
+        board = api.get(f"/api/v1/phases/{competition['phase_id']}/leaderboard").json()
+    entry = next(e for e in board["entries"] if e["submission_id"] == submission_id)
+    assert entry["score"] == pytest.approx(local.scores["score"], abs=1e-9)
+    assert final["score"] == pytest.approx(local.scores["score"], abs=1e-9)
+
+
+def expected_label_fingerprints(tiny_collection: Path, cache: Path, tmp_path: Path) -> dict:
+    """What the worker's answers for run 0 of the phase look like (same code, same seeds)."""
+    collection = load_collection(tiny_collection, cache)
+    prepare_run(collection, ProtocolParams.from_dict(PROTOCOL), (0, 0), tmp_path / "b",
+                tmp_path / "a")
+    answers = tmp_path / "a" / "query_labels.npy"
+    labels = np.load(answers)
+    return {"sha256": hashlib.sha256(answers.read_bytes()).hexdigest(),
+            "raw": labels.tobytes().hex()}
+
+
+SCAN = """
+import os, hashlib
+target_hash, raw = {sha!r}, bytes.fromhex({raw!r})
+found, scanned = [], 0
+for top, dirs, files in os.walk("/"):
+    if top.startswith(("/proc", "/sys", "/dev")):
+        dirs[:] = []
+        continue
+    for name in files:
+        path = os.path.join(top, name)
+        if "query_label" in name or "answers" in path:
+            found.append(path)
+        try:
+            if os.path.islink(path) or os.path.getsize(path) > 64 * 2**20:
+                continue
+            data = open(path, "rb").read()
+        except OSError:
+            continue
+        scanned += 1
+        if hashlib.sha256(data).hexdigest() == target_hash or raw in data:
+            found.append(path)
+words = ("TOKEN", "SECRET", "PASSWORD", "DATABASE", "BROKER")
+secrets = [k for k in os.environ if any(w in k.upper() for w in words)]
+print("LABEL-SCAN", scanned, "files; found:", found, "env:", secrets, flush=True)
+"""
+
+
+def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition, tmp_path,
+                                                          tiny_collection, arena_cache):
+    fingerprints = expected_label_fingerprints(tiny_collection, arena_cache, tmp_path)
+    scan = SCAN.format(sha=fingerprints["sha256"], raw=fingerprints["raw"])
+    archive = make_zip(tmp_path / "scanner", textwrap.indent(scan, " " * 8).strip())
+    submission_id = platform.submit(competition["bob"], competition["phase_id"], archive)
+
+    final = platform.wait_terminal(competition["bob"], submission_id)
+    assert final["state"] == "finished", final
+    with platform.api(competition["bob"]) as api:
+        logs = api.get(f"/api/v1/submissions/{submission_id}/logs").raise_for_status().json()
+    log = logs["runs"][0]["log"]
+    assert "LABEL-SCAN" in log
+    line = next(x for x in log.splitlines() if "LABEL-SCAN" in x)
+    assert int(line.split()[1]) > 1000  # it really walked the container's filesystem
+    assert "found: [] env: []" in line
+
+
+def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, competition,
+                                                                     tmp_path):
+    archive = make_zip(tmp_path / "slow", "time.sleep(25)")
+    token = competition["alice"]
+    submission_id = platform.submit(token, competition["phase_id"], archive)
+    wait_until(lambda: platform.submission(token, submission_id)["state"] == "running", 300,
+               "the run to start")
+
+    platform.kill_worker(platform.workers[0])
+    platform.start_worker("w2")
+    final = platform.wait_terminal(token, submission_id, timeout_s=400)
+
+    assert final["state"] == "finished", final
+    (run,) = final["runs"]
+    assert run["attempts"] >= 2
+    with platform.api(token) as api:
+        results = api.get(f"/api/v1/submissions/{submission_id}/results").raise_for_status().json()
+    tasks = results["runs"][0]["tasks"]
+    assert sorted(t["task_id"] for t in tasks) == list(range(6))  # each task scored once
+    import docker
+
+    leftovers = docker.from_env().containers.list(all=True, filters={"name": "arena-run-"})
+    assert not [c.name for c in leftovers if c.name.startswith(f"arena-run-{run['id']}-")]
