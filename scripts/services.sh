@@ -24,6 +24,7 @@ fi
 for _ in $(seq 30); do redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && break; sleep 0.5; done
 
 if ! command -v chromium >/dev/null; then apt_install chromium; fi
+if ! command -v docker-compose >/dev/null; then apt_install docker-compose; fi
 
 bash scripts/ensure_docker.sh
 bash scripts/build_sandbox_image.sh

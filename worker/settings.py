@@ -54,6 +54,10 @@ class WorkerSettings(BaseSettings):
     """`auto`: Docker when an engine answers, else the unsandboxed local mode (trusted code)."""
     log_cap_bytes: int = Field(default=64 * 1024, ge=1024)
     """Bytes kept of each of stdout and stderr for the run log."""
+    sandbox_code_dir: Path | None = None
+    """Where the Docker engine finds `submission_api` to mount into sandboxes. Unset: this
+    worker's own copy (a worker on the host). A worker in a container sets a folder shared with
+    the host at the same path; the worker copies its `submission_api` there at start."""
 
     @field_validator("queues")
     @classmethod

@@ -108,7 +108,7 @@
     });
   }
 
-  document.querySelectorAll("table[data-sortable]").forEach(makeSortable);
-  document.querySelectorAll("[data-live='on'][id]").forEach(poll);
+  // off
+  // disabled
   document.querySelectorAll("form[data-upload]").forEach(enhanceUpload);
 }());

@@ -6,6 +6,7 @@ and the JSON API, and a fake worker that moves runs through the internal API lik
 from __future__ import annotations
 
 import io
+import os
 import socket
 import threading
 import uuid
@@ -23,6 +24,7 @@ from server.services.users import issue_token, user_for_token
 from submission_api.scoring.records import TaskRecord
 from submission_api.scoring.summary import summarize_run
 
+ARTIFACTS = Path(os.environ.get("ARENA_BROWSER_ARTIFACTS", "/tmp/arena-browser-artifacts"))
 MODEL = b"class MyMetaLearner: ...\nclass MyLearner: ...\n"
 DATASETS = ("birds", "insects", "plankton")
 
@@ -157,3 +159,19 @@ class FakeWorker:
                                       headers={"Authorization": f"Bearer {self.token}"})
         answer.raise_for_status()
         return answer.json()
+
+
+def shot(page, name: str) -> Path:
+    """Save a full-page screenshot for a person to look at (not compared by any test)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def login(page, token: str) -> None:
+    """Log in through the login form, as a person would."""
+    page.goto("/login")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/my")

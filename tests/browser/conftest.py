@@ -25,7 +25,6 @@ from server.services.queue import RecordingJobQueue
 CHROMIUM = Path(os.environ.get("ARENA_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-ARTIFACTS = Path(os.environ.get("ARENA_BROWSER_ARTIFACTS", "/tmp/arena-browser-artifacts"))
 
 
 def pytest_collection_modifyitems(items):
@@ -75,17 +74,3 @@ def page(browser, arena):
     yield page
     context.close()
 
-
-def shot(page, name: str) -> Path:
-    """Save a full-page screenshot for a person to look at."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-def login(page, token: str) -> None:
-    page.goto("/login")
-    page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/my")

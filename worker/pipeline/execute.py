@@ -134,8 +134,9 @@ class Heartbeat:
                 return
 
 
-def make_docker_executor(docker_client: Any) -> Executor:
-    """An executor that runs the request in the Docker sandbox (`worker.sandbox.run_sandbox`)."""
+def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Executor:
+    """An executor that runs the request in the Docker sandbox (`worker.sandbox.run_sandbox`);
+    `code_dir` is the host folder of `submission_api` to mount (default: the worker's own)."""
     from worker.sandbox import SandboxPlatformError, run_sandbox
     from worker.sandbox_config import SandboxLimits, SandboxSpec
 
@@ -144,6 +145,7 @@ def make_docker_executor(docker_client: Any) -> Executor:
         spec = SandboxSpec(
             image=request.image, command=SANDBOX_COMMAND, submission_dir=request.submission_dir,
             bundle_dir=request.bundle_dir, output_dir=request.output_dir, name=request.name,
+            code_dir=code_dir,
             env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
         limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
                                wall_time_s=request.time_limit_s, gpus=request.gpu_ids,

@@ -7,7 +7,9 @@ it), from settings. Each pool slot owns one GPU, picked by the slot's index in t
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from worker.client import InternalClient
@@ -45,6 +47,20 @@ def connect_docker() -> Any | None:
         return None
 
 
+def sync_sandbox_code(target: Path | None) -> Path | None:
+    """Copy this worker's `submission_api` into `target/submission_api` (the host-visible copy
+    sandboxes mount); None keeps the driver's default, the worker's own package folder."""
+    if target is None:
+        return None
+    import submission_api
+
+    source = Path(submission_api.__file__).resolve().parent
+    destination = target / "submission_api"
+    shutil.copytree(source, destination, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return destination
+
+
 def build_executor(settings: WorkerSettings) -> Executor:
     """The sandbox when configured or reachable; the unsandboxed local mode otherwise.
 
@@ -57,7 +73,7 @@ def build_executor(settings: WorkerSettings) -> Executor:
         return make_local_executor()
     docker_client = connect_docker()
     if docker_client is not None:
-        return make_docker_executor(docker_client)
+        return make_docker_executor(docker_client, sync_sandbox_code(settings.sandbox_code_dir))
     if settings.executor == "docker":
         raise RuntimeError("ARENA_WORKER_EXECUTOR=docker but no Docker engine answers; start "
                            "one (scripts/ensure_docker.sh) or set ARENA_WORKER_EXECUTOR=auto.")
