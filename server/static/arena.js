@@ -108,7 +108,7 @@
     });
   }
 
-  // off
-  // disabled
+  document.querySelectorAll("table[data-sortable]").forEach(makeSortable);
+  document.querySelectorAll("[data-live='on'][id]").forEach(poll);
   document.querySelectorAll("form[data-upload]").forEach(enhanceUpload);
 }());

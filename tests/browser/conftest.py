@@ -70,6 +70,7 @@ def arena(sqlite_template, tmp_path):
 @pytest.fixture
 def page(browser, arena):
     context = browser.new_context(base_url=arena.url, viewport={"width": 1100, "height": 900})
+    context.set_default_timeout(10_000)
     page = context.new_page()
     yield page
     context.close()

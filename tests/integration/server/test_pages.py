@@ -1,4 +1,5 @@
-"""Web pages: token login sets a safe cookie; the submit form needs its CSRF token."""
+"""Web pages: token login sets a safe cookie; every state-changing form needs its CSRF token;
+pages escape what people typed, send a strict CSP, and respect who may see what."""
 
 from __future__ import annotations
 
@@ -7,17 +8,25 @@ import re
 from _server_support import zip_bytes
 from sqlalchemy import func, select
 
-from server.models import Submission
+from server.models import Competition, Run, Submission
+from server.services.runs import LeasePolicy, RunOutcome, claim_run, finish_run
+from submission_api.scoring.records import TaskRecord
+from submission_api.scoring.summary import summarize_run
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 def login(env, headers) -> str:
+    """Log in through the form; returns the session's CSRF token."""
     token = headers["Authorization"].split()[1]
-    answer = env.client.post("/login", data={"token": token}, follow_redirects=False)
+    form = env.client.get("/login")
+    answer = env.client.post("/login", data={"token": token,
+                                             "csrf_token": CSRF.search(form.text).group(1)},
+                             follow_redirects=False)
     assert answer.status_code == 303
     cookie = answer.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=lax" in cookie.replace("Lax", "lax")
-    page = env.client.get(f"/phases/{env.phase_id}/submit")
-    return re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text).group(1)
+    return CSRF.search(env.client.get("/my").text).group(1)
 
 
 def post_form(env, csrf: str | None):
@@ -31,6 +40,21 @@ def count(env) -> int:
         return s.execute(select(func.count(Submission.id))).scalar_one()
 
 
+def finish(env, submission_id: int, score: float = 0.5) -> None:
+    """Claim and finish every current run of a submission through the run service."""
+    records = [TaskRecord(id=i, dataset="birds", group="test", n_ways=2, n_shots=1 + i,
+                          score=score, accuracy=score, worst_class_accuracy=score)
+               for i in range(3)]
+    outcome = RunOutcome(state="finished", summary=summarize_run(records).to_dict(),
+                         tasks=[{**r.to_dict(), "task_id": r.id} for r in records], log="ok")
+    with env.db.session(write=True) as s:
+        runs = s.execute(select(Run).where(Run.submission_id == submission_id,
+                                           Run.state == "queued")).scalars().all()
+        for run in runs:
+            token = claim_run(s, run.id, "w", env.clock.now, LeasePolicy()).fencing_token
+            finish_run(s, run.id, token, outcome, env.clock.now, LeasePolicy())
+
+
 def test_login_submit_and_see_the_submission_page(env):
     env.phase_id = env.phase(hide_logs=False).id
     _, headers = env.user("ann")
@@ -39,6 +63,7 @@ def test_login_submit_and_see_the_submission_page(env):
     assert answer.status_code == 303, answer.text
     page = env.client.get(answer.headers["location"])
     assert page.status_code == 200 and "queued" in page.text
+    assert 'data-live="on"' in page.text
     assert "ann" in env.client.get("/my").text
     assert env.client.get(f"/phases/{env.phase_id}/leaderboard").status_code == 200
 
@@ -53,6 +78,16 @@ def test_submit_form_without_the_right_csrf_token_registers_nothing(env):
     assert not list((env.settings.storage / "tmp").iterdir())
 
 
+def test_login_form_needs_its_own_csrf_token(env):
+    _, headers = env.user("ann")
+    token = headers["Authorization"].split()[1]
+    env.client.get("/login")
+    answer = env.client.post("/login", data={"token": token, "csrf_token": "forged"},
+                             follow_redirects=False)
+    assert answer.status_code == 403
+    assert "arena_session" not in answer.headers.get("set-cookie", "")
+
+
 def test_cookie_alone_cannot_change_state_through_the_api(env):
     env.phase_id = env.phase().id
     _, headers = env.user("ann")
@@ -64,5 +99,74 @@ def test_cookie_alone_cannot_change_state_through_the_api(env):
 
 
 def test_bad_login_token_is_refused(env):
-    answer = env.client.post("/login", data={"token": "nope"})
+    form = env.client.get("/login")
+    answer = env.client.post("/login", data={"token": "nope",
+                                             "csrf_token": CSRF.search(form.text).group(1)})
     assert answer.status_code == 401 and "Unknown" in answer.text
+
+
+def test_pages_escape_what_people_typed_and_send_a_strict_csp(env):
+    phase = env.phase(name="<script>alert(1)</script>")
+    with env.db.session() as s:
+        comp = s.get(Competition, phase.competition_id)
+        comp.pages = [{"title": "Rules <i>", "content": "<img src=x onerror=alert(1)>"}]
+    for path in ("/", f"/competitions/{phase.competition_id}", f"/phases/{phase.id}"):
+        page = env.client.get(path)
+        assert page.status_code == 200, path
+        assert "<script>alert(1)" not in page.text and "<img src=x" not in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in env.client.get(
+        f"/competitions/{phase.competition_id}").text
+
+
+def test_detailed_results_are_inline_for_the_owner_and_hidden_from_others(env):
+    phase = env.phase()
+    _, ann = env.user("ann")
+    _, bob = env.user("bob")
+    submission_id = env.submit(phase.id, ann).json()["id"]
+    finish(env, submission_id)
+    login(env, ann)
+    report = env.client.get(f"/submissions/{submission_id}/runs/0/report")
+    assert report.status_code == 200
+    assert report.headers["content-disposition"].startswith("inline")
+    assert report.headers["content-security-policy"].startswith("default-src 'none'")
+    assert report.text.count('src="data:image/png;base64,') == 3
+    download = env.client.get(f"/submissions/{submission_id}/runs/0/report?download=1")
+    assert download.headers["content-disposition"].startswith("attachment")
+    env.client.cookies.clear()
+    login(env, bob)
+    assert env.client.get(f"/submissions/{submission_id}/runs/0/report").status_code == 404
+    assert env.client.get(f"/submissions/{submission_id}").status_code == 404
+
+
+def test_leaderboard_hides_what_the_phase_hides_from_participants_only(env):
+    phase = env.phase(leaderboard={"hidden": "scores"})
+    _, ann = env.user("ann")
+    _, olga = env.user("olga", role="organizer")
+    finish(env, env.submit(phase.id, ann).json()["id"], score=0.4321)
+    page = env.client.get(f"/phases/{phase.id}/leaderboard")
+    assert "ann" in page.text and "0.4321" not in page.text
+    login(env, olga)
+    assert "0.4321" in env.client.get(f"/phases/{phase.id}/leaderboard").text
+
+
+def test_organizer_pages_need_the_role_and_their_forms_need_csrf(env):
+    phase = env.phase()
+    _, ann = env.user("ann")
+    submission_id = env.submit(phase.id, ann).json()["id"]
+    finish(env, submission_id)
+    login(env, ann)
+    assert env.client.get("/organizer").status_code == 403
+    answer = env.client.post(f"/submissions/{submission_id}/rerun",
+                             data={"csrf_token": CSRF.search(
+                                 env.client.get("/my").text).group(1)})
+    assert answer.status_code == 404  # not an organizer of this competition
+    assert env.client.post(f"/submissions/{submission_id}/select",
+                           data={"csrf_token": "forged"}).status_code == 403
+
+
+def test_static_files_are_served_from_a_fixed_list(env):
+    assert env.client.get("/static/arena.css").status_code == 200
+    assert env.client.get("/static/arena.js").headers["content-type"].startswith(
+        "text/javascript")
+    assert env.client.get("/static/..%2Fapp.py").status_code == 404

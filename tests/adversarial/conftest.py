@@ -1,0 +1,32 @@
+"""Fixtures of the adversarial suite: one isolated real platform per module (server process on a
+throwaway Postgres database, a Celery worker on Redis with a private queue, Docker sandbox)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path[:0] = [str(Path(__file__).resolve().parent),
+                str(Path(__file__).resolve().parents[1] / "e2e")]
+
+from hardening_support import (  # noqa: E402 - needs the path above
+    IsolatedPlatform,
+    new_platform,
+    require_redis_and_docker,
+    throwaway_database,
+)
+
+
+@pytest.fixture(scope="module")
+def hardened_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IsolatedPlatform]:
+    require_redis_and_docker()
+    with throwaway_database() as url:
+        platform = new_platform(tmp_path_factory.mktemp("adversarial"), url)
+        try:
+            platform.start_server()
+            yield platform
+        finally:
+            platform.stop()

@@ -1,0 +1,238 @@
+"""A real platform for the hardening suites (adversarial, faults): the e2e `Platform`, isolated.
+
+The e2e fixture shares Redis db 13 and the queue name `arena` with every other platform test on
+the host; a worker of one suite would then take another suite's jobs. Here each platform gets its
+own queue name (and, for fault injection, its own Redis and Postgres), so suites never see each
+other's jobs. Also: a participant model template with hooks, and checks that the host is intact.
+
+Importable by name: the conftests of tests/adversarial and tests/faults put this folder and
+tests/e2e on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from arena_test_services import require_service
+from platform_support import PG_ADMIN_URL, REDIS_URL, SANDBOX_IMAGE, Platform, free_port, wait_until
+
+from submission_api.submission_zip import build_submission_zip
+
+SANDBOX_LABEL = "org.metadl-arena.role=sandbox"
+
+MODEL = '''
+import os, sys, time, json
+import numpy as np, torch
+from submission_api.api import MetaLearner, Learner, Predictor
+CALLS = {"fit": 0, "predict": 0}
+{top}
+
+class MyPredictor(Predictor):
+    def __init__(self, means):
+        self.means = means
+    def predict(self, query_set):
+        CALLS["predict"] += 1
+{predict}
+        return (-torch.cdist(query_set.flatten(1), self.means)).numpy()
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        CALLS["fit"] += 1
+{fit}
+        x, y, _, n_ways, _ = support_set
+        x = x.flatten(1)
+        return MyPredictor(torch.stack([x[y == c].mean(0) for c in range(n_ways)]))
+    def save(self, path):
+        pass
+    def load(self, path):
+        pass
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+{meta_fit}
+        return MyLearner()
+'''
+
+
+def make_model_zip(folder: Path, *, top: str = "", meta_fit: str = "pass", fit: str = "pass",
+                   predict: str = "pass") -> Path:
+    """A nearest-centroid submission with participant code spliced into its hooks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    source = MODEL.replace("{top}", textwrap.dedent(top))
+    for hook, code in (("meta_fit", meta_fit), ("fit", fit), ("predict", predict)):
+        source = source.replace("{" + hook + "}", textwrap.indent(textwrap.dedent(code), " " * 8))
+    (folder / "model.py").write_text(source)
+    return build_submission_zip(folder, folder.with_suffix(".zip"))
+
+
+@dataclass
+class IsolatedPlatform(Platform):
+    """The e2e platform with its own queue name, broker URL and optional extra server env."""
+
+    queue: str = "arena"
+    broker_url: str = REDIS_URL
+    extra_server_env: dict | None = None
+
+    def server_env(self) -> dict[str, str]:
+        return {**super().server_env(), "ARENA_BROKER_URL": self.broker_url,
+                "ARENA_DEFAULT_QUEUE": self.queue, **(self.extra_server_env or {})}
+
+    def start_worker(self, name: str = "w1", **env: str) -> subprocess.Popen:
+        values = {"ARENA_WORKER_BROKER_URL": self.broker_url,
+                  "ARENA_WORKER_QUEUES": f'["{self.queue}"]', **env}
+        return super().start_worker(name, **values)
+
+    def stop_server(self, kill: bool = True) -> None:
+        """Stop the server process (SIGKILL by default, as a crashed host would)."""
+        if self.server is not None and self.server.poll() is None:
+            self.server.kill() if kill else self.server.terminate()
+            self.server.wait(timeout=30)
+
+    def final_states(self, token: str, ids: list[int], timeout_s: float) -> dict[int, dict]:
+        """Wait until every submission in `ids` is terminal; returns id -> submission."""
+        done: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(done) < len(ids):
+            for sid in ids:
+                if sid not in done:
+                    current = self.submission(token, sid)
+                    if current["state"] in ("finished", "failed", "timed_out", "cancelled"):
+                        done[sid] = current
+            if time.monotonic() > deadline:
+                missing = sorted(set(ids) - set(done))
+                raise AssertionError(f"submissions {missing} not final after {timeout_s:g} s")
+            time.sleep(1)
+        return done
+
+
+def require_redis_and_docker(redis_url: str = REDIS_URL) -> None:
+    """Ping (never flush: the db is shared) Redis; check the sandbox image exists."""
+    try:
+        import redis
+
+        redis.Redis.from_url(redis_url, socket_timeout=3).ping()
+    except Exception as error:  # noqa: BLE001
+        require_service("Redis", str(error))
+    try:
+        import docker
+
+        docker.from_env().images.get(SANDBOX_IMAGE)
+    except Exception as error:  # noqa: BLE001
+        require_service("Docker sandbox image", f"{error}; run scripts/services.sh")
+
+
+@contextmanager
+def throwaway_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
+    """A fresh database on the Postgres at `admin_url`; yields its SQLAlchemy URL."""
+    try:
+        import psycopg
+
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
+    except Exception as error:  # noqa: BLE001 - any failure means no Postgres
+        require_service("Postgres", str(error))
+    name = f"arena_hard_{uuid.uuid4().hex[:10]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def new_platform(root: Path, database_url: str, **fields) -> IsolatedPlatform:
+    return IsolatedPlatform(root=root, database_url=database_url,
+                            base_url=f"http://127.0.0.1:{free_port()}",
+                            admin_token=secrets.token_urlsafe(24),
+                            queue=f"hard-{uuid.uuid4().hex[:8]}", **fields)
+
+
+def leftover_sandboxes(run_ids: list[int]) -> list[str]:
+    """Names of sandbox containers of these runs that still exist (should be none)."""
+    import docker
+
+    names = [c.name for c in docker.from_env().containers.list(
+        all=True, filters={"label": SANDBOX_LABEL})]
+    return [n for n in names if any(n.startswith(f"arena-run-{r}-") for r in run_ids)]
+
+
+# --- private services for fault injection ----------------------------------------------------
+class PrivateRedis:
+    """A redis-server of our own on a free port, with no persistence: a restart loses its data,
+    as a crashed broker without AOF would."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        if shutil.which("redis-server") is None:
+            require_service("redis-server", "the redis-server binary is not installed")
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: _port_open(self.port), 20, "the private Redis to listen")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=20)
+
+
+class PrivatePostgres:
+    """A Postgres cluster of our own (initdb in a temp folder, run as user postgres), so that
+    stopping it never touches the shared cluster other tests use."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.datadir = workdir / "pgdata"
+        self.socket_dir = workdir / "pgsock"
+        self.admin_url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _as_postgres(self, *command: str) -> subprocess.CompletedProcess:
+        prefix = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
+        return subprocess.run([*prefix, *command], capture_output=True, text=True, check=False)
+
+    def init(self) -> None:
+        initdb = shutil.which("initdb")
+        if initdb is None or not shutil.which("pg_ctl"):
+            require_service("Postgres binaries", "initdb/pg_ctl are not on PATH")
+        for folder in (self.datadir, self.socket_dir):
+            folder.mkdir(parents=True)
+            if os.geteuid() == 0:
+                shutil.chown(folder, "postgres", "postgres")
+        done = self._as_postgres(initdb, "-D", str(self.datadir), "-U", "postgres",
+                                 "-A", "trust", "--no-sync")
+        if done.returncode != 0:
+            require_service("a private Postgres", f"initdb failed: {done.stderr[-500:]}")
+        self.start()
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        done = self._as_postgres("pg_ctl", "-D", str(self.datadir), "-o", options, "-w",
+                                 "-l", str(self.datadir.parent / "pg.log"), "start")
+        if done.returncode != 0:
+            raise AssertionError(f"private Postgres did not start: {done.stderr[-500:]}")
+
+    def stop(self, mode: str = "immediate") -> None:
+        self._as_postgres("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "stop")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0

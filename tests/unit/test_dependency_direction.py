@@ -1,0 +1,78 @@
+"""Dependencies point one way (DESIGN.md): submission_api imports no platform code or framework,
+the server does not import the worker, and the participant side runs with numpy and torch alone
+(the sandbox image has nothing else but pillow)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FRAMEWORKS = {"fastapi", "celery", "sqlalchemy", "docker", "alembic", "redis", "kombu", "uvicorn"}
+
+
+def imported_roots(package: str) -> dict[str, set[str]]:
+    """Top-level module names each file of a package imports (absolute imports)."""
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / package).rglob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("submission_api", FRAMEWORKS | {"server", "worker", "starting_kit"}),
+        ("server", {"worker"}),
+        ("worker", {"server", "fastapi", "sqlalchemy", "alembic"}),
+        ("starting_kit", FRAMEWORKS | {"worker"}),
+    ],
+)
+def test_imports_point_one_way(package, forbidden):
+    roots = imported_roots(package)
+    offenders = {f: sorted(n & forbidden) for f, n in roots.items() if n & forbidden}
+    # The CLI composition root and the demo may name platform commands; nothing else may.
+    offenders.pop("server/cli.py", None)
+    offenders.pop("server/demo.py", None)
+    assert offenders == {}
+
+
+PARTICIPANT_SIDE = """
+import sys
+import submission_api.runner.participant as participant
+from submission_api.config import load_submission_config
+from submission_api.data import open_compiled, images_to_tensor
+from submission_api.sampling.meta_train import build_meta_generators
+from submission_api.runner.bundle import read_meta_test
+from submission_api.logger import Logger
+heavy = {"scipy", "matplotlib", "rich", "jinja2", "typer", "httpx", "yaml"} | FRAMEWORKS
+print(sorted(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_the_participant_side_imports_only_numpy_and_torch():
+    code = PARTICIPANT_SIDE.replace("FRAMEWORKS", repr(FRAMEWORKS))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_participant_install_can_run_and_zip_without_the_platform():
+    code = ("import sys; import submission_api.runner.local, submission_api.submission_zip, "
+            f"starting_kit.commands.data; print(sorted(m for m in {FRAMEWORKS!r} "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
