@@ -117,7 +117,7 @@ class BenchPlatform(Platform):
         return {**super().server_env(), "ARENA_BROKER_URL": REDIS_URL,
                 "ARENA_DEFAULT_QUEUE": self.queue}
 
-    def start_worker(self, name: str = "w1", **env: str) -> subprocess.Popen:
+    def start_worker(self, name: str = "w1", ready: bool = True, **env: str) -> subprocess.Popen:
         values = {"ARENA_WORKER_BROKER_URL": REDIS_URL, "ARENA_WORKER_SERVER_URL": self.base_url,
                   "ARENA_WORKER_DATA_DIR": str(self.root / f"worker-{name}"),
                   "ARENA_WORKER_EXECUTOR": "docker", "ARENA_WORKER_NAME": name,
@@ -129,7 +129,17 @@ class BenchPlatform(Platform):
                                    env={**os.environ, **values}, stdout=log, stderr=log,
                                    start_new_session=True, cwd=ROOT)
         self.workers.append(process)
+        if ready:
+            self.wait_worker_ready(name)
         return process
+
+    def wait_worker_ready(self, name: str, timeout_s: float = 180) -> None:
+        """Until the worker answers a Celery ping (so start-up is not charged to a run)."""
+        from celery import Celery
+
+        app = Celery("bench-ping", broker=REDIS_URL)
+        wait_until(lambda: app.control.ping(destination=[f"arena@{name}"], timeout=1.0),
+                   timeout_s, f"worker {name} to answer a ping", every_s=0.5)
 
     def worker_events(self, name: str = "w1") -> list[tuple[float, str, dict]]:
         """(time, event, fields) of every structured line the worker `name` logged."""
@@ -292,17 +302,19 @@ def run_platform(platform: BenchPlatform, phase_id: int, archive: Path, events: 
     sub = wait_until(lambda: platform.submission(token, submission_id), 5, "the submission")
     run_id = sub["runs"][0]["id"]
     wait_until(lambda: "die" in events.for_run(run_id), 900, "the container to exit", 0.1)
-    with httpx.Client(base_url=platform.base_url, timeout=30) as client:
+    with httpx.Client(base_url=platform.base_url, timeout=30,
+                      headers={"Authorization": f"Bearer {token}"}) as client:
         url = f"/api/v1/phases/{phase_id}/leaderboard"
-        for _ in range(30_000):  # bounded: 20 ms x 30,000 = 10 min
-            board = client.get(url, headers={"Authorization": f"Bearer {token}"}).json()
+        for i in range(30_000):  # bounded: 30,000 polls of >= 20 ms = 10 min at least
+            board = client.get(url).json()
             if any(e["submission_id"] == submission_id for e in board["entries"]):
                 break
-            state = platform.submission(token, submission_id)["state"]
-            assert state in ("running", "queued", "finished"), platform.submission(token,
-                                                                                  submission_id)
+            if i % 50 == 49:
+                sub = platform.submission(token, submission_id)
+                assert sub["state"] in ("running", "queued", "finished"), sub
             time.sleep(0.02)
     t_board = time.time()
+    wait_until(lambda: "destroy" in events.for_run(run_id), 30, "the container's removal", 0.05)
     server = platform.run_times(submission_id)
     docker_t = events.for_run(run_id)
     with platform.api(token) as api:
@@ -320,7 +332,8 @@ def run_platform(platform: BenchPlatform, phase_id: int, archive: Path, events: 
         "container created -> started": docker_t["start"] - docker_t["create"],
         "container started -> model imported": marks["import"] - docker_t["start"],
         "meta_fit end -> container exit": docker_t["die"] - marks["meta_fit.end"],
-        "container exit -> sandbox.finished": wlog["run.sandbox.finished"] - docker_t["die"],
+        "container exit -> removed": docker_t["destroy"] - docker_t["die"],
+        "removed -> sandbox.finished": wlog["run.sandbox.finished"] - docker_t["destroy"],
         "sandbox.finished -> finish stored": server["finished"] - wlog["run.sandbox.finished"],
         "finish stored -> on leaderboard": t_board - server["finished"],
     }

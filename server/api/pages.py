@@ -32,6 +32,7 @@ from server.api.deps import (
     get_queue,
     get_storage,
 )
+from server.api.leaderboard import organizes
 from server.api.submissions import submission_out, zip_limits
 from server.api.uploads import receive_file
 from server.core.db import Database
@@ -53,7 +54,6 @@ from server.web.rendering import (
 )
 from server.web.report import report_response
 from server.web.views import (
-    hidden_mode,
     is_staff,
     leaderboards,
     phase_facts,
@@ -155,10 +155,10 @@ async def logout(request: Request, db: Annotated[Database, Depends(get_db)],
 def leaderboard_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
                      settings: SettingsDep):
     phase = visible_phase(session, phase_id, user)
-    hidden = hidden_mode(phase, user)
-    return render(request, "leaderboard.html", user, settings, phase=phase, hidden=hidden,
-                  staff=is_staff(user), ranking=(phase.leaderboard or {}).get("ranking"),
-                  boards=[] if hidden == "board" else leaderboards(session, phase, hidden))
+    sees_all = organizes(session, phase, user)
+    return render(request, "leaderboard.html", user, settings, phase=phase, staff=sees_all,
+                  ranking=(phase.leaderboard or {}).get("ranking"),
+                  boards=leaderboards(session, phase, sees_all))
 
 
 @router.get("/phases/{phase_id}/submit")

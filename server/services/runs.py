@@ -113,8 +113,9 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
     changed = guarded_update(session, run_id,
                        [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
                         Run.cancel_requested_at.is_(None)], {
-        "state": outcome.state, "reason": outcome.reason, "message": outcome.message,
-        "score": score, "summary": outcome.summary, "log": cap_log(outcome.log, policy),
+        "state": outcome.state, "reason": outcome.reason,
+        "message": storable_text(outcome.message), "score": score, "summary": outcome.summary,
+        "log": cap_log(storable_text(outcome.log), policy),
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
     })
     if not changed:
@@ -169,7 +170,8 @@ def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: da
     token = new_token()
     values: dict[str, Any] = {
         "platform_failures": failures, "lease_owner": None, "lease_expires_at": None,
-        "fencing_token": Run.fencing_token + 1, "message": f"platform fault: {error}"[:4000],
+        "fencing_token": Run.fencing_token + 1,
+        "message": storable_text(f"platform fault: {error}"[:4000]),
     }
     give_up = failures >= policy.max_platform_failures or run.cancel_requested_at is not None
     if run.cancel_requested_at is not None:  # asked to stop anyway: do not run it again
@@ -218,6 +220,13 @@ def _task_rows(run_id: int, tasks: list[dict[str, Any]]) -> list[TaskResult]:
                    accuracy=None if t.get("accuracy") is None else float(t["accuracy"]))
         for t in tasks
     ]
+
+
+def storable_text(text: str | None) -> str | None:
+    """`text` with NUL characters replaced: Postgres text columns refuse them, and a run log or
+    message holds whatever bytes participant code printed (a refused write would leave the run
+    unfinishable and end it, after retries, as a platform error it did not deserve)."""
+    return text.replace("\x00", "\ufffd") if text else text
 
 
 def cap_log(log: str, policy: LeasePolicy) -> str:

@@ -14,12 +14,23 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse
 from sqlalchemy import select
 
-from server.api.deps import SESSION_COOKIE, NowDep, OptionalUser, SessionDep, SettingsDep, get_db
+from server.api.deps import (
+    SESSION_COOKIE,
+    NowDep,
+    OptionalUser,
+    SessionDep,
+    SettingsDep,
+    get_db,
+    get_queue,
+)
 from server.core.db import Database
-from server.core.errors import AuthRequiredError, ForbiddenError, InvalidInputError, NotFoundError
+from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError, NotFoundError
 from server.models import Competition, Phase, Submission, User
 from server.services import competitions as competition_service
 from server.services import users as user_service
+from server.services.finals import close_phase
+from server.services.operations import check_organizes
+from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
 from server.services.workers import list_workers
 from server.web.actions import submission_actions
@@ -27,7 +38,6 @@ from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.views import is_staff
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
-PHASE_STATUS_ACTIONS = {"open": "Open", "closed": "Close"}
 # Fixed texts only: a notice is never taken from the URL, so a link cannot put words here.
 NOTICES = {"phase-status": "The phase status was changed.",
            "rerun": "The submission was queued again (its earlier runs are kept as history).",
@@ -52,8 +62,9 @@ def _require_staff(user: User | None) -> User:
 
 
 def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
-    """Export links per phase beyond the leaderboard JSON, where the backend offers them."""
-    return {}
+    """Export links per phase beyond the leaderboard JSON (the JSON API's CSV export)."""
+    return {p.id: [{"label": "CSV", "url": f"/api/v1/phases/{p.id}/leaderboard?format=csv"}]
+            for p in phases}
 
 
 @router.get("/organizer")
@@ -77,27 +88,45 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
     return render(request, "organizer.html", user, settings, phases=phases, queued=queued,
                   running=[e for e in entries if e["state"] != "queued"],
                   workers=list_workers(session, now, silent_after_s=2 * settings.lease_seconds),
-                  recent=recent, status_actions=PHASE_STATUS_ACTIONS,
+                  recent=recent,
                   exports=phase_exports(phases),
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
 
-@router.post("/organizer/phases/{phase_id}/status")
-async def set_phase_status(phase_id: int, request: Request, settings: SettingsDep,
-                           now: NowDep, db: Annotated[Database, Depends(get_db)]):
-    """Open or close a phase (the PATCH /api/v1/phases/{id} service, with its checks)."""
-    form = await request.form()
-    check_csrf(request, settings, form.get("csrf_token"))
-    status = str(form.get("status", ""))
-    if status not in PHASE_STATUS_ACTIONS:
-        raise InvalidInputError(f"status {status!r} is not one of {list(PHASE_STATUS_ACTIONS)}")
+@router.post("/organizer/phases/{phase_id}/open")
+async def open_phase(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                     db: Annotated[Database, Depends(get_db)]):
+    """Open a draft phase (the PATCH /api/v1/phases/{id} service and its dataset checks)."""
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
-        user = _require_staff(user_service.user_for_token(
-            session, request.cookies.get(SESSION_COOKIE, ""), now))
-        phase = session.get(Phase, phase_id)
-        if phase is None:
-            raise NotFoundError(f"no phase with id {phase_id}")
-        competition_service.get_owned_competition(session, phase.competition_id, user)
-        competition_service.update_phase(session, phase, {"status": status}, user, now)
+        user, phase = _organized_phase(request, session, now, phase_id)
+        if phase.status != "draft":
+            raise ConflictError(f"phase {phase.id} is {phase.status!r}; only a draft phase "
+                                "opens here (a closed phase has carried its submissions)")
+        competition_service.update_phase(session, phase, {"status": "open"}, user, now)
     return RedirectResponse("/organizer?done=phase-status", status_code=303)
+
+
+@router.post("/organizer/phases/{phase_id}/close")
+async def close(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                db: Annotated[Database, Depends(get_db)],
+                queue: Annotated[JobQueue, Depends(get_queue)]):
+    """Close a phase and carry its entries into the final phases that follow it (the
+    POST /api/v1/phases/{id}/close service); their runs are enqueued after the commit."""
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
+    with db.session(write=True) as session:
+        user, phase = _organized_phase(request, session, now, phase_id)
+        _report, jobs = close_phase(session, phase, user, now, settings.default_queue)
+    enqueue_quietly(queue, jobs)
+    return RedirectResponse("/organizer?done=phase-status", status_code=303)
+
+
+def _organized_phase(request: Request, session, now, phase_id: int) -> tuple[User, Phase]:
+    user = _require_staff(user_service.user_for_token(
+        session, request.cookies.get(SESSION_COOKIE, ""), now))
+    phase = session.get(Phase, phase_id)
+    if phase is None:
+        raise NotFoundError(f"no phase with id {phase_id} among those you organize")
+    check_organizes(session, phase, user)
+    return user, phase

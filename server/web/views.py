@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User
-from server.services.leaderboard import Entry, compute_leaderboard
+from server.services.leaderboard_view import view_leaderboard
 
 
 def is_staff(user: User | None) -> bool:
@@ -55,38 +55,32 @@ def _when(value: datetime | None, otherwise: str) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else otherwise
 
 
-DEFAULT_COLUMNS = ("score", "ci95", "per_dataset", "submitted_at")
-
-
 @dataclass(frozen=True)
 class Board:
-    """One leaderboard table: the whole phase, or one league of it."""
+    """One leaderboard table: the whole phase, or one league of it (rows as the JSON API's)."""
 
     title: str
     description: str
-    entries: list[Entry]
-    columns: tuple[str, ...]
+    hidden: str
+    entries: list[dict]
+    columns: list[str]
     datasets: list[str] = field(default_factory=list)
+    league: str | None = None
 
 
-def hidden_mode(phase: Phase, user: User | None) -> str:
-    """What the phase hides from this viewer: "none", "scores" or "board" (staff see all)."""
-    mode = (phase.leaderboard or {}).get("hidden") or "none"
-    return "none" if is_staff(user) else mode
-
-
-def leaderboards(session: Session, phase: Phase, hidden: str) -> list[Board]:
-    """The phase's boards (one per league when the competition has leagues), with the columns
-    the phase shows; score columns dropped when `hidden` is "scores"."""
-    columns = tuple((phase.leaderboard or {}).get("columns") or DEFAULT_COLUMNS)
-    if hidden == "scores":
-        columns = tuple(c for c in columns if c == "submitted_at")
-    leagues = phase.competition.leagues or []
-    groups = [(lg.get("title") or lg["name"], lg.get("description", ""), lg["name"])
-              for lg in leagues] or [("Leaderboard", "", None)]
+def leaderboards(session: Session, phase: Phase, sees_all: bool) -> list[Board]:
+    """The boards of a phase, one per league when the competition has leagues, hidden as
+    `view_leaderboard` hides them for this viewer (the JSON API's rule)."""
+    comp = phase.competition
+    chosen = (phase.leaderboard or {}).get("columns")
+    leagues = comp.leagues or [{"name": None, "title": "Leaderboard"}]
     boards = []
-    for title, description, league in groups:
-        entries = compute_leaderboard(session, phase, league)
-        datasets = sorted({name for e in entries for name in e.per_dataset})
-        boards.append(Board(title, description, entries, columns, datasets))
+    for league in leagues:
+        view = view_leaderboard(session, phase, comp, league["name"], sees_all)
+        hidden = "none" if sees_all else view["hidden"]
+        boards.append(Board(
+            title=league.get("title") or league["name"], hidden=hidden,
+            description=league.get("description", ""), entries=view["entries"],
+            columns=view["columns"] if chosen else [*view["columns"], "submitted_at"],
+            datasets=view["datasets"], league=league["name"]))
     return boards

@@ -201,16 +201,19 @@ def test_bundle_to_final_leaderboard(arena, tmp_path, tiny_collection, arena_cac
                   reconcile_policy(arena.app.state.settings))
     with pytest.raises(RemoteError, match="phase.already_closed"):
         organizer.post(f"/api/v1/phases/{feedback['id']}/close")
+    scores = {a2["id"]: [0.42, 0.38, 0.44], accepted[0]: [0.36, 0.47, 0.50],
+              base["id"]: [0.30, 0.33, 0.32]}
     with db.session() as session:
         carried = session.execute(select(Submission).where(
             Submission.phase_id == final["id"]).order_by(Submission.id)).scalars().all()
-        assert sorted(s.carried_from_id for s in carried) == sorted(
-            [base["id"], a2["id"], accepted[0]])
+        assert sorted(s.carried_from_id for s in carried) == sorted(scores)
         assert not any(s.charged for s in carried)
         origin = session.get(Submission, a2["id"])
         copy = next(s for s in carried if s.carried_from_id == a2["id"])
         assert (copy.sha256, copy.storage_path) == (origin.sha256, origin.storage_path)
         assert sorted(r.seed for r in copy.runs) == [0, 1, 2]
+        by_run = {run.id: score for s in carried
+                  for run, score in zip(s.runs, scores[s.carried_from_id], strict=True)}
     assert a1["id"] not in {s.carried_from_id for s in carried}
 
     # 3 runs per carried submission, claimed at once (parallel workers), then finished
@@ -218,13 +221,6 @@ def test_bundle_to_final_leaderboard(arena, tmp_path, tiny_collection, arena_cac
     assert len(runs) == 9
     workers = organizer.get("/api/v1/admin/workers")
     assert sum(w["current_run_id"] is not None for w in workers) == 9
-    scores = {a2["id"]: [0.42, 0.38, 0.44], accepted[0]: [0.36, 0.47, 0.50],
-              base["id"]: [0.30, 0.33, 0.32]}
-    by_run = {}
-    for s in carried:
-        for run, score in zip(sorted(s.runs, key=lambda r: r.index),
-                              scores[s.carried_from_id], strict=True):
-            by_run[run.id] = score
     for run in runs:
         arena.finish(run, by_run[run[0]], "mosaic")
 

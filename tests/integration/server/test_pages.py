@@ -8,7 +8,7 @@ import re
 from _server_support import zip_bytes
 from sqlalchemy import func, select
 
-from server.models import Competition, Run, Submission
+from server.models import Competition, Phase, Run, Submission
 from server.services.runs import LeasePolicy, RunOutcome, claim_run, finish_run
 from submission_api.scoring.records import TaskRecord
 from submission_api.scoring.summary import summarize_run
@@ -142,10 +142,10 @@ def test_detailed_results_are_inline_for_the_owner_and_hidden_from_others(env):
 def test_leaderboard_hides_what_the_phase_hides_from_participants_only(env):
     phase = env.phase(leaderboard={"hidden": "scores"})
     _, ann = env.user("ann")
-    _, olga = env.user("olga", role="organizer")
+    _, olga = env.user("olga", role="admin")
     finish(env, env.submit(phase.id, ann).json()["id"], score=0.4321)
     page = env.client.get(f"/phases/{phase.id}/leaderboard")
-    assert "ann" in page.text and "0.4321" not in page.text
+    assert "ann" in page.text and "0.4321" not in page.text and "hide ranks" in page.text
     login(env, olga)
     assert "0.4321" in env.client.get(f"/phases/{phase.id}/leaderboard").text
 
@@ -170,3 +170,18 @@ def test_static_files_are_served_from_a_fixed_list(env):
     assert env.client.get("/static/arena.js").headers["content-type"].startswith(
         "text/javascript")
     assert env.client.get("/static/..%2Fapp.py").status_code == 404
+
+
+def test_closing_a_phase_from_the_dashboard_uses_the_close_service(env):
+    _, olga = env.user("olga", role="admin")
+    phase = env.phase()
+    csrf = login(env, olga)
+    assert f"/organizer/phases/{phase.id}/close" in env.client.get("/organizer").text
+    answer = env.client.post(f"/organizer/phases/{phase.id}/close",
+                             data={"csrf_token": csrf}, follow_redirects=False)
+    assert answer.status_code == 303
+    with env.db.session() as s:
+        closed = s.get(Phase, phase.id)
+        assert closed.status == "closed" and closed.closed_at is not None
+    again = env.client.post(f"/organizer/phases/{phase.id}/close", data={"csrf_token": csrf})
+    assert again.status_code == 409 and "already closed" in again.text

@@ -1,0 +1,184 @@
+"""Hostile submissions through the real platform: each a zip uploaded over HTTP, run by a Celery
+worker in the Docker sandbox and judged outside it. Every attack is contained and ends in its
+documented state with a clear message; the host and the worker are unaffected; afterwards a
+normal submission scores exactly as it did before the batch.
+
+The whole batch is uploaded at once (a module fixture) so that the runs queue back to back on one
+worker with two slots; each test then reads one verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import adversarial_probes as probes
+import pytest
+from hardening_support import IsolatedPlatform, leftover_sandboxes, make_model_zip
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
+
+PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
+MARKER = uuid.uuid4().hex[:12]
+PWNED = Path(f"/tmp/arena-pwned-{MARKER}")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile submission and the verdict the platform documents for it."""
+
+    hooks: dict
+    state: str
+    reason: str | None
+    message_words: tuple[str, ...] = ()
+    log_words: tuple[str, ...] = ()
+    phase: str = "main"  # "hang": the phase with a short wall-clock limit
+
+
+CASES = {
+    "probe_network_writes_secrets": Case({"meta_fit": probes.PROBE}, "finished", None,
+                                         log_words=("ARENA-PROBE",)),
+    "fork_bomb": Case({"meta_fit": probes.FORK_BOMB}, "failed", "meta_fit_error",
+                      ("meta_fit", "fork bomb contained", "refused")),
+    "memory_bomb": Case({"meta_fit": probes.MEMORY_BOMB}, "failed", "out_of_memory",
+                        ("memory limit",)),
+    "fill_output": Case({"meta_fit": probes.FILL_OUTPUT}, "failed", "bad_predictions",
+                        ("output folder exceeded its size limit",), ("OUTPUT-FULL",)),
+    "gigabyte_stdout_and_binary_stderr": Case({"meta_fit": probes.FLOODS}, "finished", None,
+                                              log_words=("==> stdout (truncated)", "FLOODS-DONE")),
+    "endless_meta_fit": Case({"meta_fit": probes.ENDLESS}, "timed_out", "time_limit",
+                             ("wall-clock limit",), phase="hang"),
+    "endless_fit": Case({"fit": probes.ENDLESS}, "timed_out", "time_limit",
+                        ("wall-clock limit",), phase="hang"),
+    "endless_predict": Case({"predict": probes.ENDLESS}, "timed_out", "time_limit",
+                            ("wall-clock limit",), phase="hang"),
+    "signals_to_parent": Case({"meta_fit": probes.SIGNALS}, "failed", "meta_fit_error",
+                              ("meta_fit", "exit code 143", "without reporting an error"),
+                              ("ARENA-SIGNALS survived",)),
+    "symlinks_out_of_output": Case({"predict": probes.SYMLINKS}, "failed", "bad_predictions",
+                                   ("task 0", "no readable predictions file", "a link")),
+    "pickled_predictions": Case({"predict": probes.PICKLE.replace("MARKER", MARKER)}, "failed",
+                                "bad_predictions", ("task 0", "not a numeric .npy array")),
+    "huge_predictions": Case({"predict": probes.HUGE}, "failed", "bad_predictions",
+                             ("task 0", "no readable predictions file", "bytes")),
+    "os_exit_mid_run": Case({"meta_fit": probes.EXIT}, "failed", "meta_fit_error",
+                            ("meta_fit", "exit code 3"), ("leaving without a word",)),
+    "crash_at_import": Case({"top": probes.IMPORT_CRASH}, "failed", "import_error",
+                            ("import", "boom at import")),
+}
+
+
+@pytest.fixture(scope="module")
+def arena(hardened_platform: IsolatedPlatform, tiny_collection: Path, arena_cache: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Seed two phases, score a normal submission, then upload the whole hostile batch."""
+    platform = hardened_platform
+    organizer = platform.create_user("organizer", "organizer")
+    data = platform.register_collection(tiny_collection, arena_cache)
+    resources = {"cpus": 1, "memory_mb": 1536, "gpus": 0}
+    phases = {"main": platform.create_phase(organizer, data, protocol=PROTOCOL, time_limit_s=90,
+                                            resources=resources),
+              "hang": platform.create_phase(organizer, data, protocol=PROTOCOL, time_limit_s=12,
+                                            resources=resources)}
+    worker = platform.start_worker("adv", ARENA_WORKER_CONCURRENCY="2")
+    mallory = platform.create_user("mallory")
+    folder = tmp_path_factory.mktemp("zips")
+    port = platform.base_url.rsplit(":", 1)[1]
+
+    normal = make_model_zip(folder / "normal")
+    before = platform.wait_terminal(mallory, platform.submit(mallory, phases["main"], normal))
+    ids = {}
+    for name, case in CASES.items():
+        hooks = {k: v.replace("SERVER_PORT", port) for k, v in case.hooks.items()}
+        archive = make_model_zip(folder / name, **hooks)
+        ids[name] = platform.submit(mallory, phases[case.phase], archive)
+    finals = platform.final_states(mallory, list(ids.values()), timeout_s=900)
+    after = platform.wait_terminal(mallory, platform.submit(mallory, phases["main"], normal))
+    return {"platform": platform, "token": mallory, "worker": worker, "ids": ids,
+            "finals": finals, "before": before, "after": after}
+
+
+def read_log(arena: dict, submission_id: int) -> str:
+    with arena["platform"].api(arena["token"]) as api:
+        logs = api.get(f"/api/v1/submissions/{submission_id}/logs").raise_for_status().json()
+    return logs["runs"][0]["log"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_hostile_submission_ends_in_its_documented_state(arena, name):
+    case, final = CASES[name], arena["finals"][arena["ids"][name]]
+    (run,) = final["runs"]
+    assert (final["state"], run["reason"]) == (case.state, case.reason), final
+    message = run["message"] or ""
+    for word in case.message_words:
+        assert word in message, f"{word!r} not in the message of {name}: {message[:800]}"
+    log = read_log(arena, final["id"])
+    for word in case.log_words:
+        assert word in log, f"{word!r} not in the log of {name}: {log[-800:]}"
+    assert run["attempts"] == 1, "a participant fault is never retried"
+
+
+def probe_report(arena: dict) -> dict:
+    log = read_log(arena, arena["ids"]["probe_network_writes_secrets"])
+    line = next(x for x in log.splitlines() if x.startswith("ARENA-PROBE "))
+    return json.loads(line.removeprefix("ARENA-PROBE "))
+
+
+def test_network_egress_fails_for_dns_tcp_udp_and_the_host(arena):
+    report = probe_report(arena)
+    network = {k: v for k, v in report.items() if k.startswith("net.")}
+    assert len(network) == 5
+    assert not [k for k, v in network.items() if v == "ALLOWED"], network
+
+
+def test_writes_outside_output_fail_and_tmp_is_bounded(arena):
+    report = probe_report(arena)
+    writes = {k: v for k, v in report.items() if k.startswith("write.")}
+    assert writes.pop("write.output_ok") == "ALLOWED"
+    assert len(writes) == 10
+    assert not [k for k, v in writes.items() if v == "ALLOWED"], writes
+    assert "No space left" in report["tmp.fill"]
+    assert 0 < report["tmp.filled_mib"] <= 600  # the tmpfs bound (512 MiB), not the disk
+
+
+def test_no_secret_or_label_is_reachable_from_the_sandbox(arena):
+    report = probe_report(arena)
+    assert report["env.secret_names"] == []
+    assert report["proc.secrets"] == []
+    assert report["proc.pids"] < 10  # only the sandbox's own processes are visible
+    assert report["fs.label_names"] == []
+    assert "answers" not in report["fs.bundle"]
+    assert not {"work", "var/run/docker.sock"} & set(report["fs.root"])
+    secrets = {k: v for k, v in report.items() if k.startswith("secret.")}
+    secrets.pop("secret.proc1_environ")  # readable (same user), but checked by proc.secrets
+    assert any(k.startswith("secret.host_path.") for k in secrets)
+    assert not [k for k, v in secrets.items() if v == "ALLOWED"], secrets
+
+
+def test_logs_are_capped_and_stay_text(arena):
+    log = read_log(arena, arena["ids"]["gigabyte_stdout_and_binary_stderr"])
+    assert len(log.encode()) < 256 * 1024  # 1 GiB went in; the worker keeps 64 KiB per stream
+    assert "\x00" not in log
+    json.dumps(log)  # what the API returned is plain JSON text
+
+
+def test_pickled_predictions_are_never_unpickled_on_the_host(arena):
+    assert arena["finals"][arena["ids"]["pickled_predictions"]]["state"] == "failed"
+    assert not PWNED.exists()
+
+
+def test_the_host_and_the_worker_are_unaffected(arena):
+    worker = arena["worker"]
+    assert worker.poll() is None, "the worker process died"
+    run_ids = [f["runs"][0]["id"] for f in arena["finals"].values()]
+    assert leftover_sandboxes(run_ids) == []
+    runs_dir = arena["platform"].root / "worker-adv" / "runs"
+    assert not list(runs_dir.glob("run-*")), "scratch folders were left behind"
+
+
+def test_after_the_batch_a_normal_submission_scores_as_before(arena):
+    before, after = arena["before"], arena["after"]
+    assert before["state"] == after["state"] == "finished", (before, after)
+    assert after["score"] == pytest.approx(before["score"], abs=1e-12)
