@@ -11,7 +11,9 @@ entries chosen among 10 submissions each; 10,000 gives 10,000 entries), one fini
 submission with a realistic summary (10 datasets, per-ways and per-shots tables), plus as many
 queued/failed submissions in another phase, so that indexes must pick the phase's rows.
 Requests go through the real app in process (`fastapi.testclient.TestClient`, no sockets), as
-an anonymous viewer; every alternative is timed in interleaved rounds.
+an anonymous viewer; every alternative is timed in interleaved rounds. "(before)" rows run the
+same app with the summary read as it was before the fix (every run's whole summary decoded),
+swapped in per request, so the before/now ratio comes from one run on one machine state.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -117,19 +120,57 @@ class StatementCounter:
         self.count += 1
 
 
-def time_requests(client, urls: dict[str, str], rounds: int, counter) -> dict[str, dict]:
-    """Interleaved rounds of GETs; per URL the ms of each and statements per request."""
+def full_summaries_reference(session, submission_ids: list[int]) -> dict[int, dict]:
+    """The leaderboard's summary read before the fix: every run's whole summary, decoded."""
+    from sqlalchemy import select
+
+    from server.models import Run
+
+    runs = session.execute(
+        select(Run.submission_id, Run.score, Run.index, Run.summary)
+        .where(Run.submission_id.in_(submission_ids), Run.state == "finished",
+               Run.superseded_at.is_(None))).all()
+    worst: dict = {}
+    for run in runs:
+        current = worst.get(run.submission_id)
+        if current is None or (run.score, run.index) < (current.score, current.index):
+            worst[run.submission_id] = run
+    return {sid: run.summary or {} for sid, run in worst.items()}
+
+
+@contextmanager
+def summaries_read(reference: bool):
+    """Run the app with the reference (before) summary read, or with the current one."""
+    from server.services import leaderboard
+
+    current = leaderboard.worst_run_summaries
+    if reference:
+        leaderboard.worst_run_summaries = full_summaries_reference
+    try:
+        yield
+    finally:
+        leaderboard.worst_run_summaries = current
+
+
+def time_requests(client, urls: dict[str, tuple[str, bool]], rounds: int,
+                  counter) -> dict[str, dict]:
+    """Interleaved rounds of GETs; per alternative the ms of each and statements per request.
+
+    `urls`: name -> (path, whether to use the before-the-fix summary read).
+    """
     out = {name: {"ms": [], "statements": 0, "bytes": 0} for name in urls}
-    for name, url in urls.items():  # warm-up (templates, caches)
-        assert client.get(url).status_code == 200, url
+    for url, reference in urls.values():  # warm-up (templates, caches)
+        with summaries_read(reference):
+            assert client.get(url).status_code == 200, url
     for _ in range(rounds):
-        for name, url in urls.items():
-            before = counter.count
-            start = time.perf_counter()
-            answer = client.get(url)
-            out[name]["ms"].append((time.perf_counter() - start) * 1000)
-            out[name]["statements"] = counter.count - before
-            out[name]["bytes"] = len(answer.content)
+        for name, (url, reference) in urls.items():
+            with summaries_read(reference):
+                before = counter.count
+                start = time.perf_counter()
+                answer = client.get(url)
+                out[name]["ms"].append((time.perf_counter() - start) * 1000)
+                out[name]["statements"] = counter.count - before
+                out[name]["bytes"] = len(answer.content)
     return out
 
 
@@ -173,6 +214,8 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=10_000)
     parser.add_argument("--users", default="1000,10000", help="comma-separated; one phase each")
     parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="skip the before-the-fix summary read (timed alongside by default)")
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its URL)")
     args = parser.parse_args()
 
@@ -211,15 +254,24 @@ def main() -> None:
             with TestClient(app) as client:
                 urls = {}
                 for users, pid in phases.items():
-                    urls[f"API  {users:>6} users"] = f"/api/v1/phases/{pid}/leaderboard"
-                    urls[f"HTML {users:>6} users"] = f"/phases/{pid}/leaderboard"
+                    api, page = f"/api/v1/phases/{pid}/leaderboard", f"/phases/{pid}/leaderboard"
+                    urls[f"API  {users:>6} users"] = (api, False)
+                    urls[f"HTML {users:>6} users"] = (page, False)
+                    if args.reference:
+                        urls[f"API  {users:>6} users (before)"] = (api, True)
+                        urls[f"HTML {users:>6} users (before)"] = (page, True)
                 results = time_requests(client, urls, args.requests, counter)
-            print(f"\n{'request':<20}{'median ms':>11}{'p95 ms':>9}{'SQL/req':>9}{'KiB':>9}")
+            print(f"\n{'request':<30}{'median ms':>11}{'p95 ms':>9}{'SQL/req':>9}{'KiB':>9}"
+                  f"{'before/now':>12}")
             for what, r in results.items():
                 ms = sorted(r["ms"])
                 p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
-                print(f"{what:<20}{statistics.median(ms):>11.1f}{p95:>9.1f}"
-                      f"{r['statements']:>9}{r['bytes'] / 1024:>9.0f}")
+                ratio = ""
+                if what.endswith("(before)"):
+                    now = results[what.removesuffix(" (before)")]["ms"]
+                    ratio = f"{statistics.median(ms) / statistics.median(now):.2f}x"
+                print(f"{what:<30}{statistics.median(ms):>11.1f}{p95:>9.1f}"
+                      f"{r['statements']:>9}{r['bytes'] / 1024:>9.0f}{ratio:>12}")
             print("\nquery plans (the largest phase):")
             print("\n".join(explain(db, phases[max(phases)])))
     finally:

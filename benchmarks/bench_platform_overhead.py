@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,6 +189,11 @@ def bench_platform(root: Path):
     platform.queue = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         platform.start_server()
+        # Run ids far from those of other platforms on this Docker engine: a worker reaps
+        # stale containers by the name prefix `arena-run-<run id>-`, whoever started them.
+        with psycopg.connect(platform.database_url.replace("+psycopg", "")) as conn:
+            conn.execute(f"ALTER SEQUENCE runs_id_seq RESTART WITH "
+                         f"{secrets.randbelow(8_000_000) + 1_000_000}")
         yield platform
     finally:
         platform.stop()
@@ -223,22 +228,36 @@ def zip_submission(folder: Path) -> Path:
 
 
 class DockerEvents:
-    """Container create/start/die stamps (epoch s) by container name, from the engine's stream."""
+    """Container create/start/die/destroy stamps (epoch s) by container name, from the engine's
+    event stream; only containers whose mounts lie under `root` (ours, not those of other
+    platforms running on the same engine with the same run ids)."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
         import docker
 
         self.client = docker.from_env()
+        self.root = str(root.resolve())
         self.stamps: dict[str, dict[str, float]] = {}
+        self._ours: dict[str, bool] = {}
         self._stream = self.client.events(decode=True, filters={"type": "container"})
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
+
+    def _is_ours(self, container_id: str) -> bool:
+        if container_id not in self._ours:
+            try:
+                mounts = self.client.api.inspect_container(container_id)["Mounts"]
+                self._ours[container_id] = any(m.get("Source", "").startswith(self.root)
+                                               for m in mounts)
+            except Exception:  # noqa: BLE001 - gone already: not one we saw created
+                self._ours[container_id] = False
+        return self._ours[container_id]
 
     def _pump(self) -> None:
         try:
             for event in self._stream:
                 name = event.get("Actor", {}).get("Attributes", {}).get("name", "")
-                if name.startswith("arena-run-"):
+                if name.startswith("arena-run-") and self._is_ours(event["Actor"]["ID"]):
                     action = event.get("Action", event.get("status", ""))
                     self.stamps.setdefault(name, {})[action] = event["timeNano"] / 1e9
         except Exception:  # noqa: BLE001 - closed at the end
@@ -251,6 +270,48 @@ class DockerEvents:
 
     def close(self) -> None:
         self._stream.close()
+
+
+def compare_exit_detection(root: Path, rounds: int) -> None:
+    """The sandbox driver alone, in this process: from the container's exit (engine event) to
+    `run_sandbox` returning, with exit detection by polling only (before) and by a blocking
+    wait (now), in alternating rounds."""
+    from unittest import mock
+
+    import docker
+    import worker.sandbox as sandbox
+    from worker.sandbox_config import SandboxLimits, SandboxSpec
+
+    client = docker.from_env()
+    events = DockerEvents(root)
+    polled = lambda container: threading.Event()  # noqa: E731 - never set: polling only
+    samples: dict[str, list[float]] = {"poll only (before)": [], "wait + poll (now)": []}
+    try:
+        for i in range(rounds):
+            for label in samples:
+                work = Path(tempfile.mkdtemp(prefix="drv-", dir=root))
+                os.chmod(work, 0o755)
+                name = f"arena-run-{900000 + i}-0-{uuid.uuid4().hex[:8]}"
+                spec = SandboxSpec(image=SANDBOX_IMAGE, command=("python3", "-c", "pass"),
+                                   submission_dir=work, bundle_dir=work,
+                                   output_dir=work / "out", name=name)
+                patch = (mock.patch.object(sandbox, "_watch_exit", polled)
+                         if label.startswith("poll") else nullcontext())
+                with patch:
+                    sandbox.run_sandbox(client, spec, SandboxLimits(cpus=1, memory_mb=512,
+                                                                    wall_time_s=60))
+                returned = time.time()
+                die = wait_until(lambda n=name: events.stamps.get(n, {}).get("die"), 10,
+                                 "the die event", 0.05)
+                samples[label].append((returned - die) * 1000)
+    finally:
+        events.close()
+    print(f"\nsandbox driver, container exit -> run_sandbox returned (ms, {rounds} rounds)")
+    for label, values in samples.items():
+        print(f"  {label:<24} median {statistics.median(values):6.0f}  "
+              f"[{min(values):.0f}..{max(values):.0f}]")
+    before, now = (statistics.median(v) for v in samples.values())
+    print(f"  before/now {before / max(now, 1e-3):.2f}x")
 
 
 def parse_marks(log: str) -> dict[str, float]:
@@ -359,7 +420,8 @@ def print_segments(timings: list[Timing], title: str) -> None:
     print(f"\n{title} (ms; median [min..max] over {len(timings)} runs)")
     for name in timings[0].segments:
         values = [t.segments[name] * 1000 for t in timings]
-        print(f"  {name:<40} {statistics.median(values):>8.0f}  [{min(values):.0f}..{max(values):.0f}]")
+        print(f"  {name:<40} {statistics.median(values):>8.0f}  "
+              f"[{min(values):.0f}..{max(values):.0f}]")
 
 
 def main() -> None:
@@ -368,6 +430,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2, help="(a)/(b) pairs of the long run")
     parser.add_argument("--short", type=int, default=3, help="extra (b) runs of a 0 s meta_fit")
     parser.add_argument("--work", choices=("sleep", "compute"), default="sleep")
+    parser.add_argument("--driver-rounds", type=int, default=6,
+                        help="rounds of the exit-detection comparison (0: skip)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
@@ -386,7 +450,7 @@ def main() -> None:
                                              time_limit_s=int(args.seconds * 3 + 120),
                                              resources={"cpus": 1, "memory_mb": 2048, "gpus": 0})
             platform.start_worker("w1")
-            events = DockerEvents()
+            events = DockerEvents(root)
             try:
                 cold = run_platform(platform, phase_id, short_zip, events)
                 print_segments([cold], "cold worker: first run (datasets fetched, imports)")
@@ -407,6 +471,8 @@ def main() -> None:
                 print_segments(direct, "arena run (direct), same submission")
             finally:
                 events.close()
+        if args.driver_rounds:
+            compare_exit_detection(root, args.driver_rounds)
         print(f"\n{'pair':<6}{'(a) direct s':>14}{'(b) platform s':>16}{'(b)/(a)':>10}"
               f"{'meta_fit a/b s':>18}")
         for i, (a, b) in enumerate(zip(direct, plat, strict=True)):

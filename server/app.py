@@ -69,12 +69,16 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                clock: Callable[[], datetime] = utcnow) -> FastAPI:
     """Build the FastAPI app for `settings` (default: from ARENA_* environment variables)."""
     from server.api import (
+        admin,
         auth,
+        bundles,
         competitions,
         datasets,
         internal,
         leaderboard,
         pages,
+        phase_operations,
+        submission_operations,
         submissions,
     )
 
@@ -89,7 +93,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.clock = clock
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
-    for module in (auth, competitions, datasets, submissions, leaderboard, internal, pages):
+    for module in (auth, competitions, bundles, phase_operations, submission_operations, admin,
+                   datasets, submissions, leaderboard, internal, pages):
         app.include_router(module.router)
     return app
 

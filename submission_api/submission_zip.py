@@ -72,7 +72,10 @@ def check_submission_zip(path: str | os.PathLike, limits: ZipLimits = ZipLimits(
             total = _measure_real_sizes(zf, infos, limits)
     except UnsafeZipError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+    # UnicodeDecodeError: an entry flagged UTF-8 whose name bytes are not (zipfile raises it
+    # while reading the central directory); like any unreadable header it means a corrupt zip.
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+            UnicodeDecodeError) as exc:
         raise UnsafeZipError(
             "zip.corrupt",
             f"the file is not a readable zip ({exc}); expected an intact zip archive — "

@@ -77,8 +77,9 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         container.start()
         # The clock starts once the engine says the process runs: start-up is not charged.
         started = time.monotonic()
+        exited = _watch_exit(container)
         log.info("run.sandbox.started", extra={"container": container.id, "image": spec.image})
-        outcome = _wait(container, limits, area, started, cancel)
+        outcome = _wait(container, limits, area, started, cancel, exited)
         wall_time_s = time.monotonic() - started
         pump.join(STOP_GRACE_S)
         if pump.error is not None:
@@ -97,9 +98,33 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         _remove(container)
 
 
+def _watch_exit(container: Any) -> threading.Event:
+    """An event set as soon as the engine reports the container's exit (a blocking `wait` in a
+    daemon thread), so that the driver need not learn of it one poll later.
+
+    Polling alone cost up to POLL_S (0.25 s) per run between the exit and the result
+    (benchmarks/bench_platform_overhead.py). If the wait itself fails, the event stays unset
+    and the poll loop still sees the exit, as before.
+    """
+    exited = threading.Event()
+
+    def watch() -> None:
+        try:
+            container.wait()
+        except Exception:  # noqa: BLE001 - an engine hiccup: polling still sees the exit
+            return
+        exited.set()
+
+    threading.Thread(target=watch, name="arena-sandbox-exit", daemon=True).start()
+    return exited
+
+
 def _wait(container: Any, limits: SandboxLimits, area: OutputArea, started: float,
-          cancel: threading.Event) -> dict[str, bool]:
-    """Poll until the container exits; kill it on the wall clock, output excess or cancel."""
+          cancel: threading.Event, exited: threading.Event) -> dict[str, bool]:
+    """Poll until the container exits; kill it on the wall clock, output excess or cancel.
+
+    Each pause ends early when `exited` is set; a cancel is seen within POLL_S.
+    """
     outcome = {"timed_out": False, "output_exceeded": False, "cancelled": False, "killed": False}
     while True:
         container.reload()
@@ -112,13 +137,16 @@ def _wait(container: Any, limits: SandboxLimits, area: OutputArea, started: floa
         elif area.live_check and area.exceeded():
             outcome["output_exceeded"] = True
         if outcome["cancelled"] or outcome["timed_out"] or outcome["output_exceeded"]:
-            _kill(container)
+            _kill(container, exited)
             outcome["killed"] = True
             return outcome
-        cancel.wait(POLL_S)
+        if exited.is_set():  # the engine's inspect may lag its wait answer by a moment
+            time.sleep(0.005)
+        else:
+            exited.wait(POLL_S)
 
 
-def _kill(container: Any) -> None:
+def _kill(container: Any, exited: threading.Event | None = None) -> None:
     """SIGKILL the container and wait, bounded, until the engine reports it exited."""
     try:
         container.kill()
@@ -130,7 +158,10 @@ def _kill(container: Any) -> None:
         container.reload()
         if container.status in ("exited", "dead"):
             return
-        time.sleep(POLL_S)
+        if exited is not None and not exited.is_set():
+            exited.wait(POLL_S)
+        else:
+            time.sleep(POLL_S)
     raise SandboxPlatformError(f"container {container.id[:12]} still {container.status!r} "
                                f"{STOP_GRACE_S:.0f}s after SIGKILL; expected it to exit; "
                                "check the Docker engine on this host")

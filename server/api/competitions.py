@@ -114,15 +114,3 @@ def update_phase(phase_id: int, body: PhaseUpdate, user: Organizer, session: Wri
                          user, now)
     session.commit()
     return PhaseOut.model_validate(phase)
-
-
-def _mount_operations() -> None:
-    """Mount the operations routers' routes (full paths) on this router, which create_app
-    already includes. TODO(lead): list these modules in create_app and drop this."""
-    from server.api import admin, bundles, phase_operations, submission_operations
-
-    for module in (bundles, phase_operations, submission_operations, admin):
-        router.routes.extend(module.router.routes)
-
-
-_mount_operations()

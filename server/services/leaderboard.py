@@ -78,18 +78,33 @@ def _prefer(candidate: Any, current: Any, rule: str) -> bool:
     return (-candidate.score, *_tie_key(candidate)) < (-current.score, *_tie_key(current))
 
 
+SUMMARY_CHUNK = 5_000
+"""Submission ids per query: under SQLite's and Postgres' bound-parameter limits."""
+
+
 def worst_run_summaries(session: Session, submission_ids: list[int]) -> dict[int, dict]:
-    """submission id -> summary of its worst current finished run."""
-    runs = session.execute(
-        select(Run.submission_id, Run.score, Run.index, Run.summary)
-        .where(Run.submission_id.in_(submission_ids), Run.state == "finished",
-               Run.superseded_at.is_(None))).all()
+    """submission id -> the parts of its worst current finished run's summary that the board
+    shows: `{"ci95": ..., "per_dataset": {...}}`.
+
+    Only those two keys are read from the database: a whole summary (per ways, per shots, per
+    group) is ~5 KB of JSON, and decoding 10,000 of them took half of a leaderboard request
+    (benchmarks/bench_leaderboard.py).
+    """
     worst: dict[int, Any] = {}
-    for run in runs:
-        current = worst.get(run.submission_id)
-        if current is None or (run.score, run.index) < (current.score, current.index):
-            worst[run.submission_id] = run
-    return {sid: run.summary or {} for sid, run in worst.items()}
+    for start in range(0, len(submission_ids), SUMMARY_CHUNK):
+        chunk = submission_ids[start:start + SUMMARY_CHUNK]
+        runs = session.execute(
+            select(Run.submission_id, Run.score, Run.index,
+                   Run.summary["ci95"].label("ci95"),
+                   Run.summary["per_dataset"].label("per_dataset"))
+            .where(Run.submission_id.in_(chunk), Run.state == "finished",
+                   Run.superseded_at.is_(None))).all()
+        for run in runs:
+            current = worst.get(run.submission_id)
+            if current is None or (run.score, run.index) < (current.score, current.index):
+                worst[run.submission_id] = run
+    return {sid: {"ci95": run.ci95, "per_dataset": run.per_dataset}
+            for sid, run in worst.items()}
 
 
 def _per_dataset(summary: dict) -> dict[str, float]:

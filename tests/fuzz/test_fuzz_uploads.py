@@ -57,6 +57,11 @@ def lying_size(data: bytes) -> bytes:
     return bytes(out)
 
 
+def invalid_utf8_name() -> bytes:
+    """An entry flagged UTF-8 (zipfile sets the flag for 'é') whose name bytes are not UTF-8."""
+    return zip_bytes([("model.py", MODEL), ("\u00e9.txt", b"x")]).replace(b"\xc3\xa9", b"\xc3\x28")
+
+
 NESTED_ONLY = zip_bytes([("inner.zip", GOOD)])
 CYRILLIC_O = "m\u043edel.py"  # 'о' is U+043E, not Latin 'o'
 BAD_ZIPS = {
@@ -65,6 +70,7 @@ BAD_ZIPS = {
     "truncated": (zip_bytes([("model.py", MODEL), ("w.bin", os.urandom(50_000))])[:30_000],
                   "zip.corrupt"),
     "truncated_end_record": (GOOD[:-10], "zip.corrupt"),
+    "invalid_utf8_name": (invalid_utf8_name(), "zip.corrupt"),
     "lying_declared_size": (lying_size(zip_bytes([("model.py", MODEL * 500)])), "zip.corrupt"),
     "ratio_bomb": (zip_bytes([("model.py", MODEL), ("zeros.bin", b"\0" * 4 * 1024**2)]),
                    "zip.bomb"),

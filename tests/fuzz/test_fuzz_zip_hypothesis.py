@@ -110,7 +110,9 @@ def test_corrupted_zips_never_crash_the_checker(entries, data):
             assert_safe(path, report, folder)
 
 
-@pytest.mark.parametrize("name", ["../x", "/abs", "a/../../b", "C:x", "a\\b", "a\x00b"])
+# (A NUL inside a name is no case: zipfile cuts the name at the NUL when reading, so the checker
+# and the extractor both see the same, harmless prefix.)
+@pytest.mark.parametrize("name", ["../x", "/abs", "a/../../b", "C:x", "a\\b", "\x00b"])
 def test_a_single_unsafe_name_is_always_refused(tmp_path, name):
     data = build([("model.py", stat.S_IFREG, b"x", 3, zipfile.ZIP_STORED),
                   (name, stat.S_IFREG, b"x", 3, zipfile.ZIP_STORED)])
