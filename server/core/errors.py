@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 
 from submission_api.submission_zip import UnsafeZipError
 
@@ -76,6 +77,10 @@ class InvalidInputError(ArenaError):
     code = "invalid_input"
 
 
+class OutOfRangeError(InvalidInputError):
+    code = "request.out_of_range"
+
+
 # exception class -> (HTTP status, family). Most specific classes first: lookup walks the MRO.
 ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
     UnsafeZipError: (422, "participant"),
@@ -124,6 +129,16 @@ def install_error_handlers(app: FastAPI) -> None:
                 "details": {"errors": problems}}
         return JSONResponse({"error": body}, status_code=422)
 
+    async def handle_out_of_range(request: Request, exc: Exception) -> JSONResponse:
+        # An id or number beyond what the database column holds (e.g. /phases/2**63, a seed of
+        # 10**40): SQLite raises OverflowError, Postgres a DataError. The request's fault.
+        return await handle(request, OutOfRangeError(
+            f"a number in the request is out of range for storage ({type(exc).__name__}); "
+            "expected ids and counts within 64-bit (seeds, limits and quotas within 32-bit) "
+            "integers — send a smaller value"))
+
     for cls in ERROR_TABLE:
         app.add_exception_handler(cls, handle)
     app.add_exception_handler(RequestValidationError, handle_validation)
+    app.add_exception_handler(OverflowError, handle_out_of_range)
+    app.add_exception_handler(DataError, handle_out_of_range)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class DatasetRef(BaseModel):
@@ -86,14 +86,33 @@ class PhaseUpdate(BaseModel):
     time_limit_s: int | None = Field(default=None, ge=1)
     resources: Resources | None = None
     image: str | None = None
-    queue: str | None = None
-    quota_per_day: int | None = None
-    quota_total: int | None = None
-    quota_in_flight: int | None = None
+    queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    quota_per_day: int | None = Field(default=None, ge=0)
+    quota_total: int | None = Field(default=None, ge=0)
+    quota_in_flight: int | None = Field(default=None, ge=0)
     hide_logs: bool | None = None
     leaderboard_rule: Literal["best", "latest"] | None = None
     leaderboard: LeaderboardSettings | None = None
     carry_from_id: int | None = None
+
+    @model_validator(mode="after")
+    def _check_nulls(self) -> PhaseUpdate:
+        check_no_null(self, NULLABLE_PHASE_FIELDS)
+        return self
+
+
+# Columns a phase may hold empty; an explicit null for any other field of an update would be
+# stored and then break every read of the phase, so it is refused.
+NULLABLE_PHASE_FIELDS = frozenset({"starts_at", "ends_at", "image", "queue", "quota_per_day",
+                                   "quota_total", "quota_in_flight", "carry_from_id"})
+
+
+def check_no_null(update: BaseModel, nullable: frozenset[str]) -> None:
+    """Raise ValueError (a 422) when a partial update sends null for a required field."""
+    nulls = sorted(k for k in update.model_fields_set
+                   if getattr(update, k) is None and k not in nullable)
+    if nulls:
+        raise ValueError(f"{nulls} cannot be null; send a value or leave the field out")
 
 
 class PhaseOut(PhaseFields):
@@ -113,8 +132,13 @@ class CompetitionCreate(BaseModel):
 
 class CompetitionUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    title: str | None = None
+    title: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = None
+
+    @model_validator(mode="after")
+    def _check_nulls(self) -> CompetitionUpdate:
+        check_no_null(self, frozenset())
+        return self
 
 
 class CompetitionOut(BaseModel):

@@ -37,6 +37,12 @@ def _check_phase(session: Session, phase: Phase) -> None:
     if phase.starts_at and phase.ends_at and phase.ends_at <= phase.starts_at:
         raise InvalidInputError(f"phase {phase.name!r} ends ({phase.ends_at}) before it starts "
                                 f"({phase.starts_at}); fix the dates")
+    with session.no_autoflush:  # the pending change must not be written before it is checked
+        source = None if phase.carry_from_id is None else session.get(Phase, phase.carry_from_id)
+    if phase.carry_from_id is not None and source is None:
+        raise InvalidInputError(f"phase {phase.name!r} carries from phase {phase.carry_from_id}, "
+                                "which does not exist; name an existing phase id or null",
+                                code="phase.unknown_carry_from")
     if phase.status != "open":
         return
     wanted = PhaseData.model_validate(phase.data or {}).hashes()

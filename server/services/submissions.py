@@ -15,7 +15,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.core.errors import NotFoundError
-from server.models import ACTIVE_STATES, PLATFORM_ERROR, TERMINAL_STATES, Phase, Run, Submission
+from server.models import (
+    ACTIVE_STATES,
+    PLATFORM_ERROR,
+    TERMINAL_STATES,
+    Competition,
+    Phase,
+    Run,
+    Submission,
+)
 from server.models import User as UserModel
 
 
@@ -58,12 +66,25 @@ def refresh_submission(session: Session, submission_id: int, now: datetime) -> S
 def get_visible_submission(session: Session, submission_id: int, user: UserModel) -> Submission:
     """The submission if `user` may see it; 404 otherwise (never reveal others' ids)."""
     submission = session.get(Submission, submission_id)
-    if submission is None or (user.role == "participant" and submission.user_id != user.id):
+    if submission is None or not _may_see(session, submission, user):
         raise NotFoundError(
             f"no submission with id {submission_id} among yours; list yours at "
             "/api/v1/me/submissions"
         )
     return submission
+
+
+def _may_see(session: Session, submission: Submission, user: UserModel) -> bool:
+    """Its owner, an admin, or an organizer of its competition — not every organizer: the
+    organizer of another competition must not read this one's logs and results."""
+    if submission.user_id == user.id or user.role == "admin":
+        return True
+    if user.role != "organizer":
+        return False
+    owner_id = session.execute(
+        select(Competition.owner_id).join(Phase, Phase.competition_id == Competition.id)
+        .where(Phase.id == submission.phase_id)).scalar_one_or_none()
+    return owner_id == user.id
 
 
 def queue_position(session: Session, submission: Submission, default_queue: str) -> int | None:

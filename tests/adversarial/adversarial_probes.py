@@ -146,7 +146,7 @@ block = line * 1024
 for _ in range(1024):  # 1 GiB
     sys.stdout.buffer.write(block)
 sys.stdout.flush()
-junk = bytes(range(256)) * 64 + b"\x00\xff\xfe\x1b[2J\x1b]0;owned\x07" + os.urandom(64 * 1024)
+junk = bytes(range(256)) * 32 + b"\x00\xff\xfe\x1b[2J\x1b]0;owned\x07" + os.urandom(32 * 1024)
 os.write(2, junk)
 print("FLOODS-DONE", file=sys.stderr, flush=True)
 '''

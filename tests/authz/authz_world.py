@@ -1,0 +1,97 @@
+"""The seeded world of the authorization matrix: one actor per role, a competition with an open
+phase, submissions of two participants, another organizer's competition, and how to call any
+route with its path parameters filled from that world."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from fastapi import routing
+from inprocess_support import InProcess, zip_bytes
+
+ROLES = ("anonymous", "owner", "other", "organizer", "other_organizer", "admin")
+
+
+@dataclass
+class World:
+    env: InProcess
+    headers: dict[str, dict[str, str]]
+    ids: dict[str, object]
+
+
+def build_world(env: InProcess) -> World:
+    tag = uuid.uuid4().hex[:8]
+    organizer = env.token_for(f"org-{tag}", "organizer")
+    other_organizer = env.token_for(f"org2-{tag}", "organizer")
+    owner, other = env.token_for(f"owner-{tag}"), env.token_for(f"other-{tag}")
+    competition = env.competition(organizer)
+    env.competition(other_organizer)
+    phase_id = competition["phases"][0]["id"]
+    mine = env.upload(phase_id, owner, zip_bytes()).json()
+    env.upload(phase_id, other, zip_bytes([("model.py", b"# other\n")]))
+    finish_run(env, mine["runs"][0]["id"])
+    static = sorted(p.name for p in (_static_dir()).iterdir() if p.is_file())[0]
+    return World(env=env, headers={
+        "anonymous": {}, "owner": owner, "other": other, "organizer": organizer,
+        "other_organizer": other_organizer, "admin": env.admin},
+        ids={"submission_id": mine["id"], "phase_id": phase_id,
+             "competition_id": competition["id"], "ref": competition["slug"],
+             "run_id": mine["runs"][0]["id"], "run_index": 0, "content_hash": "ab" * 32,
+             "name": static})
+
+
+def finish_run(env: InProcess, run_id: int) -> None:
+    """Play the worker through the internal API, so results, logs and the report exist."""
+    token = next(t for r, t, _ in env.queue.jobs if r == run_id)
+    bearer = {"Authorization": f"Bearer {token}"}
+    claimed = env.client.post(f"/internal/runs/{run_id}/claim", headers=bearer,
+                              json={"worker": "authz"})
+    assert claimed.status_code == 200, claimed.text
+    task = {"task_id": 0, "dataset": "d", "n_ways": 2, "n_shots": 1, "score": 0.5}
+    done = env.client.post(f"/internal/runs/{run_id}/finish", headers=bearer, json={
+        "fencing_token": claimed.json()["fencing_token"], "state": "finished",
+        "summary": {"mean": 0.5, "score": 0.5}, "tasks": [task], "log": "log line"})
+    assert done.status_code == 200, done.text
+
+
+def _static_dir():
+    from pathlib import Path
+
+    import server
+
+    return Path(server.__file__).resolve().parent / "static"
+
+
+def app_routes(app) -> list[tuple[str, str]]:
+    """Every (METHOD, path) the app serves, HEAD left out (it mirrors GET)."""
+    found = set()
+    for context in routing.iter_route_contexts(app.routes):
+        for method in context.methods or ():
+            if method != "HEAD":
+                found.add((method, context.path))
+    return sorted(found)
+
+
+def call(world: World, method: str, path: str, role: str):
+    url = re.sub(r"{(\w+)(:\w+)?}", lambda m: str(world.ids[m.group(1)]), path)
+    headers = dict(world.headers[role])
+    kwargs: dict = {"follow_redirects": False}
+    if method in ("POST", "PUT", "PATCH"):
+        if path.endswith("/submissions") or path.endswith("/submit"):
+            kwargs["files"] = {"file": ("s.zip", zip_bytes(), "application/zip")}
+        else:
+            kwargs["json"] = {}
+    return world.env.client.request(method, url, headers=headers, **kwargs)
+
+
+def outcome(response) -> str:
+    """'denied' (401, 403, 404, or a redirect to the login page), 'error' (5xx), else 'allowed'."""
+    if response.status_code >= 500:
+        return "error"
+    location = response.headers.get("location", "")
+    if response.status_code in (401, 403, 404) or (300 <= response.status_code < 400
+                                                     and "/login" in location):
+        return "denied"
+    return "allowed"

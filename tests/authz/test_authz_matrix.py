@@ -1,0 +1,137 @@
+"""The authorization matrix: every route the app serves (generated from app.routes) x every role,
+against an explicit table of expectations keyed by (method, path). A route without a rule fails
+the test, so a new route cannot ship without someone deciding who may call it.
+
+Roles: anonymous, the participant who owns the submission, another participant, the organizer of
+the competition, the organizer of another competition, an admin. Each cell is called on a fresh
+world (the owner's submission finished, the phase open), and classified as allowed, denied (401,
+403, 404 — hiding counts as denying — or a redirect to the login page) or a server error (never
+acceptable). Web-form POSTs are CSRF-protected: without the form's token every role is denied.
+"""
+
+from __future__ import annotations
+
+import pytest
+from authz_world import ROLES, World, app_routes, build_world, call, outcome
+from inprocess_support import InProcess, inprocess_app
+
+# One letter per role, in ROLES order: A allowed, D denied, * either (never a 5xx).
+#            anonymous, owner, other, organizer, other_organizer, admin
+PUBLIC, SIGNED_IN, STAFF, ADMIN = "AAAAAA", "DAAAAA", "DDDAAA", "DDDDDA"
+OWNER_OR_ORGANIZER = "DADADA"  # the owner, the competition's organizer, admins
+ORGANIZER_OF_IT = "DDDADA"
+NOBODY = "DDDDDD"  # internal routes (run token only) and CSRF-protected forms without a token
+EXPECTED: dict[tuple[str, str], str] = {
+    ("GET", "/"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
+    ("GET", "/static/{name}"): PUBLIC,
+    ("GET", "/login"): PUBLIC,
+    ("GET", "/competitions/{competition_id}"): PUBLIC,
+    ("GET", "/phases/{phase_id}"): PUBLIC,
+    ("GET", "/phases/{phase_id}/leaderboard"): PUBLIC,
+    ("GET", "/phases/{phase_id}/submit"): SIGNED_IN,
+    ("GET", "/my"): SIGNED_IN,
+    ("GET", "/organizer"): STAFF,
+    ("GET", "/submissions/{submission_id}"): OWNER_OR_ORGANIZER,
+    ("GET", "/submissions/{submission_id}/runs/{run_index}/report"): OWNER_OR_ORGANIZER,
+    ("POST", "/login"): NOBODY,
+    ("POST", "/logout"): NOBODY,
+    ("POST", "/phases/{phase_id}/submit"): NOBODY,
+    ("POST", "/organizer/phases/{phase_id}/open"): NOBODY,
+    ("POST", "/organizer/phases/{phase_id}/close"): NOBODY,
+    ("POST", "/submissions/{submission_id}/cancel"): NOBODY,
+    ("POST", "/submissions/{submission_id}/select"): NOBODY,
+    ("POST", "/submissions/{submission_id}/rerun"): NOBODY,
+    ("POST", "/submissions/{submission_id}/baseline"): NOBODY,
+    ("POST", "/api/v1/auth/token"): PUBLIC,
+    ("POST", "/api/v1/users"): STAFF,
+    ("GET", "/api/v1/me"): SIGNED_IN,
+    ("GET", "/api/v1/competitions"): PUBLIC,
+    ("POST", "/api/v1/competitions"): STAFF,
+    ("GET", "/api/v1/competitions/{ref}"): PUBLIC,
+    ("PATCH", "/api/v1/competitions/{competition_id}"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/competitions/{competition_id}/phases"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/competitions/bundle"): STAFF,
+    ("PUT", "/api/v1/competitions/{ref}/bundle"): ORGANIZER_OF_IT,
+    # 404 for its own organizer too: this competition was not built from a bundle.
+    ("GET", "/api/v1/competitions/{ref}/bundle"): "DDD*D*",
+    ("GET", "/api/v1/phases"): PUBLIC,
+    ("GET", "/api/v1/phases/{phase_id}"): PUBLIC,
+    ("PATCH", "/api/v1/phases/{phase_id}"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/phases/{phase_id}/close"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/phases/{phase_id}/rerun"): ORGANIZER_OF_IT,
+    ("GET", "/api/v1/phases/{phase_id}/leaderboard"): PUBLIC,
+    ("POST", "/api/v1/phases/{phase_id}/submissions"): SIGNED_IN,
+    ("GET", "/api/v1/submissions/{submission_id}"): OWNER_OR_ORGANIZER,
+    ("GET", "/api/v1/submissions/{submission_id}/logs"): OWNER_OR_ORGANIZER,
+    ("GET", "/api/v1/submissions/{submission_id}/results"): OWNER_OR_ORGANIZER,
+    ("GET", "/api/v1/submissions/{submission_id}/download"): OWNER_OR_ORGANIZER,
+    ("POST", "/api/v1/submissions/{submission_id}/cancel"): OWNER_OR_ORGANIZER,
+    ("POST", "/api/v1/submissions/{submission_id}/select"): "DADDDD",
+    ("POST", "/api/v1/submissions/{submission_id}/rerun"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/submissions/{submission_id}/baseline"): ORGANIZER_OF_IT,
+    ("GET", "/api/v1/me/submissions"): SIGNED_IN,
+    ("GET", "/api/v1/queue"): SIGNED_IN,  # participants see their own runs only
+    ("GET", "/api/v1/admin/workers"): STAFF,
+    ("GET", "/api/v1/admin/audit"): STAFF,  # organizers read their own entries
+    ("GET", "/api/v1/datasets"): STAFF,
+    ("POST", "/api/v1/datasets"): STAFF,
+    ("POST", "/api/v1/datasets/from-path"): ADMIN,  # reads the server's filesystem
+    ("POST", "/internal/runs/{run_id}/claim"): NOBODY,
+    ("GET", "/internal/runs/{run_id}/submission"): NOBODY,
+    ("POST", "/internal/runs/{run_id}/heartbeat"): NOBODY,
+    ("POST", "/internal/runs/{run_id}/finish"): NOBODY,
+    ("POST", "/internal/runs/{run_id}/release"): NOBODY,
+    ("GET", "/internal/datasets/{content_hash}"): NOBODY,
+}
+
+
+@pytest.fixture(scope="module")
+def app_env(tmp_path_factory: pytest.TempPathFactory):
+    with inprocess_app(tmp_path_factory.mktemp("authz")) as env:
+        yield env
+
+
+def served_routes(env: InProcess) -> list[tuple[str, str]]:
+    return app_routes(env.client.app)
+
+
+def test_every_route_has_a_rule_and_every_rule_a_route(app_env):
+    served = set(served_routes(app_env))
+    assert sorted(served - set(EXPECTED)) == [], "new routes need a row in EXPECTED"
+    assert sorted(set(EXPECTED) - served) == [], "rules for routes that no longer exist"
+
+
+def test_the_matrix_holds_for_every_route_and_role(app_env):
+    failures, cells = [], 0
+    for method, path in served_routes(app_env):
+        rule = EXPECTED.get((method, path))
+        if rule is None:
+            continue  # reported by the test above
+        for role, want in zip(ROLES, rule, strict=True):
+            world: World = build_world(app_env)
+            answer = call(world, method, path, role)
+            got = outcome(answer)
+            cells += 1
+            if got == "error" or (want != "*" and got != {"A": "allowed", "D": "denied"}[want]):
+                failures.append(f"{method} {path} as {role}: expected {want}, got "
+                                f"{answer.status_code} {answer.text[:120]!r}")
+    assert cells >= 6 * 60
+    assert failures == []
+
+
+def test_a_run_token_opens_only_its_own_run(app_env):
+    world = build_world(app_env)
+    other_run, token = next((r, t) for r, t, _ in reversed(app_env.queue.jobs)
+                            if r != world.ids["run_id"])
+    for path in ("/internal/runs/{}/claim", "/internal/runs/{}/heartbeat",
+                 "/internal/runs/{}/finish", "/internal/runs/{}/release"):
+        answer = app_env.client.post(path.format(world.ids["run_id"]), json={},
+                                     headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 401, (path, other_run, answer.text)
+    answer = app_env.client.get(f"/internal/runs/{world.ids['run_id']}/submission",
+                                headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 401
