@@ -128,12 +128,15 @@ def meta_train(
             else []
         )
 
-    config = load_submission_config(submission_dir)
-    train_sets, valid_sets = open_view("meta_train"), open_view("meta_valid")
-    train_gen, valid_gen = build_meta_generators(train_sets, valid_sets, config, rng)
-    train_classes, total_classes = compute_train_classes(train_sets, config)
-    stage = "meta_fit"
+    stage = "config"
     try:
+        # config.json asks for task shapes; one the meta-train view cannot serve is the
+        # submission's to fix, so it is reported like any participant error, with its message.
+        config = load_submission_config(submission_dir)
+        train_sets, valid_sets = open_view("meta_train"), open_view("meta_valid")
+        train_gen, valid_gen = build_meta_generators(train_sets, valid_sets, config, rng)
+        train_classes, total_classes = compute_train_classes(train_sets, config)
+        stage = "meta_fit"
         meta_learner = my_meta_learner(train_classes, total_classes, Logger(output_dir / "logs"))
         learner = meta_learner.meta_fit(_counting(train_gen, status), _counting(valid_gen, status))
         stage = "save"

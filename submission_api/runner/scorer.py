@@ -21,6 +21,7 @@ from submission_api.scoring import BadPredictionsError, TaskRecord, score_task, 
 
 STATUS_MAX_BYTES = 1 << 20
 STAGE_REASONS = {
+    "config": "invalid_submission",
     "import": "import_error",
     "meta_fit": "meta_fit_error",
     "save": "meta_fit_error",

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from fastapi import routing
 from inprocess_support import InProcess, zip_bytes
 
+from submission_api.scoring import TaskRecord, summarize_run
+
 ROLES = ("anonymous", "owner", "other", "organizer", "other_organizer", "admin")
 
 
@@ -49,10 +51,13 @@ def finish_run(env: InProcess, run_id: int) -> None:
     claimed = env.client.post(f"/internal/runs/{run_id}/claim", headers=bearer,
                               json={"worker": "authz"})
     assert claimed.status_code == 200, claimed.text
-    task = {"task_id": 0, "dataset": "d", "n_ways": 2, "n_shots": 1, "score": 0.5}
+    records = [TaskRecord(id=i, dataset="d", group="test", n_ways=2, n_shots=1 + i % 2,
+                          score=0.25 * i, accuracy=0.5, worst_class_accuracy=0.4)
+               for i in range(4)]
+    summary = summarize_run(records).to_dict()
     done = env.client.post(f"/internal/runs/{run_id}/finish", headers=bearer, json={
         "fencing_token": claimed.json()["fencing_token"], "state": "finished",
-        "summary": {"mean": 0.5, "score": 0.5}, "tasks": [task], "log": "log line"})
+        "summary": summary, "tasks": [r.to_dict() for r in records], "log": "log line"})
     assert done.status_code == 200, done.text
 
 
@@ -82,8 +87,14 @@ def call(world: World, method: str, path: str, role: str):
         if path.endswith("/submissions") or path.endswith("/submit"):
             kwargs["files"] = {"file": ("s.zip", zip_bytes(), "application/zip")}
         else:
-            kwargs["json"] = {}
+            kwargs["json"] = BODIES.get((method, path), {})
     return world.env.client.request(method, url, headers=headers, **kwargs)
+
+
+# Valid bodies where the handler checks the body before ownership (so that an empty body's 422
+# cannot hide whether the caller would have been let in).
+BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "extra"},
+          ("PUT", "/api/v1/competitions/{ref}/bundle"): {"yaml": "title: T\n"}}
 
 
 def outcome(response) -> str:

@@ -3,8 +3,8 @@ against an explicit table of expectations keyed by (method, path). A route witho
 the test, so a new route cannot ship without someone deciding who may call it.
 
 Roles: anonymous, the participant who owns the submission, another participant, the organizer of
-the competition, the organizer of another competition, an admin. Each cell is called on a fresh
-world (the owner's submission finished, the phase open), and classified as allowed, denied (401,
+the competition, the organizer of another competition, an admin. Each route is called on a fresh
+world (the owner's submission finished, the phase open), and each answer classified as allowed, denied (401,
 403, 404 — hiding counts as denying — or a redirect to the login page) or a server error (never
 acceptable). Web-form POSTs are CSRF-protected: without the form's token every role is denied.
 """
@@ -111,8 +111,8 @@ def test_the_matrix_holds_for_every_route_and_role(app_env):
         rule = EXPECTED.get((method, path))
         if rule is None:
             continue  # reported by the test above
+        world: World = build_world(app_env)  # one per route: denials come before any change
         for role, want in zip(ROLES, rule, strict=True):
-            world: World = build_world(app_env)
             answer = call(world, method, path, role)
             got = outcome(answer)
             cells += 1

@@ -112,8 +112,12 @@ class Platform:
             answer = api.post("/api/v1/users", json={"username": username, "role": role})
             return answer.raise_for_status().json()["token"]
 
-    def register_collection(self, collection_dir: Path, cache_dir: Path) -> dict:
-        """Compile a collection and register its datasets; returns the phase `data` field."""
+    def register_collection(self, collection_dir: Path, cache_dir: Path,
+                            extra_test: tuple[str, ...] = ()) -> dict:
+        """Compile a collection and register its datasets; returns the phase `data` field.
+
+        `extra_test` adds datasets outside the collection's splits to the meta-test role (the
+        attribute-annotated one for fewstab, the many-class one for within-domain)."""
         from submission_api.data import load_collection
 
         collection = load_collection(collection_dir, cache_dir)
@@ -122,7 +126,9 @@ class Platform:
             for role, split in (("meta_train", "meta-train"), ("meta_valid", "meta-valid"),
                                 ("meta_test", "meta-test")):
                 data[role] = []
-                for name in collection.splits.get(split, []):
+                names = list(collection.splits.get(split, []))
+                names += list(extra_test) if role == "meta_test" else []
+                for name in names:
                     root = str(collection.datasets[name].root)
                     row = api.post("/api/v1/datasets/from-path", json={"path": root})
                     if row.status_code == 409:  # registered by an earlier test

@@ -51,9 +51,11 @@ class MyMetaLearner(MetaLearner):
 """
 
 
-def make_zip(folder: Path, meta_fit: str = "pass") -> Path:
+def make_zip(folder: Path, meta_fit: str = "pass", config: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.py").write_text(CENTROIDS.replace("{meta_fit}", meta_fit))
+    if config is not None:
+        (folder / "config.json").write_text(config)
     return build_submission_zip(folder, folder.with_suffix(".zip"))
 
 
@@ -165,3 +167,37 @@ def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, c
 
     leftovers = docker.from_env().containers.list(all=True, filters={"name": "arena-run-"})
     assert not [c.name for c in leftovers if c.name.startswith(f"arena-run-{run['id']}-")]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "extra_test", "figure"),
+    [
+        ({"name": "id-ood", "tasks_per_dataset": 2, "held_out_fraction": 0.4}, (), "id_ood"),
+        ({"name": "fewstab", "tasks_per_dataset": 2}, ("spurious",), "wacc_gap"),
+        ({"name": "within-domain", "tasks_per_dataset": 2}, ("scripts",), "per_dataset"),
+        ({"name": "meta-dataset", "tasks_per_dataset": 2}, (), "md_ci95"),
+    ],
+)
+def test_each_protocol_runs_on_the_platform_as_it_does_locally(platform, competition, tmp_path,
+                                                               tiny_collection, arena_cache,
+                                                               protocol, extra_test, figure):
+    data = platform.register_collection(tiny_collection, arena_cache, extra_test)
+    phase_id = platform.create_phase(competition["organizer"], data, protocol=protocol)
+    submission = tmp_path / "centroids"
+    # Held-out images leave 15 per class in the tiny meta-train view: ask for fewer queries.
+    archive = make_zip(submission, config='{"train_config": {"query_images_per_class": 5}}')
+    submission_id = platform.submit(competition["bob"], phase_id, archive)
+
+    final = platform.wait_terminal(competition["bob"], submission_id)
+    if final["state"] != "finished":
+        with platform.api(competition["bob"]) as api:
+            logs = api.get(f"/api/v1/submissions/{submission_id}/logs").json()
+        pytest.fail(f"{final['reason']}: {final['message']}\n{logs['runs'][0]['log'][-3000:]}")
+    with platform.api(competition["bob"]) as api:
+        results = api.get(f"/api/v1/submissions/{submission_id}/results").raise_for_status().json()
+    summary = results["runs"][0]["summary"]
+    assert summary.get(figure) not in (None, {}, []), summary
+    local = run_local(submission, tiny_collection, tmp_path / "local",
+                      protocol=ProtocolParams.from_dict(protocol), cache_dir=arena_cache)
+    assert local.state == "finished", local.message
+    assert final["score"] == pytest.approx(local.scores["score"], abs=1e-9)

@@ -177,3 +177,20 @@ def test_a_neurips22_zip_with_its_own_api_copy_runs_unchanged(
     result = run(tmp_path, sub, tiny_collection, arena_cache)
 
     assert result.state == "finished", result.message
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ('{"train_config": {"N": 50}}', "ask fewer ways"),
+        ('{"train_data_format": "tasks"}', "train_data_format"),
+        ("{not json", "config.json"),
+    ],
+)
+def test_a_config_the_data_cannot_serve_is_an_invalid_submission(tmp_path, tiny_collection,
+                                                                 arena_cache, config, words):
+    sub = write_submission(tmp_path / "sub", extra_files={"config.json": config})
+    result = run(tmp_path, sub, tiny_collection, arena_cache)
+
+    assert (result.state, result.reason) == ("failed", "invalid_submission")
+    assert words in result.message

@@ -1,0 +1,184 @@
+"""Platform faults on a real platform with private services: the broker restarted (its queue
+lost) with runs queued and running, the server killed during an upload and during a run,
+Postgres stopped for a while, the worker's cache disk full. Afterwards every submission reaches
+a final state exactly once — none lost, none scored twice — and platform faults are never
+charged to a quota. (A SIGKILLed worker is covered in tests/e2e.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from hardening_support import IsolatedPlatform, make_model_zip
+from platform_support import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
+
+PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
+N_TASKS = 6  # tasks_per_dataset x the tiny collection's meta-test datasets
+
+
+@pytest.fixture(scope="module")
+def arena(faulty_platform: IsolatedPlatform, tiny_collection: Path, arena_cache: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> dict:
+    platform = faulty_platform
+    organizer = platform.create_user("organizer", "organizer")
+    data = platform.register_collection(tiny_collection, arena_cache)
+    resources = {"cpus": 1, "memory_mb": 2048, "gpus": 0}
+    phase_id = platform.create_phase(organizer, data, protocol=PROTOCOL, time_limit_s=120,
+                                     resources=resources)
+    quota_phase = platform.create_phase(organizer, data, protocol=PROTOCOL, time_limit_s=120,
+                                        resources=resources, quota_total=1)
+    platform.start_worker("w1")
+    folder = tmp_path_factory.mktemp("zips")
+    return {"platform": platform, "phase_id": phase_id, "quota_phase": quota_phase,
+            "alice": platform.create_user("alice"),
+            "slow": make_model_zip(folder / "slow", meta_fit="time.sleep(10)"),
+            "quick": make_model_zip(folder / "quick")}
+
+
+def assert_scored_exactly_once(platform: IsolatedPlatform, token: str, finals: dict) -> None:
+    for sid, final in finals.items():
+        run = final["runs"][-1]
+        assert final["state"] == "finished", (sid, run["reason"], run["message"])
+        with platform.api(token) as api:
+            results = api.get(f"/api/v1/submissions/{sid}/results").raise_for_status().json()
+        task_ids = [t["task_id"] for r in results["runs"] for t in r["tasks"]]
+        assert sorted(task_ids) == list(range(N_TASKS)), (sid, task_ids)
+
+
+def wait_running(platform: IsolatedPlatform, token: str, ids: list[int]) -> None:
+    wait_until(lambda: any(platform.submission(token, s)["state"] == "running" for s in ids),
+               300, "a run to be running")
+
+
+def test_a_restarted_broker_loses_no_queued_or_running_run(arena, services):
+    platform, token = arena["platform"], arena["alice"]
+    ids = [platform.submit(token, arena["phase_id"], arena["slow"]) for _ in range(3)]
+    wait_running(platform, token, ids)
+
+    services["redis"].stop()  # SIGKILL, no persistence: every queued message is gone
+    time.sleep(3)
+    services["redis"].start()
+
+    finals = platform.final_states(token, ids, timeout_s=420)
+    assert_scored_exactly_once(platform, token, finals)
+
+
+def slow_multipart(archive: Path, started: threading.Event):
+    """A multipart body that trickles: the server is killed while it is still arriving."""
+    boundary = "arena-fault-boundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"s.zip\"\r\nContent-Type: application/zip\r\n\r\n").encode()
+    data = archive.read_bytes()
+
+    def body():
+        yield head + data[:100]
+        started.set()
+        for i in range(100, len(data), 256):
+            time.sleep(0.2)
+            yield data[i:i + 256]
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    return boundary, body()
+
+
+def test_a_server_killed_during_an_upload_stores_nothing_and_recovers(arena):
+    platform, token = arena["platform"], arena["alice"]
+    before = len(platform.api(token).get("/api/v1/me/submissions").json())
+    stored = sorted((platform.root / "server" / "storage" / "submissions").glob("*.zip"))
+    started, outcome = threading.Event(), {}
+    boundary, body = slow_multipart(arena["quick"], started)
+
+    def upload():
+        try:
+            outcome["answer"] = httpx.post(
+                f"{platform.base_url}/api/v1/phases/{arena['phase_id']}/submissions",
+                headers={"Authorization": f"Bearer {token}",
+                         "Content-Type": f"multipart/form-data; boundary={boundary}"},
+                content=body, timeout=60)
+        except httpx.HTTPError as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=upload)
+    thread.start()
+    assert started.wait(30)
+    platform.stop_server(kill=True)
+    thread.join(60)
+    assert "error" in outcome or outcome["answer"].status_code >= 400, outcome
+    platform.start_server()
+
+    assert len(platform.api(token).get("/api/v1/me/submissions").json()) == before
+    now = sorted((platform.root / "server" / "storage" / "submissions").glob("*.zip"))
+    assert now == stored, "a half-received upload was stored"
+    sid = platform.submit(token, arena["phase_id"], arena["quick"])
+    finals = platform.final_states(token, [sid], timeout_s=300)
+    assert_scored_exactly_once(platform, token, finals)
+
+
+def test_a_server_killed_during_a_run_loses_and_repeats_nothing(arena):
+    platform, token = arena["platform"], arena["alice"]
+    sid = platform.submit(token, arena["phase_id"], arena["slow"])
+    wait_running(platform, token, [sid])
+    platform.stop_server(kill=True)
+    time.sleep(6)
+    platform.start_server()
+    finals = platform.final_states(token, [sid], timeout_s=300)
+    assert_scored_exactly_once(platform, token, finals)
+
+
+def test_postgres_stopped_for_a_while_loses_and_repeats_nothing(arena, services):
+    platform, token = arena["platform"], arena["alice"]
+    ids = [platform.submit(token, arena["phase_id"], arena["slow"]) for _ in range(2)]
+    wait_running(platform, token, ids)
+
+    services["postgres"].stop("immediate")
+    time.sleep(8)
+    services["postgres"].start()
+
+    finals = platform.final_states(token, ids, timeout_s=420)
+    assert_scored_exactly_once(platform, token, finals)
+
+
+def mount_tmpfs(folder: Path, size: str, remount: bool = False) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"remount,size={size}" if remount else f"size={size}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], check=True)
+
+
+def test_a_full_cache_disk_is_a_platform_fault_never_charged(arena):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for the worker cache needs root")
+    platform, token = arena["platform"], arena["alice"]
+    for worker in list(platform.workers):
+        if worker.poll() is None:
+            platform.kill_worker(worker)
+    cache = platform.root / "worker-tiny" / "cache"
+    mount_tmpfs(cache, "1m")
+    try:
+        platform.start_worker("tiny")
+        first = platform.submit(token, arena["quota_phase"], arena["quick"])
+        final = platform.final_states(token, [first], timeout_s=300)[first]
+        (run,) = final["runs"]
+        assert (final["state"], run["reason"]) == ("failed", "platform_error"), run
+        assert "No space left" in run["message"] and "not charged" in run["message"]
+        assert run["attempts"] == 3
+
+        mount_tmpfs(cache, "256m", remount=True)  # the operator frees the disk
+        second = platform.submit(token, arena["quota_phase"], arena["quick"])  # quota 1: free
+        finals = platform.final_states(token, [second], timeout_s=300)
+        assert_scored_exactly_once(platform, token, finals)
+        with platform.api(token) as api, arena["quick"].open("rb") as handle:
+            third = api.post(f"/api/v1/phases/{arena['quota_phase']}/submissions",
+                             files={"file": ("q.zip", handle, "application/zip")})
+        assert third.status_code == 429 and third.json()["error"]["code"] == "quota.total"
+    finally:
+        for worker in list(platform.workers):
+            if worker.poll() is None:
+                platform.kill_worker(worker)
+        subprocess.run(["umount", "-l", str(cache)], check=False)
