@@ -16,6 +16,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import textwrap
 import time
 import uuid
@@ -197,10 +198,13 @@ class PrivatePostgres:
     """A Postgres cluster of our own (initdb in a temp folder, run as user postgres), so that
     stopping it never touches the shared cluster other tests use."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self) -> None:
         self.port = free_port()
-        self.datadir = workdir / "pgdata"
-        self.socket_dir = workdir / "pgsock"
+        # Its own folder under /tmp: pytest's are private to us, and postgres must traverse it.
+        self.workdir = Path(tempfile.mkdtemp(prefix="arena-pg-"))
+        self.workdir.chmod(0o755)
+        self.datadir = self.workdir / "pgdata"
+        self.socket_dir = self.workdir / "pgsock"
         self.admin_url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _as_postgres(self, *command: str) -> subprocess.CompletedProcess:
@@ -230,6 +234,10 @@ class PrivatePostgres:
 
     def stop(self, mode: str = "immediate") -> None:
         self._as_postgres("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "stop")
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _port_open(port: int) -> bool:

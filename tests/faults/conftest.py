@@ -25,7 +25,7 @@ from hardening_support import (  # noqa: E402 - needs the path above
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     root = tmp_path_factory.mktemp("services")
-    redis, postgres = PrivateRedis(root), PrivatePostgres(root)
+    redis, postgres = PrivateRedis(root), PrivatePostgres()
     redis.start()
     require_redis_and_docker(redis.url)
     postgres.init()
@@ -33,7 +33,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         yield {"redis": redis, "postgres": postgres}
     finally:
         redis.stop()
-        postgres.stop()
+        postgres.remove()
 
 
 @pytest.fixture(scope="module")

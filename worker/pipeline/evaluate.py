@@ -32,10 +32,18 @@ from worker.pipeline.execute import Executor, Heartbeat, build_request
 from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
 from worker.pipeline.prepare import ParseProtocol, PrepareRun, build_collection, prepare_bundle
 from worker.pipeline.publish import publish_outcome, release_run
-from worker.pipeline.score import Outcome, ScoreOutput, decide_outcome, fault_outcome
+from worker.pipeline.score import (
+    Outcome,
+    ScoreOutput,
+    decide_outcome,
+    failure_outcome,
+    fault_outcome,
+)
 
 log = logging.getLogger(__name__)
 
+PHASE_ERROR = "platform_error"
+"""The server's reason for failures never charged to the participant."""
 PLATFORM_ERRORS = (PlatformFault, ServerUnavailableError, ServerRejectedError, OSError)
 """Named infrastructure faults: released, never charged."""
 
@@ -122,8 +130,15 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     entries = fetch_datasets(rt.client, claimed, run_token, rt.cache_dir)
     collection = build_collection(claimed, entries)
     bundle_dir, answers_dir, output_dir = work / "bundle", work / "answers", work / "output"
-    prepare_bundle(claimed, collection, bundle_dir, answers_dir,
-                   prepare_run=rt.prepare_run, parse_protocol=rt.parse_protocol)
+    try:
+        prepare_bundle(claimed, collection, bundle_dir, answers_dir,
+                       prepare_run=rt.prepare_run, parse_protocol=rt.parse_protocol)
+    except ValueError as exc:
+        # The phase asks for tasks its datasets cannot give: retrying cannot help, and the
+        # participant is not at fault, so the run ends at once as an uncharged platform error.
+        return failure_outcome(PHASE_ERROR, f"this phase cannot be evaluated on its datasets: "
+                               f"{exc} Organizers: fix the phase's protocol or data, then "
+                               "re-run; this submission is not charged to any quota.", None)
     answers_dir.chmod(0o700)  # defence in depth: only the worker's user reads the labels
     output_dir.mkdir()
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,

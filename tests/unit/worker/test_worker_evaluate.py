@@ -188,3 +188,12 @@ def test_finish_refused_for_a_stale_token_is_reported_as_fenced(fake_client, tmp
 def test_claimed_run_is_announced_as_this_worker_slot(fake_client, tmp_path):
     run(fake_client, tmp_path, PredictingExecutor())
     assert fake_client.named("claim") == ["host/0"]
+
+
+def test_a_phase_its_datasets_cannot_serve_fails_at_once_uncharged(fake_client, tmp_path):
+    runner = FakeRunner(prepare_error=ValueError("Dataset 'd' has 0 classes able to give 1 shot"))
+    assert run(fake_client, tmp_path, runner=runner) is RunResult.PUBLISHED
+    [body] = fake_client.named("finish")
+    assert (body["state"], body["reason"]) == ("failed", "platform_error")
+    assert "0 classes able" in body["message"] and "Organizers" in body["message"]
+    assert fake_client.named("release") == []  # not retried: it cannot succeed

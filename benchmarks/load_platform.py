@@ -1,0 +1,289 @@
+"""A bounded loopback load test of the real server: uploads, status polls and leaderboard reads
+against a uvicorn process on 127.0.0.1 with 10,000 submissions already in the database.
+
+    .venv/bin/python benchmarks/load_platform.py [--postgres] [--submissions 10000]
+        [--users 1000] [--requests 2000] [--concurrency 8] [--max-seconds 120]
+        [--mix upload=0.1,status=0.6,leaderboard=0.3] [--json out.json]
+
+The database (a SQLite file, or with --postgres a throwaway database on ARENA_TEST_PG) is
+migrated by the server at start-up; then one open phase is created over HTTP and filled by bulk
+inserts through SQLAlchemy: `--users` participants, `--submissions` finished submissions spread
+over them, one finished run each with a real run summary. The server enqueues on a filesystem
+broker that nobody consumes (no Redis, no worker: only the web tier is measured). Clients are
+threads with one keep-alive connection each; every request goes to 127.0.0.1, the run stops
+after `--requests` requests or `--max-seconds`, whichever comes first. Reported: throughput,
+p50/p95/max latency per operation, and errors (any unexpected status). tests/load runs a short
+form of this and asserts only that there were no errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+MIX = {"upload": 0.1, "status": 0.6, "leaderboard": 0.3}
+EXPECTED_STATUS = {"upload": 201, "status": 200, "leaderboard": 200}
+
+
+@dataclass
+class LoadReport:
+    """What one load run measured; latencies in milliseconds."""
+
+    requests: int = 0
+    seconds: float = 0.0
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def table(self) -> dict[str, dict[str, float]]:
+        rows = {}
+        for op, values in sorted(self.latencies.items()):
+            ordered = sorted(values)
+            rows[op] = {"n": len(ordered), "p50_ms": statistics.median(ordered),
+                        "p95_ms": ordered[max(0, int(0.95 * len(ordered)) - 1)],
+                        "max_ms": ordered[-1]}
+        return rows
+
+    def to_dict(self) -> dict:
+        every = sorted(v for values in self.latencies.values() for v in values)
+        p95 = every[max(0, int(0.95 * len(every)) - 1)] if every else 0.0
+        return {"requests": self.requests, "seconds": round(self.seconds, 2),
+                "throughput_rps": round(self.throughput, 1), "p95_ms": round(p95, 1),
+                "errors": len(self.errors), "first_errors": self.errors[:5],
+                "per_operation": self.table()}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def database(postgres: bool, folder: Path) -> Iterator[str]:
+    """A SQLite file, or a throwaway Postgres database dropped afterwards."""
+    if not postgres:
+        yield f"sqlite:///{folder / 'arena.db'}"
+        return
+    import psycopg
+
+    admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
+    name = f"arena_load_{uuid.uuid4().hex[:10]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@contextmanager
+def server(database_url: str, folder: Path) -> Iterator[tuple[str, str]]:
+    """A uvicorn server process on 127.0.0.1; yields (base URL, admin token)."""
+    token, port = secrets.token_urlsafe(24), free_port()
+    env = {**os.environ, "ARENA_DATABASE_URL": database_url, "ARENA_DATA_DIR": str(folder),
+           "ARENA_ADMIN_BOOTSTRAP_TOKEN": token, "ARENA_BROKER_URL": "filesystem://",
+           "ARENA_RECONCILE_INTERVAL_S": "0"}
+    log = (folder / "server.log").open("ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "server.app:create_app", "--host",
+         "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        env=env, stdout=log, stderr=log, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/api/v1/phases", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            raise RuntimeError(f"the server did not answer; see {folder / 'server.log'}")
+        yield base, token
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def create_phase(base: str, admin_token: str) -> int:
+    body = {"slug": f"load-{uuid.uuid4().hex[:8]}", "title": "Load",
+            "phases": [{"name": "load", "status": "open", "protocol": {"name": "fixed"}}]}
+    answer = httpx.post(f"{base}/api/v1/competitions", json=body, timeout=30,
+                        headers={"Authorization": f"Bearer {admin_token}"})
+    answer.raise_for_status()
+    return answer.json()["phases"][0]["id"]
+
+
+def make_summary() -> dict:
+    from submission_api.scoring import TaskRecord, summarize_run
+
+    rng = random.Random(0)
+    records = [TaskRecord(id=i, dataset=f"domain_{i % 5}", group="test", n_ways=2 + i % 5,
+                          n_shots=1 + i % 4, score=rng.random(), accuracy=rng.random(),
+                          worst_class_accuracy=rng.random()) for i in range(30)]
+    return summarize_run(records).to_dict()
+
+
+def bulk_insert(database_url: str, phase_id: int, n_users: int, n_submissions: int) -> None:
+    """`n_users` participants and `n_submissions` finished submissions (one run each)."""
+    from sqlalchemy import create_engine, insert
+
+    from server.models import Run, Submission, User
+
+    engine = create_engine(database_url)
+    now = datetime.now(UTC) - timedelta(days=1)
+    summary, rng = make_summary(), random.Random(1)
+    with engine.begin() as conn:
+        users = [{"username": f"bulk-{uuid.uuid4().hex[:6]}-{i}", "role": "participant",
+                  "created_at": now} for i in range(n_users)]
+        conn.execute(insert(User), users)
+        ids = [row[0] for row in conn.exec_driver_sql(
+            "SELECT id FROM users WHERE username LIKE 'bulk-%' ORDER BY id")]
+        for start in range(0, n_submissions, 2000):
+            chunk = range(start, min(start + 2000, n_submissions))
+            rows = [{"phase_id": phase_id, "user_id": ids[i % len(ids)], "sha256": f"{i:064x}",
+                     "size_bytes": 100, "storage_path": f"submissions/{i:064x}.zip",
+                     "state": "finished", "score": rng.random(),
+                     "created_at": now + timedelta(seconds=i), "finished_at": now} for i in chunk]
+            first = conn.execute(insert(Submission).returning(Submission.id), rows).scalars().all()
+            conn.execute(insert(Run), [
+                {"submission_id": sid, "index": 0, "seed": 0, "state": "finished",
+                 "score": row["score"], "summary": summary, "attempts": 1,
+                 "created_at": now, "finished_at": now}
+                for sid, row in zip(first, rows, strict=True)])
+    engine.dispose()
+
+
+def zip_bytes(note: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("model.py", f"# {note}\nclass MyMetaLearner: ...\nclass MyLearner: ...\n")
+    return buf.getvalue()
+
+
+def run_load(base: str, tokens: list[str], phase_id: int, *, n_requests: int, concurrency: int,
+             max_seconds: float, mix: dict[str, float] = MIX, seed: int = 0) -> LoadReport:
+    """Send at most `n_requests` requests (or stop after `max_seconds`) from `concurrency`
+    threads, each with its own participant token and keep-alive connection."""
+    report, lock = LoadReport(), threading.Lock()
+    budget = iter(range(n_requests))
+    deadline = time.monotonic() + max_seconds
+    ops, weights = list(mix), list(mix.values())
+
+    def client(slot: int) -> None:
+        rng = random.Random(seed * 1000 + slot)
+        headers = {"Authorization": f"Bearer {tokens[slot % len(tokens)]}"}
+        mine: list[int] = []
+        with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
+            while time.monotonic() < deadline:
+                with lock:
+                    if next(budget, None) is None:
+                        return
+                op = rng.choices(ops, weights)[0]
+                if op == "status" and not mine:
+                    op = "upload"
+                started = time.perf_counter()
+                if op == "upload":
+                    answer = http.post(f"/api/v1/phases/{phase_id}/submissions", files={
+                        "file": ("s.zip", zip_bytes(f"{slot}-{rng.random()}"), "application/zip")})
+                    if answer.status_code == 201:
+                        mine.append(answer.json()["id"])
+                elif op == "status":
+                    answer = http.get(f"/api/v1/submissions/{rng.choice(mine)}")
+                else:
+                    answer = http.get(f"/api/v1/phases/{phase_id}/leaderboard")
+                elapsed = (time.perf_counter() - started) * 1000
+                with lock:
+                    report.requests += 1
+                    report.latencies.setdefault(op, []).append(elapsed)
+                    if answer.status_code != EXPECTED_STATUS[op]:
+                        report.errors.append(f"{op}: {answer.status_code} {answer.text[:200]}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def load_platform(folder: Path, *, postgres: bool = False, n_submissions: int = 10_000,
+                  n_users: int = 1000, n_requests: int = 2000, concurrency: int = 8,
+                  max_seconds: float = 120, mix: dict[str, float] = MIX) -> dict:
+    """Set up, seed and load one server; returns the report as a dict (plus the setup)."""
+    with database(postgres, folder) as url, server(url, folder) as (base, admin):
+        phase_id = create_phase(base, admin)
+        seeding = time.perf_counter()
+        bulk_insert(url, phase_id, n_users, n_submissions)
+        seeded_s = time.perf_counter() - seeding
+        tokens = []
+        for i in range(concurrency):
+            answer = httpx.post(f"{base}/api/v1/users", timeout=30,
+                                headers={"Authorization": f"Bearer {admin}"},
+                                json={"username": f"load-{i}", "role": "participant"})
+            tokens.append(answer.raise_for_status().json()["token"])
+        report = run_load(base, tokens, phase_id, n_requests=n_requests,
+                          concurrency=concurrency, max_seconds=max_seconds, mix=mix)
+    return {"database": "postgres" if postgres else "sqlite", "submissions": n_submissions,
+            "users": n_users, "concurrency": concurrency, "seed_seconds": round(seeded_s, 2),
+            **report.to_dict()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--submissions", type=int, default=10_000)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-seconds", type=float, default=120)
+    parser.add_argument("--mix", default=",".join(f"{k}={v}" for k, v in MIX.items()))
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    mix = {k: float(v) for k, v in (part.split("=") for part in args.mix.split(","))}
+    with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
+        result = load_platform(Path(tmp), postgres=args.postgres, n_submissions=args.submissions,
+                               n_users=args.users, n_requests=args.requests,
+                               concurrency=args.concurrency, max_seconds=args.max_seconds,
+                               mix=mix)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
