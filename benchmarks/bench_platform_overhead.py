@@ -257,15 +257,15 @@ class DockerEvents:
         try:
             for event in self._stream:
                 name = event.get("Actor", {}).get("Attributes", {}).get("name", "")
-                if name.startswith("arena-run-") and self._is_ours(event["Actor"]["ID"]):
+                if name.startswith("arena-") and "-run-" in name and self._is_ours(
+                        event["Actor"]["ID"]):
                     action = event.get("Action", event.get("status", ""))
                     self.stamps.setdefault(name, {})[action] = event["timeNano"] / 1e9
         except Exception:  # noqa: BLE001 - closed at the end
             return
 
     def for_run(self, run_id: int) -> dict[str, float]:
-        prefix = f"arena-run-{run_id}-"
-        found = [s for n, s in self.stamps.items() if n.startswith(prefix)]
+        found = [s for n, s in self.stamps.items() if f"-run-{run_id}-" in n]
         return found[-1] if found else {}
 
     def close(self) -> None:
@@ -291,7 +291,7 @@ def compare_exit_detection(root: Path, rounds: int) -> None:
             for label in samples:
                 work = Path(tempfile.mkdtemp(prefix="drv-", dir=root))
                 os.chmod(work, 0o755)
-                name = f"arena-run-{900000 + i}-0-{uuid.uuid4().hex[:8]}"
+                name = f"arena-bench-run-{900000 + i}-0-{uuid.uuid4().hex[:8]}"
                 spec = SandboxSpec(image=SANDBOX_IMAGE, command=("python3", "-c", "pass"),
                                    submission_dir=work, bundle_dir=work,
                                    output_dir=work / "out", name=name)

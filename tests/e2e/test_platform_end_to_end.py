@@ -164,9 +164,11 @@ def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, c
     tasks = results["runs"][0]["tasks"]
     assert sorted(t["task_id"] for t in tasks) == list(range(6))  # each task scored once
     import docker
+    from worker.pipeline.execute import compute_deployment_id, container_prefix
 
-    leftovers = docker.from_env().containers.list(all=True, filters={"name": "arena-run-"})
-    assert not [c.name for c in leftovers if c.name.startswith(f"arena-run-{run['id']}-")]
+    prefix = container_prefix(compute_deployment_id(platform.base_url), run["id"])
+    leftovers = docker.from_env().containers.list(all=True, filters={"name": prefix})
+    assert not [c.name for c in leftovers if c.name.startswith(prefix)]
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,8 @@ class Runtime:
     heartbeat_interval_s: float = 30.0
     log_cap_bytes: int = 64 * 1024
     default_image: str = "metadl-arena/sandbox:cpu"
+    deployment: str = "local"
+    """Names this deployment's sandbox containers (see `execute.container_prefix`)."""
 
 
 def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
@@ -142,7 +144,7 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     answers_dir.chmod(0o700)  # defence in depth: only the worker's user reads the labels
     output_dir.mkdir()
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
-                            rt.log_cap_bytes, rt.default_image)
+                            rt.log_cap_bytes, rt.default_image, rt.deployment)
     if not _enter_stage(heartbeat, "running"):
         return None
     log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})

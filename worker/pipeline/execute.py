@@ -10,6 +10,7 @@ event, the executor kills the participant side and nothing is published.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import uuid
@@ -44,6 +45,8 @@ class ExecutionRequest:
     log_cap_bytes: int = 64 * 1024
     name: str = ""
     """Container name, so a heartbeat that lost the lease can find the container and kill it."""
+    deployment: str = "local"
+    """Which deployment (server) the run belongs to; part of the container name."""
 
     @property
     def threads(self) -> int:
@@ -69,9 +72,21 @@ class Executor(Protocol):
     def __call__(self, request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult: ...
 
 
+def container_prefix(deployment: str, run_id: int) -> str:
+    """Name prefix of every container of one run of one deployment (a server): what a later
+    attempt reaps, and nothing of another deployment sharing the Docker engine."""
+    return f"arena-{deployment}-run-{run_id}-"
+
+
+def compute_deployment_id(server_url: str) -> str:
+    """A short, stable id of the deployment a worker serves, from its server's URL."""
+    return hashlib.sha256(server_url.rstrip("/").encode()).hexdigest()[:8]
+
+
 def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, output_dir: Path,
                   gpu_ids: tuple[str, ...], log_cap_bytes: int,
-                  default_image: str = "metadl-arena/sandbox:cpu") -> ExecutionRequest:
+                  default_image: str = "metadl-arena/sandbox:cpu",
+                  deployment: str = "local") -> ExecutionRequest:
     """The execution request of a claimed run on this worker slot (`default_image` when the
     phase names none).
 
@@ -88,7 +103,9 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
         cpus=claimed.resources.cpus, memory_mb=claimed.resources.memory_mb,
         gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
         # A random suffix: a container left by a killed attempt must not block the name.
-        name=f"arena-run-{claimed.run_id}-{claimed.fencing_token}-{uuid.uuid4().hex[:8]}")
+        deployment=deployment,
+        name=f"{container_prefix(deployment, claimed.run_id)}{claimed.fencing_token}-"
+             f"{uuid.uuid4().hex[:8]}")
 
 
 class Heartbeat:
@@ -150,7 +167,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
         limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
                                wall_time_s=request.time_limit_s, gpus=request.gpu_ids,
                                log_cap_bytes=request.log_cap_bytes)
-        reap_stale_containers(docker_client, request.run_id)
+        reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
         try:
             result = run_sandbox(docker_client, spec, limits, cancel=cancel)
         except SandboxPlatformError as exc:
@@ -160,13 +177,13 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
     return execute
 
 
-def reap_stale_containers(docker_client: Any, run_id: int) -> int:
+def reap_stale_containers(docker_client: Any, prefix: str) -> int:
     """Kill and remove containers a killed earlier attempt of this run left behind.
 
     A worker that dies mid-run leaves its container running under the daemon, with nobody to
-    enforce the wall clock; the next attempt of the same run owns its lease, so it reaps them.
+    enforce the wall clock; the next attempt of the same run owns its lease, so it reaps them —
+    only its own deployment's (`prefix` from `container_prefix`), never another's.
     """
-    prefix = f"arena-run-{run_id}-"
     reaped = 0
     for container in docker_client.containers.list(all=True, filters={"name": prefix}):
         if container.name.startswith(prefix):

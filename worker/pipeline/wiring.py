@@ -14,7 +14,7 @@ from typing import Any
 
 from worker.client import InternalClient
 from worker.pipeline.evaluate import Runtime
-from worker.pipeline.execute import Executor, make_docker_executor
+from worker.pipeline.execute import Executor, compute_deployment_id, make_docker_executor
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -93,4 +93,5 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
         worker_name=f"{settings.name}/{slot}", cache_dir=settings.cache_dir,
         runs_dir=settings.runs_dir, gpu_ids=compute_slot_gpus(settings, slot),
         heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes,
-        default_image=settings.default_image)
+        default_image=settings.default_image,
+        deployment=compute_deployment_id(settings.server_url))

@@ -78,13 +78,13 @@ pathlib.Path('/output/ok.txt').write_text('fine')
 def driver_still_works(request, docker_client, tmp_path_factory) -> Iterator[None]:
     """After every sandbox test, an ordinary run on the same client succeeds: nothing leaked.
 
-    Only containers that appeared during this test count (platform workers' `arena-run-*`
+    Only containers that appeared during this test count (platform workers' `arena-*-run-*`
     containers of other test processes are not this driver's)."""
 
     def sandboxes() -> set[str]:
         found = docker_client.containers.list(all=True,
                                               filters={"label": "org.metadl-arena.role=sandbox"})
-        return {c.id for c in found if not c.name.startswith("arena-run-")}
+        return {c.id for c in found if not (c.name.startswith("arena-") and "-run-" in c.name)}
 
     before = sandboxes()
     yield

@@ -39,7 +39,7 @@ def test_request_takes_limits_from_the_phase_and_gpus_from_the_slot(tmp_path: Pa
     assert (request.time_limit_s, request.cpus, request.memory_mb, request.gpu_ids) == (
         90, 3.5, 2048, ("2",))
     assert request.threads == 3
-    assert request.name.startswith("arena-run-7-3-")
+    assert request.name.startswith("arena-local-run-7-3-")
 
 
 def test_phase_without_an_image_runs_the_workers_default_image(tmp_path: Path):
@@ -160,8 +160,11 @@ def test_docker_executor_hands_the_cancel_event_to_the_sandbox(monkeypatch, tmp_
 
 def test_containers_left_by_a_killed_attempt_of_the_run_are_reaped(monkeypatch, tmp_path):
     request = request_for(tmp_path)
-    mine, other = f"arena-run-{request.run_id}-3-abc", f"arena-run-{request.run_id}9-1-def"
-    docker_client = FakeDocker((mine, other))
+    mine = f"arena-local-run-{request.run_id}-3-abc"
+    # Another run of this deployment, and the same run id of another deployment on this engine.
+    others = (f"arena-local-run-{request.run_id}9-1-def",
+              f"arena-0badc0de-run-{request.run_id}-3-x")
+    docker_client = FakeDocker((mine, *others))
     monkeypatch.setattr(worker.sandbox, "run_sandbox",
                         lambda client, spec, limits, cancel=None: sandbox_result())
     make_docker_executor(docker_client)(request, threading.Event())
