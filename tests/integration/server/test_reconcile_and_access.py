@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.models import Run, Submission
+from server.models import Competition, Run, Submission
 from server.services.reconcile import ReconcilePolicy, reconcile
 from server.services.runs import LeasePolicy
 
@@ -91,11 +91,16 @@ def test_my_submissions_lists_only_mine(env):
 def test_organizer_reads_logs_that_the_phase_hides_from_the_owner(env):
     phase = env.phase(hide_logs=True)
     _, ann = env.user("ann")
-    _, org = env.user("olga", role="organizer")
+    olga, org = env.user("olga", role="organizer")
+    _, other_org = env.user("oscar", role="organizer")
+    with env.db.session() as session:  # olga organizes this competition; oscar another one
+        session.get(Competition, phase.competition_id).owner_id = olga.id
     sub_id, _, _ = upload(env, phase, ann)
     hidden = env.client.get(f"/api/v1/submissions/{sub_id}/logs", headers=ann)
     assert hidden.status_code == 403 and hidden.json()["error"]["code"] == "logs.hidden"
     assert env.client.get(f"/api/v1/submissions/{sub_id}/logs", headers=org).status_code == 200
+    assert env.client.get(f"/api/v1/submissions/{sub_id}/logs",
+                          headers=other_org).status_code == 404
 
 
 @pytest.mark.parametrize(("method", "path", "body"), [
