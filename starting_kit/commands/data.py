@@ -77,7 +77,9 @@ def generate(out: Path = typer.Argument(..., help="Collection folder to write.")
              seed: int = typer.Option(0), classes: int = typer.Option(20),
              images: int = typer.Option(40, help="Images per class."),
              image_format: str = typer.Option("jpeg", "--format", help="jpeg or png.")) -> None:
-    """Write the synthetic sample collection (3 meta-train, 2 meta-test domains, "spurious")."""
+    """Write the synthetic sample collection: 3 meta-train and 2 meta-test domains, plus
+    "spurious" (per-image attributes, for fewstab) and "scripts" (34+ classes, for
+    within-domain), which are in no split."""
     from starting_kit.sample_data import generate_collection
 
     generate_collection(out, seed=seed, n_classes=classes, n_images=images,
