@@ -158,7 +158,7 @@ def make_summary() -> dict:
 
 def bulk_insert(database_url: str, phase_id: int, n_users: int, n_submissions: int) -> None:
     """`n_users` participants and `n_submissions` finished submissions (one run each)."""
-    from sqlalchemy import create_engine, insert
+    from sqlalchemy import create_engine, insert, select
 
     from server.models import Run, Submission, User
 
@@ -169,8 +169,8 @@ def bulk_insert(database_url: str, phase_id: int, n_users: int, n_submissions: i
         users = [{"username": f"bulk-{uuid.uuid4().hex[:6]}-{i}", "role": "participant",
                   "created_at": now} for i in range(n_users)]
         conn.execute(insert(User), users)
-        ids = [row[0] for row in conn.exec_driver_sql(
-            "SELECT id FROM users WHERE username LIKE 'bulk-%' ORDER BY id")]
+        ids = conn.execute(select(User.id).where(User.username.startswith("bulk-"))
+                           .order_by(User.id)).scalars().all()
         for start in range(0, n_submissions, 2000):
             chunk = range(start, min(start + 2000, n_submissions))
             rows = [{"phase_id": phase_id, "user_id": ids[i % len(ids)], "sha256": f"{i:064x}",

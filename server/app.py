@@ -47,6 +47,7 @@ def _lifespan(app: FastAPI):
         settings: Settings = app.state.settings
         if settings.auto_migrate:
             upgrade_database(settings.database_url)
+        app.state.storage.sweep_stale_tmp()
         if settings.admin_bootstrap_token:
             with app.state.db.session(write=True) as session:
                 bootstrap_admin(session, settings.admin_bootstrap_token, utcnow())

@@ -90,4 +90,7 @@ def worker_arguments(settings: WorkerSettings) -> list[str]:
 
 def run_worker(settings: WorkerSettings) -> None:
     """Start a Celery worker in this process (what `arena worker` calls); blocks until stopped."""
+    from worker.log_format import configure_worker_logging
+
+    configure_worker_logging()
     create_celery_app(settings).worker_main(worker_arguments(settings))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,20 @@ class Storage:
         folder = self.root / "tmp"
         folder.mkdir(parents=True, exist_ok=True)
         return folder / f"{uuid.uuid4().hex}{suffix}"
+
+    def sweep_stale_tmp(self, older_than_s: float = 6 * 3600) -> int:
+        """Remove partial uploads a killed server left behind. Only old ones: another server
+        process sharing this storage may be streaming an upload right now."""
+        folder, removed = self.root / "tmp", 0
+        cutoff = time.time() - older_than_s
+        for item in folder.glob("*") if folder.is_dir() else []:
+            try:
+                if item.is_file() and item.stat().st_mtime < cutoff:
+                    item.unlink()
+                    removed += 1
+            except FileNotFoundError:  # finished or swept by another process meanwhile
+                continue
+        return removed
 
     def submission_path(self, sha256: str) -> Path:
         return self.root / "submissions" / f"{sha256}.zip"

@@ -159,13 +159,16 @@ def new_platform(root: Path, database_url: str, **fields) -> IsolatedPlatform:
                             queue=f"hard-{uuid.uuid4().hex[:8]}", **fields)
 
 
-def leftover_sandboxes(run_ids: list[int]) -> list[str]:
-    """Names of sandbox containers of these runs that still exist (should be none)."""
+def leftover_sandboxes(server_url: str, run_ids: list[int]) -> list[str]:
+    """Names of sandbox containers of these runs of this deployment still present (none, ever)."""
     import docker
+    from worker.pipeline.execute import compute_deployment_id, container_prefix
 
+    deployment = compute_deployment_id(server_url)
     names = [c.name for c in docker.from_env().containers.list(
         all=True, filters={"label": SANDBOX_LABEL})]
-    return [n for n in names if any(n.startswith(f"arena-run-{r}-") for r in run_ids)]
+    return [n for n in names
+            if any(n.startswith(container_prefix(deployment, r)) for r in run_ids)]
 
 
 # --- private services for fault injection ----------------------------------------------------
@@ -228,7 +231,7 @@ class PrivatePostgres:
     def start(self) -> None:
         options = f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
         done = self._as_postgres("pg_ctl", "-D", str(self.datadir), "-o", options, "-w",
-                                 "-l", str(self.datadir.parent / "pg.log"), "start")
+                                 "-l", str(self.socket_dir / "pg.log"), "start")
         if done.returncode != 0:
             raise AssertionError(f"private Postgres did not start: {done.stderr[-500:]}")
 

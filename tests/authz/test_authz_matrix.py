@@ -4,9 +4,10 @@ the test, so a new route cannot ship without someone deciding who may call it.
 
 Roles: anonymous, the participant who owns the submission, another participant, the organizer of
 the competition, the organizer of another competition, an admin. Each route is called on a fresh
-world (the owner's submission finished, the phase open), and each answer classified as allowed, denied (401,
-403, 404 — hiding counts as denying — or a redirect to the login page) or a server error (never
-acceptable). Web-form POSTs are CSRF-protected: without the form's token every role is denied.
+world (the owner's submission finished, the phase open), and each answer is classified as
+allowed, denied (401, 403, 404 — hiding counts as denying — or a redirect to the login page) or
+a server error (never acceptable). Web-form POSTs are CSRF-protected: without the form's token
+every role is denied.
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ def test_a_restarted_broker_loses_no_queued_or_running_run(arena, services):
     services["redis"].stop()  # SIGKILL, no persistence: every queued message is gone
     time.sleep(3)
     services["redis"].start()
+    import redis
+
+    assert redis.Redis.from_url(services["redis"].url).dbsize() == 0  # the queue really is lost
 
     finals = platform.final_states(token, ids, timeout_s=420)
     assert_scored_exactly_once(platform, token, finals)
@@ -138,8 +141,12 @@ def test_postgres_stopped_for_a_while_loses_and_repeats_nothing(arena, services)
     wait_running(platform, token, ids)
 
     services["postgres"].stop("immediate")
-    time.sleep(8)
-    services["postgres"].start()
+    try:
+        down = httpx.get(f"{platform.base_url}/api/v1/phases", timeout=10).status_code
+        assert down >= 500  # the fault is real: the server cannot read its database
+        time.sleep(8)
+    finally:
+        services["postgres"].start()
 
     finals = platform.final_states(token, ids, timeout_s=420)
     assert_scored_exactly_once(platform, token, finals)
