@@ -12,12 +12,8 @@ import pytest
 sys.path[:0] = [str(Path(__file__).resolve().parent),
                 str(Path(__file__).resolve().parents[1] / "e2e")]
 
-from hardening_support import (  # noqa: E402 - needs the path above
-    IsolatedPlatform,
-    new_platform,
-    require_redis_and_docker,
-    throwaway_database,
-)
+from hardening_support import IsolatedPlatform, new_platform  # noqa: E402 - path above
+from platform_support import require_redis_and_docker, throwaway_database  # noqa: E402
 
 
 @pytest.fixture(scope="module")

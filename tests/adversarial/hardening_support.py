@@ -20,13 +20,16 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from arena_test_services import require_service
-from platform_support import PG_ADMIN_URL, REDIS_URL, SANDBOX_IMAGE, Platform, free_port, wait_until
+from platform_support import (
+    REDIS_URL,
+    Platform,
+    free_port,
+    wait_until,
+)
 
 from submission_api.submission_zip import build_submission_zip
 
@@ -115,41 +118,6 @@ class IsolatedPlatform(Platform):
                 raise AssertionError(f"submissions {missing} not final after {timeout_s:g} s")
             time.sleep(1)
         return done
-
-
-def require_redis_and_docker(redis_url: str = REDIS_URL) -> None:
-    """Ping (never flush: the db is shared) Redis; check the sandbox image exists."""
-    try:
-        import redis
-
-        redis.Redis.from_url(redis_url, socket_timeout=3).ping()
-    except Exception as error:  # noqa: BLE001
-        require_service("Redis", str(error))
-    try:
-        import docker
-
-        docker.from_env().images.get(SANDBOX_IMAGE)
-    except Exception as error:  # noqa: BLE001
-        require_service("Docker sandbox image", f"{error}; run scripts/services.sh")
-
-
-@contextmanager
-def throwaway_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
-    """A fresh database on the Postgres at `admin_url`; yields its SQLAlchemy URL."""
-    try:
-        import psycopg
-
-        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
-    except Exception as error:  # noqa: BLE001 - any failure means no Postgres
-        require_service("Postgres", str(error))
-    name = f"arena_hard_{uuid.uuid4().hex[:10]}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 def new_platform(root: Path, database_url: str, **fields) -> IsolatedPlatform:

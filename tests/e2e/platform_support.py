@@ -14,10 +14,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from arena_test_services import require_service
 
 TERMINAL = {"finished", "failed", "timed_out", "cancelled"}
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -164,3 +167,38 @@ class Platform:
         return wait_until(
             lambda: (s := self.submission(token, submission_id))["state"] in TERMINAL and s,
             timeout_s, f"submission {submission_id} to reach a final state", every_s=1)
+
+
+def require_redis_and_docker(redis_url: str = REDIS_URL) -> None:
+    """Ping (never flush: the db is shared) Redis; check the sandbox image exists."""
+    try:
+        import redis
+
+        redis.Redis.from_url(redis_url, socket_timeout=3).ping()
+    except Exception as error:  # noqa: BLE001
+        require_service("Redis", str(error))
+    try:
+        import docker
+
+        docker.from_env().images.get(SANDBOX_IMAGE)
+    except Exception as error:  # noqa: BLE001
+        require_service("Docker sandbox image", f"{error}; run scripts/services.sh")
+
+
+@contextmanager
+def throwaway_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
+    """A fresh database on the Postgres at `admin_url`; yields its SQLAlchemy URL."""
+    try:
+        import psycopg
+
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
+    except Exception as error:  # noqa: BLE001 - any failure means no Postgres
+        require_service("Postgres", str(error))
+    name = f"arena_test_{uuid.uuid4().hex[:10]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

@@ -18,8 +18,8 @@ from hardening_support import (  # noqa: E402 - needs the path above
     PrivatePostgres,
     PrivateRedis,
     new_platform,
-    require_redis_and_docker,
 )
+from platform_support import require_redis_and_docker  # noqa: E402
 
 
 @pytest.fixture(scope="module")
