@@ -42,6 +42,10 @@ def browser():
         require_service("playwright", str(exc))
     if not CHROMIUM.exists():
         require_service("Chromium", f"{CHROMIUM} does not exist (set ARENA_CHROMIUM)")
+    from playwright.sync_api import expect
+
+    # Pages poll every 2-5 s and CI machines are loaded: let assertions wait a few polls.
+    expect.set_options(timeout=15_000)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser

@@ -121,7 +121,8 @@ def test_organizer_reruns_a_finished_submission_from_the_dashboard(page, arena, 
 
     worker = arena.worker("gpu-worker-2")
     worker.claim()
-    expect(page.locator("#live")).to_contain_text("gpu-worker-2")  # the dashboard polls
+    # The dashboard polls every 5 s: wait for a few polls, not one.
+    expect(page.locator("#live")).to_contain_text("gpu-worker-2", timeout=20_000)
     worker.heartbeat("running")
     worker.finish(0.45)
     page.goto(f"/submissions/{submission_id}")
