@@ -1,240 +1,26 @@
-"""`arena login|submit|status|logs|leaderboard|cancel|select|competition`: talk to any MetaDL
-Arena server over HTTP (httpx only — this works from a participant's install, no FastAPI).
-
-The server URL and token come from `--server/--token`, else ARENA_SERVER/ARENA_TOKEN, else the
-credentials `arena login` stored in ~/.config/metadl-arena/credentials.json (mode 0600).
-`ArenaClient` does the HTTP and turns every failure into a `RemoteError` whose message says what
-happened and how to fix it (server down, bad token, quota refused with the server's message);
-the commands only print. Tests drive `ArenaClient` directly with any httpx.Client.
-"""
+"""`arena login|submit|status|logs|leaderboard|cancel|select|competition`: the commands; the
+HTTP, credentials and bundle handling they call live in `remote_client`. Commands only print."""
 
 from __future__ import annotations
 
 import json
-import os
-import tarfile
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
 
-import httpx
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-TERMINAL = ("finished", "failed", "timed_out", "cancelled")
-console = Console(stderr=True)
-
-
-class RemoteError(Exception):
-    """A failed call, explained for a person."""
-
-
-def credentials_path() -> Path:
-    return Path.home() / ".config" / "metadl-arena" / "credentials.json"
-
-
-def save_credentials(server: str, token: str, path: Path | None = None) -> Path:
-    """Write the credentials readable by their owner only (0600, folder 0700)."""
-    path = path or credentials_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump({"server": server.rstrip("/"), "token": token}, out)
-    os.chmod(path, 0o600)  # an existing file keeps its old mode through O_CREAT
-    return path
-
-
-def load_credentials(server: str | None, token: str | None) -> tuple[str, str]:
-    stored: dict[str, str] = {}
-    if credentials_path().is_file():
-        stored = json.loads(credentials_path().read_text())
-    server, token = server or stored.get("server"), token or stored.get("token")
-    if not server or not token:
-        raise RemoteError("no server or token; run `arena login --server URL --token TOKEN` "
-                          "or pass --server and --token")
-    return server, token
-
-
-class _Counting:
-    """A file whose reads advance a progress bar (httpx reads the upload in chunks)."""
-
-    def __init__(self, handle: BinaryIO, advance: Callable[[int], None]) -> None:
-        self._handle, self._advance = handle, advance
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._handle.read(size)
-        self._advance(len(chunk))
-        return chunk
-
-    def fileno(self) -> int:
-        return self._handle.fileno()
-
-
-class ArenaClient:
-    """The public API of one server, with one bearer token."""
-
-    def __init__(self, http: httpx.Client, token: str) -> None:
-        self.http, self.headers = http, {"Authorization": f"Bearer {token}"}
-
-    @classmethod
-    def connect(cls, server: str, token: str, timeout_s: float = 60.0) -> ArenaClient:
-        return cls(httpx.Client(base_url=server.rstrip("/"), timeout=timeout_s), token)
-
-    def call(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self.http.request(method, url, headers=self.headers, **kwargs)
-        except httpx.TransportError as exc:
-            raise RemoteError(f"cannot reach the server at {self.http.base_url} ({exc}); is "
-                              "it up, and is --server right?") from exc
-        if response.status_code >= 400:
-            raise RemoteError(explain(response))
-        return response
-
-    def get(self, url: str, **kwargs: Any) -> Any:
-        return self.call("GET", url, **kwargs).json()
-
-    def post(self, url: str, **kwargs: Any) -> Any:
-        return self.call("POST", url, **kwargs).json()
-
-    def upload(self, url: str, path: Path, fields: dict[str, str], show: bool = True) -> Any:
-        """POST a file as multipart 'file' with a progress bar."""
-        with path.open("rb") as handle, _progress(path, show) as advance:
-            files = {"file": (path.name, _Counting(handle, advance), "application/octet-stream")}
-            return self.post(url, files=files, data=fields)
-
-
-@contextmanager
-def _progress(path: Path, show: bool) -> Iterator[Callable[[int], None]]:
-    if not show:
-        yield lambda _n: None
-        return
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task(f"uploading {path.name}", total=path.stat().st_size)
-        yield lambda n: bar.advance(task, n)
-
-
-def explain(response: httpx.Response) -> str:
-    """The server's own message, with a hint for the common cases."""
-    try:
-        error = response.json().get("error", {})
-    except ValueError:
-        error = {}
-    code, message = error.get("code", ""), error.get("message") or response.text[:300]
-    hint = {401: " — check your token (`arena login`)",
-            429: " — wait, or submit a better one later"}.get(response.status_code, "")
-    lines = [f"{response.status_code} {code}: {message}{hint}"]
-    lines += [f"  {e['line']}: {e['where']}: {e['message']}"
-              for e in (error.get("details") or {}).get("errors", []) if isinstance(e, dict)]
-    return "\n".join(lines)
-
-
-def zip_if_folder(source: Path, workdir: Path) -> Path:
-    """A folder becomes a checked, deterministic zip (as `arena zip` makes)."""
-    if source.is_file():
-        return source
-    from submission_api.submission_zip import UnsafeZipError, build_submission_zip
-
-    try:
-        return build_submission_zip(source, workdir / f"{source.resolve().name}.zip")
-    except UnsafeZipError as exc:
-        raise RemoteError(f"refused before upload: {exc}") from exc
-
-
-def submit(client: ArenaClient, source: Path, phase_id: int, *, note: str = "",
-           league: str | None = None, show: bool = True) -> dict[str, Any]:
-    """Upload a zip (or a folder, zipped first) to a phase; returns the submission."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = zip_if_folder(source, Path(tmp))
-        fields = {"note": note} | ({"league": league} if league else {})
-        return client.upload(f"/api/v1/phases/{phase_id}/submissions", path, fields, show)
-
-
-def follow(client: ArenaClient, submission_id: int, poll_s: float = 5.0,
-           sleep: Callable[[float], None] = time.sleep,
-           say: Callable[[str], None] = lambda m: console.print(m)) -> dict[str, Any]:
-    """Poll a submission until it ends, saying each state change; returns its last view."""
-    last = None
-    while True:
-        view = client.get(f"/api/v1/submissions/{submission_id}")
-        if view["state"] != last:
-            where = f" (queue position {view['queue_position']})" if view.get(
-                "queue_position") else ""
-            say(f"submission {submission_id}: {view['state']}{where}")
-            last = view["state"]
-        if view["state"] in TERMINAL:
-            return view
-        sleep(poll_s)
-
-
-def register_collection(client: ArenaClient, folder: Path, cache: Path,
-                        names: set[str]) -> dict[str, Any]:
-    """Compile a local collection and register the datasets a bundle needs; returns
-    `{"datasets": {name: hash}, "splits": {...}}` for the bundle request."""
-    from submission_api.data import load_collection
-    from submission_api.data.metaalbum import read_splits
-
-    splits, _ = read_splits(folder)
-    wanted = set(names) | {n for group in (splits or {}).values() for n in group}
-    collection = load_collection(folder, cache, only=sorted(wanted))
-    hashes = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, dataset in sorted(collection.datasets.items()):
-            tar_path = Path(tmp) / f"{name}.tar"
-            with tarfile.open(tar_path, "w") as tar:
-                for item in sorted(dataset.root.iterdir()):
-                    tar.add(item, arcname=item.name)
-            row = client.upload("/api/v1/datasets", tar_path, {}, show=False)
-            hashes[name] = row["content_hash"]
-    return {"datasets": hashes, "splits": collection.splits}
-
-
-def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, Any]:
-    """The bundle text plus every local collection it names, compiled and registered."""
-    import yaml
-
-    text = bundle.read_text(encoding="utf-8")
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise RemoteError(f"{bundle} is not valid YAML: {exc}") from exc
-    paths: dict[str, set[str]] = {}
-    for phase in raw.get("phases") or [] if isinstance(raw, dict) else []:
-        data = phase.get("data") if isinstance(phase, dict) else None
-        if isinstance(data, dict) and data.get("path"):
-            names = paths.setdefault(str(data["path"]), set())
-            for role in ("meta_train", "meta_valid", "meta_test"):
-                names |= {str(r).split("@")[0] for r in data.get(role) or [] if isinstance(r, str)}
-    resolved = {}
-    for rel, names in paths.items():
-        folder = (bundle.parent / rel).resolve()
-        console.print(f"compiling and registering {folder}")
-        resolved[rel] = register_collection(client, folder, cache, names)
-    return {"yaml": text, "resolved": resolved}
-
-
-def print_board(board: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    title = f"phase {board['phase_id']}" + (f" · league {board['league']}" if board["league"]
-                                            else "")
-    if board["hidden"] != "none":
-        title += f" · hidden: {board['hidden']}"
-    table = Table(title=title)
-    for column in ("#", "participant", "score", "ci95", *board["datasets"]):
-        table.add_column(column)
-    for e in board["entries"]:
-        per = e.get("per_dataset") or {}
-        cells = [e["rank"], e["username"] + (" (baseline)" if e["is_baseline"] else ""),
-                 e["score"], e["ci95"], *[per.get(d) for d in board["datasets"]]]
-        table.add_row(*["-" if c is None else f"{c:.4f}" if isinstance(c, float) else str(c)
-                        for c in cells])
-    Console().print(table)
-
+from starting_kit.commands.remote_client import (
+    ArenaClient,
+    RemoteError,
+    bundle_request,
+    console,
+    follow,
+    load_credentials,
+    print_board,
+    save_credentials,
+    submit,
+)
 
 # ---- commands -------------------------------------------------------------------------------
 

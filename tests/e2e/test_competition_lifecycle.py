@@ -27,7 +27,7 @@ from server.core.db import upgrade_database
 from server.models import Submission
 from server.services.queue import RecordingJobQueue
 from server.services.reconcile import reconcile
-from starting_kit.commands.remote import ArenaClient, RemoteError, bundle_request, submit
+from starting_kit.commands.remote_client import ArenaClient, RemoteError, bundle_request, submit
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "neurips22" / "competition.yaml"

@@ -7,7 +7,7 @@ import stat
 import httpx
 import pytest
 
-from starting_kit.commands.remote import (
+from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,
     load_credentials,
