@@ -104,9 +104,12 @@ def test_same_seed_gives_the_same_predictions(name: str, tmp_path) -> None:
 
 
 def test_learning_baselines_beat_chance_on_separable_classes(outcome: Outcome) -> None:
+    # The random baseline is the chance level: on the same tasks it must stay below the bar
+    # that every learning baseline clears.
     if outcome.name == "random":
-        pytest.skip("the random baseline is the chance level")
-    assert outcome.normalized_accuracy() > 0.5
+        assert outcome.normalized_accuracy() < 0.5
+    else:
+        assert outcome.normalized_accuracy() > 0.5
 
 
 def test_random_baseline_stays_near_chance(tmp_path) -> None:
