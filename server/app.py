@@ -48,6 +48,9 @@ def _lifespan(app: FastAPI):
         if settings.auto_migrate:
             upgrade_database(settings.database_url)
         app.state.storage.sweep_stale_tmp()
+        warm = getattr(app.state.queue, "warm", None)
+        if warm is not None:  # in the background: a broker that is down must not block start-up
+            threading.Thread(target=warm, name="arena-queue-warm", daemon=True).start()
         if settings.admin_bootstrap_token:
             with app.state.db.session(write=True) as session:
                 bootstrap_admin(session, settings.admin_bootstrap_token, utcnow())

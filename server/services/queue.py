@@ -45,7 +45,20 @@ class CeleryJobQueue:
         self.broker_dir = broker_dir
         self._app = None
 
+    def warm(self) -> None:
+        """Open the broker connection ahead of the first upload, which would otherwise pay for
+        it (0.4-3 s measured). Failures are logged: enqueueing retries, the reconciler resends."""
+        try:
+            # The producer pool is what send_task uses: warm that very connection.
+            with self._celery().producer_or_acquire() as producer:
+                producer.connection.ensure_connection(max_retries=1)
+        except Exception:  # any broker failure: uploads still work once it is back
+            log.warning("queue.warm.failed broker=%s", self.broker_url, exc_info=True)
+
     def enqueue(self, run_id: int, run_token: str, queue: str) -> None:
+        self._celery().send_task(EVALUATE_RUN, args=[run_id, run_token], queue=queue)
+
+    def _celery(self):  # noqa: ANN202 - celery.Celery, imported lazily
         if self._app is None:
             import celery
 
@@ -55,7 +68,7 @@ class CeleryJobQueue:
                     raise ValueError("a filesystem:// broker needs a broker folder: set "
                                      "ARENA_DATA_DIR so that <data_dir>/broker is shared")
                 self._app.conf.broker_transport_options = filesystem_broker_options(self.broker_dir)
-        self._app.send_task(EVALUATE_RUN, args=[run_id, run_token], queue=queue)
+        return self._app
 
 
 @dataclass
