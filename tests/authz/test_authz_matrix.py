@@ -7,7 +7,7 @@ the competition, the organizer of another competition, an admin. Each route is c
 world (the owner's submission finished, the phase open), and each answer is classified as
 allowed, denied (401, 403, 404 — hiding counts as denying — or a redirect to the login page) or
 a server error (never acceptable). Web-form POSTs are CSRF-protected: without the form's token
-every role is denied.
+every role is denied (their role checks with a valid token: test_authz_forms.py).
 """
 
 from __future__ import annotations

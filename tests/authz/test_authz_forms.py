@@ -1,0 +1,275 @@
+"""The web forms' role checks, with a valid CSRF token: every state-changing page route (a
+non-GET route outside /api and /internal, generated from app.routes) x every role.
+
+The route x role matrix (test_authz_matrix.py) only shows that a form POST without its token is
+refused to everyone. Here each role logs in through the real login form (GET /login for the
+double-submit cookie, POST /login with its API token; the session lives in the HttpOnly cookie
+of that role's own client), fetches the page that carries the form, and posts the form's hidden
+fields. A role the page does not offer the form to takes its session's token from the logout
+form instead, which is as valid (the token is an HMAC of the session cookie), so a denial can
+only come from the role check. Anonymous has no session, hence no token.
+
+  allowed: not an error or a denial, and the route's state change is in the database;
+  denied:  401/403/404 or a redirect to the login page, never the CSRF error for a signed-in
+           role, and the database (every table) and the job queue exactly as before.
+
+The page offers the form to exactly the roles allowed to post it (login aside: its form is
+shown to everyone; "anonymous" there means no valid API token). Denied roles of a route share
+one world (denials change nothing, and that is checked); each allowed role gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from authz_world import ROLES, World, app_routes, build_world, outcome
+from fastapi.testclient import TestClient
+from inprocess_support import InProcess, inprocess_app, zip_bytes
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.models import ApiToken, Base, Phase, Run, Submission
+
+#            anonymous, owner, other, organizer, other_organizer, admin
+SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
+    "DAAAAA", "DADADA", "DADDDD", "DDDADA")
+
+
+@dataclass
+class FormWorld:
+    """build_world's world plus what the forms act on: a draft phase in the organizer's
+    competition and a still-queued submission of the owner (the finished one stays
+    ids['submission_id'])."""
+
+    env: InProcess
+    world: World
+    ids: dict[str, object]
+    user_ids: dict[str, int | None]
+
+    def token(self, role: str) -> str:
+        return self.world.headers[role].get("Authorization", "").removeprefix("Bearer ")
+
+
+def build_form_world(env: InProcess) -> FormWorld:
+    world = build_world(env)
+    organizer, owner = world.headers["organizer"], world.headers["owner"]
+    draft = env.client.post(f"/api/v1/competitions/{world.ids['competition_id']}/phases",
+                            headers=organizer, json={"name": "draft"})
+    assert draft.status_code == 201 and draft.json()["status"] == "draft", draft.text
+    queued = env.upload(world.ids["phase_id"], owner, zip_bytes([("model.py", b"# queued\n")]))
+    assert queued.status_code == 201 and queued.json()["state"] == "queued", queued.text
+    user_ids: dict[str, int | None] = {"anonymous": None}
+    for role in ROLES[1:]:
+        me = env.client.get("/api/v1/me", headers=world.headers[role])
+        assert me.status_code == 200, me.text
+        user_ids[role] = me.json()["id"]
+    return FormWorld(env=env, world=world, user_ids=user_ids, ids={
+        **world.ids, "draft_phase_id": draft.json()["id"],
+        "queued_submission_id": queued.json()["id"]})
+
+
+# What an allowed post must have changed: observe(session, world, role) before and after, and
+# effect(before, after) must hold.
+Observe = Callable[[Session, FormWorld, str], object]
+
+
+def session_tokens(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(ApiToken).where(
+        ApiToken.user_id == fw.user_ids[role], ApiToken.kind == "session")).scalar_one()
+
+
+def submissions_in_phase(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(Submission).where(
+        Submission.user_id == fw.user_ids[role],
+        Submission.phase_id == fw.ids["phase_id"])).scalar_one()
+
+
+def submission_field(key: str, field: str) -> Observe:
+    return lambda session, fw, role: getattr(session.get(Submission, fw.ids[key]), field)
+
+
+def runs_of_finished(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(Run).where(
+        Run.submission_id == fw.ids["submission_id"])).scalar_one()
+
+
+def phase_status(key: str) -> Observe:
+    return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
+
+
+@dataclass(frozen=True)
+class Form:
+    rule: str  # one letter per role in ROLES order: A allowed, D denied
+    page: str  # the page that carries the form
+    ids: dict[str, str]  # path parameter -> FormWorld.ids key
+    observe: Observe
+    effect: Callable[[object, object], bool]
+
+
+def became(value: object) -> Callable[[object, object], bool]:
+    return lambda before, after: before != value and after == value
+
+
+def toggled(before: object, after: object) -> bool:
+    return after == (not before)
+
+
+FORMS: dict[tuple[str, str], Form] = {
+    ("POST", "/login"): Form(SIGNED_IN, "/login", {}, session_tokens,
+                             lambda before, after: after == before + 1),
+    ("POST", "/logout"): Form(SIGNED_IN, "/my", {}, session_tokens,
+                              lambda before, after: after == before - 1),
+    ("POST", "/phases/{phase_id}/submit"): Form(
+        SIGNED_IN, "/phases/{phase_id}/submit", {"phase_id": "phase_id"},
+        submissions_in_phase, lambda before, after: after == before + 1),
+    ("POST", "/submissions/{submission_id}/cancel"): Form(
+        OWNER_OR_ORGANIZER, "/submissions/{submission_id}",
+        {"submission_id": "queued_submission_id"},
+        submission_field("queued_submission_id", "state"), became("cancelled")),
+    ("POST", "/submissions/{submission_id}/select"): Form(
+        OWNER_ONLY, "/submissions/{submission_id}", {"submission_id": "submission_id"},
+        submission_field("submission_id", "is_selected"), toggled),
+    ("POST", "/submissions/{submission_id}/rerun"): Form(
+        ORGANIZER_OF_IT, "/submissions/{submission_id}", {"submission_id": "submission_id"},
+        runs_of_finished, lambda before, after: after == before + 1),
+    ("POST", "/submissions/{submission_id}/baseline"): Form(
+        ORGANIZER_OF_IT, "/submissions/{submission_id}", {"submission_id": "submission_id"},
+        submission_field("submission_id", "is_baseline"), toggled),
+    ("POST", "/organizer/phases/{phase_id}/open"): Form(
+        ORGANIZER_OF_IT, "/organizer", {"phase_id": "draft_phase_id"},
+        phase_status("draft_phase_id"), became("open")),
+    ("POST", "/organizer/phases/{phase_id}/close"): Form(
+        ORGANIZER_OF_IT, "/organizer", {"phase_id": "phase_id"},
+        phase_status("phase_id"), became("closed")),
+}
+ALWAYS_OFFERED = {("POST", "/login")}  # its form is on the login page for everyone
+
+
+def form_routes(env: InProcess) -> list[tuple[str, str]]:
+    """The app's state-changing page routes: every non-GET route outside /api and /internal."""
+    return [(method, path) for method, path in app_routes(env.client.app)
+            if method != "GET" and not path.startswith(("/api/", "/internal/"))]
+
+
+def fill(template: str, form: Form, fw: FormWorld) -> str:
+    return re.sub(r"{(\w+)}", lambda m: str(fw.ids[form.ids[m.group(1)]]), template)
+
+
+FORM_TAG = re.compile(r'<form\b[^>]*\baction="([^"]*)"[^>]*>(.*?)</form>', re.S)
+HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+
+
+def form_fields(page: str, action: str) -> dict[str, str] | None:
+    """The hidden fields of the page's form that posts to `action`, or None if it has none."""
+    for target, body in FORM_TAG.findall(page):
+        if html.unescape(target) == action:
+            return {name: html.unescape(value) for name, value in HIDDEN.findall(body)}
+    return None
+
+
+def browser(env: InProcess) -> TestClient:
+    """A client of its own (its own cookie jar) on the running app."""
+    return TestClient(env.client.app, follow_redirects=False)
+
+
+def log_in(client: TestClient, token: str) -> None:
+    fields = form_fields(client.get("/login").text, "/login")
+    assert fields and fields.get("csrf_token"), "the login page carries no CSRF token"
+    answer = client.post("/login", data={**fields, "token": token})
+    assert answer.status_code == 303 and answer.headers["location"] == "/my", answer.text
+    assert client.cookies.get("arena_session"), "login set no session cookie"
+
+
+def snapshot(env: InProcess) -> dict[str, list]:
+    """Every row of every table, and the jobs handed to the queue."""
+    with env.db.session() as session:
+        rows = {table.name: [tuple(r) for r in session.execute(
+            select(table).order_by(*table.primary_key.columns))]
+            for table in Base.metadata.sorted_tables}
+    return {**rows, "queue jobs": list(env.queue.jobs)}
+
+
+def changed_tables(before: dict, after: dict) -> list[str]:
+    return sorted(name for name in before if before[name] != after[name])
+
+
+def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> list[str]:
+    """Post the form as `role` with a valid token; the failures found (empty if none)."""
+    env, form, cell = fw.env, FORMS[(method, path)], f"{method} {path} as {role}"
+    client = browser(env)
+    if role != "anonymous" and path != "/login":
+        log_in(client, fw.token(role))
+    url = fill(path, form, fw)
+    fields = form_fields(client.get(fill(form.page, form, fw)).text, url)
+    failures = []
+    if fields is not None and path == "/login":
+        fields["token"] = fw.token(role) or "not-a-token"
+    elif (fields is not None) != allowed and (method, path) not in ALWAYS_OFFERED:
+        failures.append(f"{cell}: the page {'offers' if fields else 'hides'} the form, "
+                        f"but the rule says {'allowed' if allowed else 'denied'}")
+    if fields is None:  # the session's token, from the logout form every signed-in page has
+        fields = form_fields(client.get("/my").text, "/logout") or {"csrf_token": ""}
+    if role != "anonymous" and not fields.get("csrf_token"):
+        return [*failures, f"{cell}: no CSRF token found for a signed-in role"]
+    with env.db.session() as session:
+        observed = form.observe(session, fw, role) if allowed else None
+    before = snapshot(env)
+    files = ({"file": ("s.zip", zip_bytes([("model.py", f"# {role}\n".encode())]),
+                       "application/zip")} if path.endswith("/submit") else None)
+    answer = client.post(url, data=fields, files=files)
+    got, after = outcome(answer), snapshot(env)
+    said = f"{answer.status_code} {answer.text[:160]!r}"
+    if got == "error":
+        failures.append(f"{cell}: server error {said}")
+    elif allowed:
+        with env.db.session() as session:
+            now = form.observe(session, fw, role)
+        if got != "allowed":
+            failures.append(f"{cell}: expected allowed, got {said}")
+        elif not form.effect(observed, now):
+            failures.append(f"{cell}: allowed ({said}) but no state change: "
+                            f"{observed!r} -> {now!r}")
+    else:
+        if got != "denied":
+            failures.append(f"{cell}: expected denied, got {said}")
+        elif role != "anonymous" and "auth.csrf" in answer.text:
+            failures.append(f"{cell}: denied by the CSRF check despite a valid token")
+        if changed_tables(before, after):
+            failures.append(f"{cell}: denied ({answer.status_code}) but changed "
+                            f"{changed_tables(before, after)}")
+    return failures
+
+
+@pytest.fixture(scope="module")
+def app_env(tmp_path_factory: pytest.TempPathFactory):
+    with inprocess_app(tmp_path_factory.mktemp("authz-forms")) as env:
+        yield env
+
+
+def test_every_form_route_has_a_rule_and_every_rule_a_route(app_env):
+    served = set(form_routes(app_env))
+    assert sorted(served - set(FORMS)) == [], "new form routes need a row in FORMS"
+    assert sorted(set(FORMS) - served) == [], "rules for form routes that no longer exist"
+    assert len(served) >= 9
+
+
+def test_form_role_checks_hold_with_a_valid_csrf_token(app_env):
+    failures, cells = [], 0
+    for method, path in form_routes(app_env):
+        form = FORMS.get((method, path))
+        if form is None:
+            continue  # reported by the test above
+        denied = [r for r, want in zip(ROLES, form.rule, strict=True) if want == "D"]
+        shared = build_form_world(app_env)  # denials change nothing (checked), so they share one
+        for role in denied:
+            failures += attempt(shared, method, path, role, allowed=False)
+            cells += 1
+        for role in (r for r in ROLES if r not in denied):
+            failures += attempt(build_form_world(app_env), method, path, role, allowed=True)
+            cells += 1
+    assert cells == 6 * len(FORMS)
+    assert failures == [], "\n".join(failures)
