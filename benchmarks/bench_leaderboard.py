@@ -13,7 +13,9 @@ queued/failed submissions in another phase, so that indexes must pick the phase'
 Requests go through the real app in process (`fastapi.testclient.TestClient`, no sockets), as
 an anonymous viewer; every alternative is timed in interleaved rounds. "(before)" rows run the
 same app with the summary read as it was before the fix (every run's whole summary decoded),
-swapped in per request, so the before/now ratio comes from one run on one machine state.
+the leaderboard code of BEFORE_COMMIT (whole board, every entry validated, every row rendered)
+on routes of their own, so the before/now ratio comes from one run on one machine state. The
+HTML page now shows 100 rows (page 1); "limit=100" is the API's first page.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import statistics
 import sys
 import time
 import uuid
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -120,57 +121,86 @@ class StatementCounter:
         self.count += 1
 
 
-def full_summaries_reference(session, submission_ids: list[int]) -> dict[int, dict]:
-    """The leaderboard's summary read before the fix: every run's whole summary, decoded."""
-    from sqlalchemy import select
-
-    from server.models import Run
-
-    runs = session.execute(
-        select(Run.submission_id, Run.score, Run.index, Run.summary)
-        .where(Run.submission_id.in_(submission_ids), Run.state == "finished",
-               Run.superseded_at.is_(None))).all()
-    worst: dict = {}
-    for run in runs:
-        current = worst.get(run.submission_id)
-        if current is None or (run.score, run.index) < (current.score, current.index):
-            worst[run.submission_id] = run
-    return {sid: run.summary or {} for sid, run in worst.items()}
+BEFORE_COMMIT = "c0acde4"
+"""The last commit with the whole-board leaderboard (every summary read, pydantic-validated
+JSON, the HTML page rendering every entry): the "(before)" rows run its code."""
 
 
-@contextmanager
-def summaries_read(reference: bool):
-    """Run the app with the reference (before) summary read, or with the current one."""
-    from server.services import leaderboard
+def _module_from_git(name: str, path: str, swaps: dict):
+    """`path` as it was at BEFORE_COMMIT, imported as module `name`; while it runs, `swaps`
+    replace entries of sys.modules (so its imports of sibling modules get the old ones)."""
+    import subprocess
+    import types
 
-    current = leaderboard.worst_run_summaries
-    if reference:
-        leaderboard.worst_run_summaries = full_summaries_reference
+    source = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:{path}"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up
+    saved = {key: sys.modules.get(key) for key in swaps}
+    sys.modules.update(swaps)
     try:
-        yield
+        exec(compile(source, f"{BEFORE_COMMIT}:{path}", "exec"), module.__dict__)  # noqa: S102
     finally:
-        leaderboard.worst_run_summaries = current
+        for key, value in saved.items():
+            sys.modules[key] = value
+    return module
 
 
-def time_requests(client, urls: dict[str, tuple[str, bool]], rounds: int,
-                  counter) -> dict[str, dict]:
-    """Interleaved rounds of GETs; per alternative the ms of each and statements per request.
+def add_before_routes(app) -> None:
+    """/bench/before/api/{id} and /bench/before/html/{id}: the leaderboard of BEFORE_COMMIT."""
+    import subprocess
 
-    `urls`: name -> (path, whether to use the before-the-fix summary read).
-    """
+    from fastapi import Request
+    from jinja2 import ChoiceLoader, DictLoader
+
+    from server.api.deps import SessionDep
+    from server.models import Competition, Phase
+    from server.schemas.submission import Leaderboard
+    from server.web.rendering import render, templates
+
+    lb = _module_from_git("lb_before", "server/services/leaderboard.py", {})
+    view = _module_from_git("lb_view_before", "server/services/leaderboard_view.py",
+                            {"server.services.leaderboard": lb})
+    web = _module_from_git("web_views_before", "server/web/views.py",
+                           {"server.services.leaderboard_view": view})
+    page = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:server/templates/leaderboard.html"],
+                          cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    templates.env.loader = ChoiceLoader([DictLoader({"leaderboard_before.html": page}),
+                                         templates.env.loader])
+
+    def before_api(phase_id: int, session: SessionDep) -> Leaderboard:
+        phase = session.get(Phase, phase_id)
+        comp = session.get(Competition, phase.competition_id)
+        return Leaderboard.model_validate(view.view_leaderboard(session, phase, comp, None, False))
+
+    def before_html(phase_id: int, request: Request, session: SessionDep):
+        phase = session.get(Phase, phase_id)
+        return render(request, "leaderboard_before.html", None, app.state.settings, phase=phase,
+                      staff=False, ranking=(phase.leaderboard or {}).get("ranking"),
+                      boards=web.leaderboards(session, phase, False))
+
+    # this module's annotations are strings (PEP 563) that FastAPI cannot resolve here
+    before_api.__annotations__ = {"phase_id": int, "session": SessionDep, "return": Leaderboard}
+    before_html.__annotations__ = {"phase_id": int, "request": Request, "session": SessionDep}
+    app.add_api_route("/bench/before/api/{phase_id}", before_api, response_model=Leaderboard)
+    app.add_api_route("/bench/before/html/{phase_id}", before_html)
+
+
+def time_requests(client, urls: dict[str, str], rounds: int, counter) -> dict[str, dict]:
+    """Interleaved rounds of GETs; per alternative (name -> path) the ms of each, statements
+    per request and the answer's size."""
     out = {name: {"ms": [], "statements": 0, "bytes": 0} for name in urls}
-    for url, reference in urls.values():  # warm-up (templates, caches)
-        with summaries_read(reference):
-            assert client.get(url).status_code == 200, url
+    for url in urls.values():  # warm-up (templates, caches)
+        answer = client.get(url)
+        assert answer.status_code == 200, (url, answer.status_code, answer.text[:300])
     for _ in range(rounds):
-        for name, (url, reference) in urls.items():
-            with summaries_read(reference):
-                before = counter.count
-                start = time.perf_counter()
-                answer = client.get(url)
-                out[name]["ms"].append((time.perf_counter() - start) * 1000)
-                out[name]["statements"] = counter.count - before
-                out[name]["bytes"] = len(answer.content)
+        for name, url in urls.items():
+            before = counter.count
+            start = time.perf_counter()
+            answer = client.get(url)
+            out[name]["ms"].append((time.perf_counter() - start) * 1000)
+            out[name]["statements"] = counter.count - before
+            out[name]["bytes"] = len(answer.content)
     return out
 
 
@@ -215,7 +245,7 @@ def main() -> None:
     parser.add_argument("--users", default="1000,10000", help="comma-separated; one phase each")
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="skip the before-the-fix summary read (timed alongside by default)")
+                        help=f"skip the code of {BEFORE_COMMIT} (timed alongside by default)")
     parser.add_argument("--keep", action="store_true", help="keep the database (prints its URL)")
     args = parser.parse_args()
 
@@ -240,6 +270,8 @@ def main() -> None:
             settings = Settings(data_dir=Path(tmp), database_url=url, auto_migrate=False,
                                 reconcile_interval_s=0)
             app = create_app(settings, queue=RecordingJobQueue())
+            if args.reference:
+                add_before_routes(app)
             db = app.state.db
             phases = {}
             start = time.perf_counter()
@@ -255,13 +287,14 @@ def main() -> None:
                 urls = {}
                 for users, pid in phases.items():
                     api, page = f"/api/v1/phases/{pid}/leaderboard", f"/phases/{pid}/leaderboard"
-                    urls[f"API  {users:>6} users"] = (api, False)
-                    urls[f"HTML {users:>6} users"] = (page, False)
+                    urls[f"API  {users:>6} users"] = api
+                    urls[f"API  {users:>6} users limit=100"] = f"{api}?limit=100"
+                    urls[f"HTML {users:>6} users"] = page
                     if args.reference:
-                        urls[f"API  {users:>6} users (before)"] = (api, True)
-                        urls[f"HTML {users:>6} users (before)"] = (page, True)
+                        urls[f"API  {users:>6} users (before)"] = f"/bench/before/api/{pid}"
+                        urls[f"HTML {users:>6} users (before)"] = f"/bench/before/html/{pid}"
                 results = time_requests(client, urls, args.requests, counter)
-            print(f"\n{'request':<30}{'median ms':>11}{'p95 ms':>9}{'SQL/req':>9}{'KiB':>9}"
+            print(f"\n{'request':<36}{'median ms':>11}{'p95 ms':>9}{'SQL/req':>9}{'KiB':>9}"
                   f"{'before/now':>12}")
             for what, r in results.items():
                 ms = sorted(r["ms"])
@@ -270,7 +303,7 @@ def main() -> None:
                 if what.endswith("(before)"):
                     now = results[what.removesuffix(" (before)")]["ms"]
                     ratio = f"{statistics.median(ms) / statistics.median(now):.2f}x"
-                print(f"{what:<30}{statistics.median(ms):>11.1f}{p95:>9.1f}"
+                print(f"{what:<36}{statistics.median(ms):>11.1f}{p95:>9.1f}"
                       f"{r['statements']:>9}{r['bytes'] / 1024:>9.0f}{ratio:>12}")
             print("\nquery plans (the largest phase):")
             print("\n".join(explain(db, phases[max(phases)])))

@@ -16,7 +16,7 @@ import secrets
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
@@ -54,8 +54,10 @@ from server.web.rendering import (
 )
 from server.web.report import report_response
 from server.web.views import (
+    PER_PAGE,
     is_staff,
     leaderboards,
+    page_numbers,
     phase_facts,
     visible_competitions,
 )
@@ -153,12 +155,16 @@ async def logout(request: Request, db: Annotated[Database, Depends(get_db)],
 
 @router.get("/phases/{phase_id}/leaderboard")
 def leaderboard_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
-                     settings: SettingsDep):
+                     settings: SettingsDep, page: Annotated[int, Query(ge=1)] = 1,
+                     per_page: Annotated[int, Query(ge=1, le=1000)] = PER_PAGE):
+    """One page of each board (top `per_page` rows), with the viewer's own row always shown."""
     phase = visible_phase(session, phase_id, user)
     sees_all = organizes(session, phase, user)
+    boards = leaderboards(session, phase, sees_all, page=page, per_page=per_page,
+                          user_id=user.id if user is not None else None)
     return render(request, "leaderboard.html", user, settings, phase=phase, staff=sees_all,
-                  ranking=(phase.leaderboard or {}).get("ranking"),
-                  boards=leaderboards(session, phase, sees_all))
+                  ranking=(phase.leaderboard or {}).get("ranking"), boards=boards,
+                  per_page=per_page, page_numbers=page_numbers)
 
 
 @router.get("/phases/{phase_id}/submit")

@@ -107,5 +107,8 @@ class Leaderboard(BaseModel):
     hidden: str = Field(default="none", description="none | scores | board (for participants)")
     league: str | None = None
     leagues: list[str] = []
-    datasets: list[str] = []
+    datasets: list[str] = Field(default=[], description="datasets of the entries returned")
+    total: int = Field(default=0, description="entries on the whole board (all pages)")
+    offset: int = 0
+    limit: int | None = Field(default=None, description="null: the whole board")
     entries: list[LeaderboardEntry]

@@ -8,15 +8,18 @@ of its current runs; its CI and per-dataset scores come from that worst run's su
 Ranking is `score` (higher first) or `average_rank` across datasets (lower first), both from
 submission_api.scoring.ranking; ties go to the earlier submission — for a submission carried
 into a final phase, the time of the original upload.
+
+Ranking and details are two steps so that a page of the board reads only its own rows' run
+summaries: `rank_leaderboard` orders every entry, `build_entries` completes the ones shown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, User
@@ -79,7 +82,17 @@ def _prefer(candidate: Any, current: Any, rule: str) -> bool:
 
 
 SUMMARY_CHUNK = 5_000
-"""Submission ids per query: under SQLite's and Postgres' bound-parameter limits."""
+"""Submission ids per query (their ids are written into the SQL as integer literals)."""
+
+
+class Ranked(NamedTuple):
+    """One ranked row before its details are read: position, candidate row, average rank,
+    and its worst run's board summary when the ranking already needed it."""
+
+    position: int
+    row: Any
+    average_rank: float | None
+    summary: dict | None
 
 
 def worst_run_summaries(session: Session, submission_ids: list[int]) -> dict[int, dict]:
@@ -87,17 +100,19 @@ def worst_run_summaries(session: Session, submission_ids: list[int]) -> dict[int
     shows: `{"ci95": ..., "per_dataset": {...}}`.
 
     Only those two keys are read from the database: a whole summary (per ways, per shots, per
-    group) is ~5 KB of JSON, and decoding 10,000 of them took half of a leaderboard request
-    (benchmarks/bench_leaderboard.py).
+    group) is ~5 KB of JSON, and decoding 10,000 of them took half of a leaderboard request.
+    The ids are rendered as literals: bound one by one, psycopg spent ~80 ms splitting the
+    query of each chunk of 5,000 (benchmarks/bench_leaderboard.py).
     """
     worst: dict[int, Any] = {}
     for start in range(0, len(submission_ids), SUMMARY_CHUNK):
         chunk = submission_ids[start:start + SUMMARY_CHUNK]
+        ids = bindparam("ids", chunk, expanding=True, literal_execute=True)
         runs = session.execute(
             select(Run.submission_id, Run.score, Run.index,
-                   Run.summary["ci95"].label("ci95"),
+                   Run.summary["ci95"].as_float().label("ci95"),
                    Run.summary["per_dataset"].label("per_dataset"))
-            .where(Run.submission_id.in_(chunk), Run.state == "finished",
+            .where(Run.submission_id.in_(ids), Run.state == "finished",
                    Run.superseded_at.is_(None))).all()
         for run in runs:
             current = worst.get(run.submission_id)
@@ -113,27 +128,44 @@ def _per_dataset(summary: dict) -> dict[str, float]:
             if isinstance(stats, dict) and isinstance(stats.get("mean"), int | float)}
 
 
-def compute_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Entry]:
-    """The ranked entries of `phase` (of one league when given), unhidden: callers hide."""
+def rank_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Ranked]:
+    """Every entry of `phase` (of one league when given) in rank order, unhidden.
+
+    Ranking by score reads no run summary; ranking by average rank reads every entry's (its
+    per-dataset means decide), and keeps them so that `build_entries` does not read them again.
+    """
     rows = choose_entries(_candidates(session, phase, league), phase.leaderboard_rule)
-    summaries = worst_run_summaries(session, [r.id for r in rows])
     by_id = {r.id: r for r in rows}
-    per_dataset = {r.id: _per_dataset(summaries.get(r.id, {})) for r in rows}
-    by_average = (phase.leaderboard or {}).get("ranking") == "average_rank"
-    if by_average:
-        ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows])
-    else:
+    if (phase.leaderboard or {}).get("ranking") != "average_rank":
         ranked = rank_by_score([(r.id, _tie_key(r), r.score) for r in rows])
+        return [Ranked(item.position, by_id[item.entry_id], None, None) for item in ranked]
+    summaries = worst_run_summaries(session, list(by_id))
+    per_dataset = {sid: _per_dataset(summaries.get(sid, {})) for sid in by_id}
+    ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows])
+    return [Ranked(item.position, by_id[item.entry_id], item.value,
+                   summaries.get(item.entry_id, {})) for item in ranked]
+
+
+def build_entries(session: Session, ranked: list[Ranked], details: bool = True) -> list[Entry]:
+    """Entries of `ranked` (in its order), with the CI and per-dataset means of each one's
+    worst run when `details` (one query for those whose summary was not read yet)."""
+    missing = [r.row.id for r in ranked if r.summary is None] if details else []
+    read = worst_run_summaries(session, missing) if missing else {}
     out = []
     for item in ranked:
-        row = by_id[item.entry_id]
-        summary = summaries.get(row.id, {})
+        row = item.row
+        summary = (item.summary if item.summary is not None else read.get(row.id, {})
+                   ) if details else {}
         ci = summary.get("ci95")
         out.append(Entry(
             rank=item.position, username=row.username, submission_id=row.id, score=row.score,
             created_at=row.created_at, user_id=row.user_id, league=row.league,
             ci95=float(ci) if isinstance(ci, int | float) else None,
-            per_dataset=per_dataset[row.id],
-            average_rank=item.value if by_average else None,
+            per_dataset=_per_dataset(summary), average_rank=item.average_rank,
             is_baseline=row.is_baseline, is_selected=row.is_selected))
     return out
+
+
+def compute_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Entry]:
+    """The ranked entries of `phase` (of one league when given), unhidden: callers hide."""
+    return build_entries(session, rank_leaderboard(session, phase, league))

@@ -3,6 +3,8 @@
 Hiding applies to participants and anonymous viewers during a phase (organizers of the
 competition always see everything): `scores` keeps who has an entry but drops ranks and every
 number (rows then in name order, so the order reveals nothing); `board` shows no rows at all.
+`leaderboard_json` writes the API's answer directly (it is already in the wire shape): validating
+10,000 entries through the response model took a fifth of a request.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import csv
 import io
 from typing import Any
 
+import pydantic_core
+
 from server.models import Competition, Phase
-from server.services.leaderboard import Entry, compute_leaderboard
+from server.services.leaderboard import Entry, Ranked, build_entries, rank_leaderboard
 
 CSV_FIXED = ["rank", "username", "league", "submission_id", "score", "ci95", "average_rank",
              "baseline", "selected", "submitted_at"]
@@ -23,23 +27,36 @@ def league_names(comp: Competition | None) -> list[str]:
 
 
 def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, league: str | None,
-                     sees_all: bool) -> dict[str, Any]:
-    """The leaderboard as a JSON-ready dict for one league (default: the first)."""
+                     sees_all: bool, *, offset: int = 0, limit: int | None = None,
+                     user_id: int | None = None) -> dict[str, Any]:
+    """The leaderboard as a JSON-ready dict for one league (default: the first).
+
+    `offset`/`limit` cut a window of the board in its shown order (ranks stay those of the
+    whole board); `total` counts every entry. Entries of `user_id` outside the window come
+    back apart, in `pinned` (for a page that always shows the viewer's own row). Only the
+    rows returned have their run summaries read, and `datasets` are theirs.
+    """
     leagues = league_names(comp)
     if league is None and leagues:
         league = leagues[0]
     settings = phase.leaderboard or {}
     hidden = "none" if sees_all else settings.get("hidden", "none")
-    entries: list[Entry] = [] if hidden == "board" else compute_leaderboard(session, phase, league)
-    rows = [_row(e, hidden == "scores") for e in entries]
+    ranked: list[Ranked] = [] if hidden == "board" else rank_leaderboard(session, phase, league)
     if hidden == "scores":
-        rows.sort(key=lambda r: (r["username"], r["submission_id"]))
+        ranked.sort(key=lambda r: (r.row.username, r.row.id))
+    window = ranked[offset:None if limit is None else offset + limit]
+    shown = {r.row.id for r in window} if user_id is not None else set()
+    pinned = [r for r in ranked if user_id is not None and r.row.user_id == user_id
+              and not r.row.is_baseline and r.row.id not in shown]
+    entries = build_entries(session, window + pinned, details=hidden == "none")
+    rows = [_row(e, hidden == "scores") for e in entries]
     datasets = sorted({d for e in entries for d in e.per_dataset}) if hidden == "none" else []
     return {"phase_id": phase.id, "rule": phase.leaderboard_rule,
             "ranking": settings.get("ranking", "score"),
             "columns": settings.get("columns", ["score", "ci95", "per_dataset"]),
             "hidden": settings.get("hidden", "none"), "league": league, "leagues": leagues,
-            "datasets": datasets, "entries": rows}
+            "datasets": datasets, "total": len(ranked), "offset": offset, "limit": limit,
+            "entries": rows[:len(window)], "pinned": rows[len(window):]}
 
 
 def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
@@ -71,3 +88,9 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
 
 def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6f}"
+
+
+def leaderboard_json(board: dict[str, Any]) -> bytes:
+    """The API's JSON body of `board` (a `view_leaderboard` dict), in the `Leaderboard` schema's
+    shape and encoding (pydantic's serializer, without per-entry validation)."""
+    return pydantic_core.to_json({k: v for k, v in board.items() if k != "pinned"})

@@ -66,21 +66,44 @@ class Board:
     columns: list[str]
     datasets: list[str] = field(default_factory=list)
     league: str | None = None
+    total: int = 0
+    pinned: list[dict] = field(default_factory=list)
+    page: int = 1
+    pages: int = 1
 
 
-def leaderboards(session: Session, phase: Phase, sees_all: bool) -> list[Board]:
-    """The boards of a phase, one per league when the competition has leagues, hidden as
-    `view_leaderboard` hides them for this viewer (the JSON API's rule)."""
+PER_PAGE = 100
+"""Leaderboard rows per page: a 10,000-entry board took ~1 s to render whole."""
+
+
+def leaderboards(session: Session, phase: Phase, sees_all: bool, *, page: int = 1,
+                 per_page: int = PER_PAGE, user_id: int | None = None) -> list[Board]:
+    """Page `page` (from 1) of the boards of a phase, one per league when the competition has
+    leagues, hidden as `view_leaderboard` hides them for this viewer (the JSON API's rule);
+    `user_id`'s own rows outside the page come in `pinned`."""
     comp = phase.competition
     chosen = (phase.leaderboard or {}).get("columns")
     leagues = comp.leagues or [{"name": None, "title": "Leaderboard"}]
     boards = []
     for league in leagues:
-        view = view_leaderboard(session, phase, comp, league["name"], sees_all)
+        view = view_leaderboard(session, phase, comp, league["name"], sees_all,
+                                offset=(page - 1) * per_page, limit=per_page, user_id=user_id)
         hidden = "none" if sees_all else view["hidden"]
         boards.append(Board(
             title=league.get("title") or league["name"], hidden=hidden,
             description=league.get("description", ""), entries=view["entries"],
             columns=view["columns"] if chosen else [*view["columns"], "submitted_at"],
-            datasets=view["datasets"], league=league["name"]))
+            datasets=view["datasets"], league=league["name"], total=view["total"],
+            pinned=view["pinned"], page=page, pages=max(1, -(-view["total"] // per_page))))
     return boards
+
+
+def page_numbers(page: int, pages: int, around: int = 2) -> list[int | None]:
+    """The page links to show: first, last and `around` either side of `page`; None marks a gap."""
+    keep = sorted({1, pages, *range(max(1, page - around), min(pages, page + around) + 1)})
+    out: list[int | None] = []
+    for number in keep:
+        if out and number - out[-1] > 1:
+            out.append(None)
+        out.append(number)
+    return out
