@@ -28,7 +28,8 @@ def counts(env) -> tuple[int, int]:
 def test_upload_creates_submission_with_runs_and_enqueues_after_commit(env):
     phase = env.phase(runs_per_submission=3, queue="gpu")
     _, headers = env.user("ann")
-    answer = env.submit(phase.id, headers)
+    data = zip_bytes()  # built once: a zip embeds the time it was written
+    answer = env.submit(phase.id, headers, data)
     assert answer.status_code == 201, answer.text
     body = answer.json()
     assert body["state"] == "queued"
@@ -38,7 +39,7 @@ def test_upload_creates_submission_with_runs_and_enqueues_after_commit(env):
     with env.db.session() as s:
         sub = s.get(Submission, body["id"])
         stored = env.settings.storage / sub.storage_path
-        assert stored.read_bytes() == zip_bytes()
+        assert stored.read_bytes() == data
         assert stored.name == f"{sub.sha256}.zip"
     assert not list((env.settings.storage / "tmp").iterdir())
 
