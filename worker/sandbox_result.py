@@ -30,9 +30,9 @@ class SandboxResult:
     wall_time_s: float
     stdout: str
     stderr: str
-    stdout_truncated: bool
-    stderr_truncated: bool
-    output_exceeded: bool
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    output_exceeded: bool = False
     cancelled: bool = False
 
     @property

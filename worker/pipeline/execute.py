@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from worker.client import ClaimedRun
 from worker.pipeline.errors import PlatformFault
+from worker.sandbox_result import SandboxResult
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +54,8 @@ class ExecutionRequest:
         return max(1, int(self.cpus))
 
 
-@dataclass(frozen=True)
-class ExecutionResult:
-    """What happened, in the sandbox driver's terms; the score step turns it into a verdict."""
-
-    exit_code: int | None
-    oom_killed: bool
-    timed_out: bool
-    wall_time_s: float
-    stdout: str
-    stderr: str
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    output_exceeded: bool = False
+ExecutionResult = SandboxResult
+"""Both executors (sandbox and local mode) end with the sandbox driver's fixed record."""
 
 
 class Executor(Protocol):
@@ -172,7 +162,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
             result = run_sandbox(docker_client, spec, limits, cancel=cancel)
         except SandboxPlatformError as exc:
             raise PlatformFault(f"sandbox platform error: {exc}") from exc
-        return to_execution_result(result)
+        return result
 
     return execute
 
@@ -195,20 +185,3 @@ def reap_stale_containers(docker_client: Any, prefix: str) -> int:
                 log.warning("run.sandbox.reap_failed",
                             extra={"container": container.name, "error": repr(exc)})
     return reaped
-
-
-def to_execution_result(result: Any) -> ExecutionResult:
-    """Copy a `SandboxResult` (or any object with its fields) into an `ExecutionResult`."""
-    return ExecutionResult(
-        exit_code=result.exit_code, oom_killed=bool(result.oom_killed),
-        timed_out=bool(result.timed_out), wall_time_s=float(result.wall_time_s),
-        stdout=_as_text(result.stdout), stderr=_as_text(result.stderr),
-        stdout_truncated=bool(result.stdout_truncated),
-        stderr_truncated=bool(result.stderr_truncated),
-        output_exceeded=bool(result.output_exceeded))
-
-
-def _as_text(value: str | bytes | None) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
