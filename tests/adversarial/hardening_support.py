@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import textwrap
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,54 +30,7 @@ from platform_support import (
     wait_until,
 )
 
-from submission_api.submission_zip import build_submission_zip
-
 SANDBOX_LABEL = "org.metadl-arena.role=sandbox"
-
-MODEL = '''
-import os, sys, time, json
-import numpy as np, torch
-from submission_api.api import MetaLearner, Learner, Predictor
-CALLS = {"fit": 0, "predict": 0}
-{top}
-
-class MyPredictor(Predictor):
-    def __init__(self, means):
-        self.means = means
-    def predict(self, query_set):
-        CALLS["predict"] += 1
-{predict}
-        return (-torch.cdist(query_set.flatten(1), self.means)).numpy()
-
-class MyLearner(Learner):
-    def fit(self, support_set):
-        CALLS["fit"] += 1
-{fit}
-        x, y, _, n_ways, _ = support_set
-        x = x.flatten(1)
-        return MyPredictor(torch.stack([x[y == c].mean(0) for c in range(n_ways)]))
-    def save(self, path):
-        pass
-    def load(self, path):
-        pass
-
-class MyMetaLearner(MetaLearner):
-    def meta_fit(self, meta_train_generator, meta_valid_generator):
-{meta_fit}
-        return MyLearner()
-'''
-
-
-def make_model_zip(folder: Path, *, top: str = "", meta_fit: str = "pass", fit: str = "pass",
-                   predict: str = "pass") -> Path:
-    """A nearest-centroid submission with participant code spliced into its hooks."""
-    folder.mkdir(parents=True, exist_ok=True)
-    source = MODEL.replace("{top}", textwrap.dedent(top))
-    for hook, code in (("meta_fit", meta_fit), ("fit", fit), ("predict", predict)):
-        source = source.replace("{" + hook + "}", textwrap.indent(textwrap.dedent(code), " " * 8))
-    (folder / "model.py").write_text(source)
-    return build_submission_zip(folder, folder.with_suffix(".zip"))
-
 
 @dataclass
 class IsolatedPlatform(Platform):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import adversarial_probes as probes
 import pytest
-from hardening_support import IsolatedPlatform, leftover_sandboxes, make_model_zip
+from hardening_support import IsolatedPlatform, leftover_sandboxes
+from platform_support import make_model_zip
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 

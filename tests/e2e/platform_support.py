@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import httpx
 from arena_test_services import require_service
+
+from submission_api.submission_zip import build_submission_zip
 
 TERMINAL = {"finished", "failed", "timed_out", "cancelled"}
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -202,3 +205,51 @@ def throwaway_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+MODEL = '''
+import os, sys, time, json
+import numpy as np, torch
+from submission_api.api import MetaLearner, Learner, Predictor
+CALLS = {"fit": 0, "predict": 0}
+{top}
+
+class MyPredictor(Predictor):
+    def __init__(self, means):
+        self.means = means
+    def predict(self, query_set):
+        CALLS["predict"] += 1
+{predict}
+        return (-torch.cdist(query_set.flatten(1), self.means)).numpy()
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        CALLS["fit"] += 1
+{fit}
+        x, y, _, n_ways, _ = support_set
+        x = x.flatten(1)
+        return MyPredictor(torch.stack([x[y == c].mean(0) for c in range(n_ways)]))
+    def save(self, path):
+        pass
+    def load(self, path):
+        pass
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+{meta_fit}
+        return MyLearner()
+'''
+
+
+def make_model_zip(folder: Path, *, top: str = "", meta_fit: str = "pass", fit: str = "pass",
+                   predict: str = "pass", config: str | None = None) -> Path:
+    """A nearest-centroid submission (fast, deterministic, clearly above chance) with
+    participant code spliced into its hooks, and an optional config.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (folder / "config.json").write_text(config)
+    source = MODEL.replace("{top}", textwrap.dedent(top))
+    for hook, code in (("meta_fit", meta_fit), ("fit", fit), ("predict", predict)):
+        source = source.replace("{" + hook + "}", textwrap.indent(textwrap.dedent(code), " " * 8))
+    (folder / "model.py").write_text(source)
+    return build_submission_zip(folder, folder.with_suffix(".zip"))

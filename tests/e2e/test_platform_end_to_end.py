@@ -5,12 +5,11 @@ Also: the sandbox hides the query labels, and a SIGKILLed worker's run finishes 
 from __future__ import annotations
 
 import hashlib
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from platform_support import Platform, wait_until
+from platform_support import Platform, make_model_zip, wait_until
 
 from submission_api.data import load_collection
 from submission_api.protocols import ProtocolParams
@@ -22,42 +21,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
 PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
 BASELINES = Path(__file__).resolve().parents[2] / "starting_kit" / "baselines"
-
-CENTROIDS = """
-import time
-import numpy as np, torch
-from submission_api.api import MetaLearner, Learner, Predictor
-
-class MyPredictor(Predictor):
-    def __init__(self, means):
-        self.means = means
-    def predict(self, query_set):
-        return (-torch.cdist(query_set.flatten(1), self.means)).numpy()
-
-class MyLearner(Learner):
-    def fit(self, support_set):
-        x, y, _, n_ways, _ = support_set
-        x = x.flatten(1)
-        return MyPredictor(torch.stack([x[y == c].mean(0) for c in range(n_ways)]))
-    def save(self, path):
-        pass
-    def load(self, path):
-        pass
-
-class MyMetaLearner(MetaLearner):
-    def meta_fit(self, meta_train_generator, meta_valid_generator):
-        {meta_fit}
-        return MyLearner()
-"""
-
-
-def make_zip(folder: Path, meta_fit: str = "pass", config: str | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model.py").write_text(CENTROIDS.replace("{meta_fit}", meta_fit))
-    if config is not None:
-        (folder / "config.json").write_text(config)
-    return build_submission_zip(folder, folder.with_suffix(".zip"))
-
 
 @pytest.fixture(scope="module")
 def competition(platform: Platform, tiny_collection: Path, arena_cache: Path) -> dict:
@@ -130,7 +93,7 @@ def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition,
                                                           tiny_collection, arena_cache):
     fingerprints = expected_label_fingerprints(tiny_collection, arena_cache, tmp_path)
     scan = SCAN.format(sha=fingerprints["sha256"], raw=fingerprints["raw"])
-    archive = make_zip(tmp_path / "scanner", textwrap.indent(scan, " " * 8).strip())
+    archive = make_model_zip(tmp_path / "scanner", meta_fit=scan)
     submission_id = platform.submit(competition["bob"], competition["phase_id"], archive)
 
     final = platform.wait_terminal(competition["bob"], submission_id)
@@ -146,7 +109,7 @@ def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition,
 
 def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, competition,
                                                                      tmp_path):
-    archive = make_zip(tmp_path / "slow", "time.sleep(25)")
+    archive = make_model_zip(tmp_path / "slow", meta_fit="time.sleep(25)")
     token = competition["alice"]
     submission_id = platform.submit(token, competition["phase_id"], archive)
     wait_until(lambda: platform.submission(token, submission_id)["state"] == "running", 300,
@@ -187,7 +150,8 @@ def test_each_protocol_runs_on_the_platform_as_it_does_locally(platform, competi
     phase_id = platform.create_phase(competition["organizer"], data, protocol=protocol)
     submission = tmp_path / "centroids"
     # Held-out images leave 15 per class in the tiny meta-train view: ask for fewer queries.
-    archive = make_zip(submission, config='{"train_config": {"query_images_per_class": 5}}')
+    archive = make_model_zip(submission,
+                             config='{"train_config": {"query_images_per_class": 5}}')
     submission_id = platform.submit(competition["bob"], phase_id, archive)
 
     final = platform.wait_terminal(competition["bob"], submission_id)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hardening_support import IsolatedPlatform, make_model_zip
-from platform_support import wait_until
+from hardening_support import IsolatedPlatform
+from platform_support import make_model_zip, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
