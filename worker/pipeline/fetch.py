@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from submission_api.data.compiled import CompiledDataError, open_compiled, verify_compiled
+from submission_api.safe_tar import extract_tar
 from submission_api.submission_zip import UnsafeZipError, safe_extract
 from worker.client import ClaimedRun, DatasetRef, InternalClient
 from worker.pipeline.errors import CacheCorruptError, ParticipantFault
@@ -137,7 +138,7 @@ def _unpack_entry(tar_path: Path, staging: Path) -> Path:
     staging.mkdir()
     try:
         with tarfile.open(tar_path) as archive:
-            archive.extractall(staging, filter="data")
+            extract_tar(archive, staging)
     except tarfile.TarError as exc:  # OSError (disk full) propagates: a platform fault too
         raise CacheCorruptError(f"dataset tar {tar_path.name} is unreadable: {exc}") from exc
     if (staging / MANIFEST).is_file():
