@@ -31,6 +31,10 @@ STAGE_REASONS = {
 }
 
 
+STATUS_FIELDS: dict[str, type] = {"stage": str, "error": str, "traceback": str, "task": int}
+"""The fields `submission_api.runner.participant.StatusWriter` writes, and their types."""
+
+
 class ParticipantFailure(Exception):
     """The run failed through the submission's fault; `reason` is a stable category."""
 
@@ -46,9 +50,13 @@ class ScoredRun:
 
 
 def _read_regular(path: Path, max_bytes: int) -> bytes | None:
-    """The bytes of a regular file no larger than max_bytes; None if absent, a link or too big."""
+    """The bytes of a regular file no larger than max_bytes; None if absent, a link or too big.
+
+    Opened non-blocking and checked with fstat before any read: a FIFO (or a device) left in the
+    output would otherwise block the open, and the scorer with it, forever.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
@@ -59,13 +67,43 @@ def _read_regular(path: Path, max_bytes: int) -> bytes | None:
 
 
 def read_status(output_dir: Path) -> dict:
-    """The participant side's last reported stage; `{}` when missing or unreadable."""
+    """The participant side's last reported stage; `{}` when missing or not a JSON object.
+
+    Raises:
+        ParticipantFailure: the file is JSON but not the runner's status (see `check_status_shape`).
+    """
     raw = _read_regular(output_dir / "status.json", STATUS_MAX_BYTES)
     try:
         status = json.loads(raw) if raw else {}
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return {}
-    return status if isinstance(status, dict) else {}
+    return check_status_shape(status)
+
+
+def check_status_shape(status: object) -> dict:
+    """The known fields of a status object (`STATUS_FIELDS`) if each is of its type or null;
+    other fields are dropped, and anything but an object reads as no status (`{}`).
+
+    status.json lies in the participant's writable output, so anything may be there; without
+    this check a list as `stage` crashed the worker's scorer (unhashable), which then retried the
+    run as if the platform had failed.
+
+    Raises:
+        ParticipantFailure: (`bad_predictions`) any other shape.
+    """
+    if not isinstance(status, dict):
+        return {}  # no status at all, as when the file is missing
+    problem = None
+    for key, kind in STATUS_FIELDS.items():
+        value = status.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            problem = f"{key!r} of type {type(value).__name__}, expected {kind.__name__}"
+            break
+    if problem is not None:
+        raise ParticipantFailure(
+            "bad_predictions", f"output/status.json holds {problem}; it is written by the runner "
+            f"with the fields {sorted(STATUS_FIELDS)}: do not write or replace it from model.py")
+    return {key: status.get(key) for key in STATUS_FIELDS if key in status}
 
 
 def check_status(output_dir: Path) -> None:
@@ -104,6 +142,21 @@ def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
         ) from error
 
 
+def check_meta_test(answers_dir: Path) -> None:
+    """Raise ParticipantFailure when meta-test, as the trusted side saw it, did not end well."""
+    from submission_api.runner.task_server import read_report
+
+    report = read_report(answers_dir)
+    if report is None:
+        raise ParticipantFailure("crashed", "meta-test never started: the learner was not saved "
+                                 "or the meta-test side did not run; see the log.")
+    if report.reason is not None:
+        raise ParticipantFailure(report.reason, report.message or report.reason, report.traceback)
+    if report.tasks_done != report.n_tasks:
+        raise ParticipantFailure("crashed", f"meta-test ended after {report.tasks_done} of "
+                                 f"{report.n_tasks} test tasks; see the log.")
+
+
 def score_output(output_dir: Path, answers_dir: Path, duration_s: float | None = None) -> ScoredRun:
     """Score a finished participant side.
 
@@ -112,11 +165,14 @@ def score_output(output_dir: Path, answers_dir: Path, duration_s: float | None =
             missing or invalid (reason `bad_predictions`).
     """
     check_status(output_dir)
+    check_meta_test(answers_dir)
     tasks, query_labels = read_answers(answers_dir)
     records = []
     try:
         for task in tasks:
-            raw = load_predictions(output_dir, task)
+            # Predictions were received and saved by the trusted side (task_server), never by
+            # participant code; they are still read as untrusted data.
+            raw = load_predictions(answers_dir, task)
             truth = query_labels[task.query_offset : task.query_offset + task.n_query]
             records.append(
                 score_task(

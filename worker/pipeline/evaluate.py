@@ -107,10 +107,15 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
             return RunResult.PUBLISHED
         return RunResult.FENCED
     except PLATFORM_ERRORS as exc:
-        return _release(rt.client, claimed, run_token, f"{type(exc).__name__}: {exc}")
-    except Exception as exc:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+        return _release(rt.client, claimed, run_token, exc)
+    except Exception:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+        # Not a named transient fault: a retry would meet the same bug and spend the phase's
+        # limits again, so the run ends now, uncharged; the traceback stays in the worker's log.
         log.exception("run.pipeline.crashed", extra={"run_id": run_id})
-        return _release(rt.client, claimed, run_token, f"unexpected {type(exc).__name__}: {exc}")
+        return _publish(rt.client, claimed, run_token, failure_outcome(
+            PHASE_ERROR, f"the platform failed while evaluating this run (an internal error on "
+            f"worker {rt.worker_name!r}, logged for the operators); it is not charged to any "
+            "quota. Submit again later or tell the organizers.", None))
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
@@ -174,11 +179,35 @@ def _enter_stage(heartbeat: Heartbeat, stage: str) -> bool:
     return heartbeat.beat_now()
 
 
-def _release(client: InternalClient, claimed: ClaimedRun, run_token: str, error: str) -> RunResult:
-    log.warning("run.platform_fault", extra={"run_id": claimed.run_id, "error": error})
-    if release_run(client, claimed, run_token, error):
+def _release(client: InternalClient, claimed: ClaimedRun, run_token: str,
+             exc: BaseException) -> RunResult:
+    """Hand the run back with a short cause (what the participant reads on the run); the
+    details (engine URLs, host paths) go to this worker's log only, for the operators."""
+    detail = f"{type(exc).__name__}: {exc}"
+    log.warning("run.platform_fault", extra={"run_id": claimed.run_id, "error": detail})
+    if release_run(client, claimed, run_token, compute_short_cause(exc)):
         return RunResult.RELEASED
     return RunResult.UNREACHABLE
+
+
+def compute_short_cause(exc: BaseException) -> str:
+    """A participant-safe line for a platform fault: the first `short_cause` found along the
+    exception's causes, else its type and the first line of its message, capped."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        short = getattr(seen, "short_cause", None)
+        if isinstance(short, str) and short:
+            return short
+        seen = seen.__cause__
+    first_line = (str(exc).splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first_line[:200]}"
+
+
+def _publish(client: InternalClient, claimed: ClaimedRun, run_token: str,
+                        outcome: Outcome) -> RunResult:
+    if publish_outcome(client, claimed, run_token, outcome):
+        return RunResult.PUBLISHED
+    return RunResult.FENCED  # or unreachable: either way the lease lapses and the server acts
 
 
 def _make_readable(tree: Path) -> None:

@@ -9,6 +9,7 @@ Everything read from `output/` is untrusted; the runner's scorer reads it with t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from submission_api.runner.scorer import STAGE_REASONS, ParticipantFailure, read
 from worker.pipeline.errors import ParticipantFault
 from worker.pipeline.execute import ExecutionResult
 
+SCORE_TIMEOUT_S = 600.0
+"""Backstop on scoring one run's output (bounded files, so seconds in practice)."""
 MESSAGE_CAP = 20_000
 """The server's limit on `finish.message` (server/schemas/internal.py)."""
 ScoreOutput = Callable[..., Any]
@@ -58,11 +61,43 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
     try:
         if result.exit_code != 0:
             raise failure_from_status(output_dir, result.exit_code)
-        scored = score_output(output_dir, answers_dir, duration_s=result.wall_time_s)
+        scored = score_within(score_output, output_dir, answers_dir, result.wall_time_s)
     except ParticipantFailure as failure:
         return failure_outcome(failure.reason, failure.message, failure.trace, log)
     return Outcome("finished", summary=dict(scored.summary),
                    tasks=[record.to_dict() for record in scored.records], log=log)
+
+
+def score_within(score_output: ScoreOutput, output_dir: Path, answers_dir: Path,
+                 duration_s: float, timeout_s: float = SCORE_TIMEOUT_S) -> Any:
+    """`score_output(...)` in a daemon thread, given up after `timeout_s`.
+
+    The scorer reads only bounded regular files, so this bound is a backstop: whatever in the
+    participant's output might still stall it (issue 13: a FIFO did) must not hold the worker
+    slot forever while the heartbeat keeps the lease alive. Its input is the participant's
+    output, so running out of time is their outcome.
+
+    Raises:
+        ParticipantFailure: the scorer's own, or `bad_predictions` after `timeout_s`.
+    """
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["scored"] = score_output(output_dir, answers_dir, duration_s=duration_s)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="arena-score", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise ParticipantFailure("bad_predictions", f"scoring the output folder took more than "
+                                 f"{timeout_s:.0f} s; write only regular files of predictions "
+                                 "(no FIFOs, sockets or huge trees) under output/.")
+    if "error" in box:
+        raise box["error"]
+    return box["scored"]
 
 
 def failure_from_status(output_dir: Path, exit_code: int | None) -> ParticipantFailure:

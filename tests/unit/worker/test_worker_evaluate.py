@@ -156,7 +156,6 @@ def test_unsafe_zip_fails_as_invalid_submission_without_running(fake_client, tmp
     lambda client, executor, runner: setattr(executor, "error", PlatformFault("engine gone")),
     lambda client, executor, runner: setattr(client, "fail_downloads", True),
     lambda client, executor, runner: setattr(runner, "prepare_error", OSError(28, "No space")),
-    lambda client, executor, runner: setattr(runner, "prepare_error", KeyError("bug")),
 ])
 def test_platform_faults_release_the_run_and_never_finish_it(fake_client, tmp_path, make_fault):
     executor, runner = FakeExecutor(), FakeRunner()
@@ -197,3 +196,45 @@ def test_a_phase_its_datasets_cannot_serve_fails_at_once_uncharged(fake_client, 
     assert (body["state"], body["reason"]) == ("failed", "platform_error")
     assert "0 classes able" in body["message"] and "Organizers" in body["message"]
     assert fake_client.named("release") == []  # not retried: it cannot succeed
+
+
+@pytest.mark.parametrize("exit_code", [0, 1])
+@pytest.mark.parametrize("status", [
+    {"stage": ["x"], "error": "e"},  # issue 13 (3b): crashed the scorer, retried as a fault
+    {"stage": "meta_fit", "error": {"a": 1}},
+    {"stage": "fit", "task": "3"},
+    {"stage": "predict", "error": "e", "task": True},
+])
+def test_a_malformed_status_json_is_the_participants_outcome_never_a_retry(
+        fake_client, tmp_path, exit_code, status):
+    from submission_api.runner.scorer import score_output
+
+    base = FakeExecutor().result
+    executor = PredictingExecutor(result=ExecutionResult(**{**base.__dict__,
+                                                            "exit_code": exit_code}),
+                                  status=status)  # type: ignore[arg-type]
+    runner = FakeRunner()
+    runner.score_output = score_output  # type: ignore[method-assign] - the real scorer
+    assert run(fake_client, tmp_path, executor, runner) is RunResult.PUBLISHED
+    [body] = fake_client.named("finish")
+    assert (body["state"], body["reason"]) == ("failed", "bad_predictions")
+    assert "status.json" in body["message"]
+    assert fake_client.named("release") == []
+
+
+def test_an_unforeseen_bug_ends_the_run_uncharged_at_once_without_a_retry(fake_client, tmp_path):
+    runner = FakeRunner(prepare_error=KeyError("bug"))
+    assert run(fake_client, tmp_path, runner=runner) is RunResult.PUBLISHED
+    [body] = fake_client.named("finish")
+    assert (body["state"], body["reason"]) == ("failed", "platform_error")
+    assert "KeyError" not in body["message"] and "not charged" in body["message"]
+    assert fake_client.named("release") == []
+
+
+def test_a_released_run_carries_the_short_cause_not_the_details(fake_client, tmp_path):
+    fault = PlatformFault("sandbox platform error: http+docker://localhost/v1.41/... "
+                          "scripts/ensure_docker.sh")
+    fault.short_cause = "the sandbox image 'x:1' is not installed on worker 'host/0'"
+    assert run(fake_client, tmp_path, FakeExecutor(error=fault)) is RunResult.RELEASED
+    assert fake_client.named("release") == ["the sandbox image 'x:1' is not installed on worker "
+                                            "'host/0'"]

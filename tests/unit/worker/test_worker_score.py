@@ -143,3 +143,41 @@ def test_finish_body_validates_against_the_servers_schema(tmp_path: Path):
     write_status(tmp_path / "output", stage="predict", error="x", traceback="t" * 100_000)
     failed = decide(replace(CLEAN, exit_code=1), tmp_path).to_finish_body(fencing_token=2)
     assert FinishRequest.model_validate(failed).reason == "predict_error"
+
+
+@pytest.mark.parametrize("name", ["status.json", "predictions/task_00000.npy"])
+def test_a_fifo_in_the_output_is_refused_without_blocking_the_scorer(tmp_path, name):
+    """Issue 13 (4): opening a FIFO O_RDONLY blocks until a writer comes, i.e. forever."""
+    import os
+    import threading
+
+    from submission_api.runner.scorer import score_output
+
+    output = tmp_path / "output"
+    (output / "predictions").mkdir(parents=True)
+    os.mkfifo(output / name)
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(decide(CLEAN, tmp_path, score_output)),
+                              daemon=True)
+    thread.start()
+    thread.join(20.0)
+    assert not thread.is_alive(), "the scorer blocked on a FIFO"
+    assert seen and seen[0].state == "failed"
+
+
+def test_scoring_that_outlives_its_bound_is_the_participants_outcome(tmp_path):
+    import threading
+
+    from worker.pipeline.score import score_within
+
+    release = threading.Event()
+
+    def stalls(output_dir: Path, answers_dir: Path, duration_s: float | None = None) -> None:
+        release.wait(30.0)
+
+    with pytest.raises(ParticipantFailure) as caught:
+        score_within(stalls, tmp_path, tmp_path, 1.0, timeout_s=0.2)
+    release.set()
+    assert caught.value.reason == "bad_predictions" and "took more than" in caught.value.message
