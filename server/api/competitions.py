@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter
 from sqlalchemy import select
 
 from server.api.deps import NowDep, OptionalUser, Organizer, SessionDep, WriteSessionDep
 from server.core.errors import NotFoundError
-from server.models import Competition, Phase, User
+from server.models import Competition, Phase, User, utcnow
 from server.schemas.competition import (
     CompetitionCreate,
     CompetitionOut,
@@ -17,6 +19,7 @@ from server.schemas.competition import (
     PhaseUpdate,
 )
 from server.services import competitions as service
+from server.services.timeline import accepts_uploads, effective_status
 
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
 
@@ -43,8 +46,19 @@ def find_competition(session, ref: str, user: User | None) -> Competition:
     return comp
 
 
-def competition_out(comp: Competition, user: User | None) -> CompetitionOut:
+def phase_out(phase: Phase, now: datetime | None = None) -> PhaseOut:
+    """The phase as seen at `now`: its status and acceptance read its dates."""
+    now = now or utcnow()
+    out = PhaseOut.model_validate(phase)
+    out.status = effective_status(phase, now)
+    out.accepting_submissions = accepts_uploads(phase, now)
+    return out
+
+
+def competition_out(comp: Competition, user: User | None,
+                    now: datetime | None = None) -> CompetitionOut:
     out = CompetitionOut.model_validate(comp)
+    out.phases = [phase_out(p, now) for p in comp.phases]
     if not _is_staff(user):
         out.phases = [p for p in out.phases if p.status != "draft"]
     return out
@@ -87,20 +101,20 @@ def create_phase(competition_id: int, body: PhaseCreate, user: Organizer,
     comp = service.get_owned_competition(session, competition_id, user)
     phase = service.add_phase(session, comp, body, user, now)
     session.commit()
-    return PhaseOut.model_validate(phase)
+    return phase_out(phase, now)
 
 
 @router.get("/phases", response_model=list[PhaseOut])
-def list_phases(session: SessionDep, user: OptionalUser) -> list[PhaseOut]:
+def list_phases(session: SessionDep, user: OptionalUser, now: NowDep) -> list[PhaseOut]:
     query = select(Phase).order_by(Phase.id)
     if not _is_staff(user):
         query = query.where(Phase.status != "draft")
-    return [PhaseOut.model_validate(p) for p in session.execute(query).scalars()]
+    return [phase_out(p, now) for p in session.execute(query).scalars()]
 
 
 @router.get("/phases/{phase_id}", response_model=PhaseOut)
-def get_phase(phase_id: int, session: SessionDep, user: OptionalUser) -> PhaseOut:
-    return PhaseOut.model_validate(visible_phase(session, phase_id, user))
+def get_phase(phase_id: int, session: SessionDep, user: OptionalUser, now: NowDep) -> PhaseOut:
+    return phase_out(visible_phase(session, phase_id, user), now)
 
 
 @router.patch("/phases/{phase_id}", response_model=PhaseOut)
@@ -113,4 +127,4 @@ def update_phase(phase_id: int, body: PhaseUpdate, user: Organizer, session: Wri
     service.update_phase(session, phase, body.model_dump(exclude_unset=True, mode="python"),
                          user, now)
     session.commit()
-    return PhaseOut.model_validate(phase)
+    return phase_out(phase, now)

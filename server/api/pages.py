@@ -46,11 +46,13 @@ from server.services.upload import accept_submission
 from server.web import actions, organizer
 from server.web.actions import submission_actions
 from server.web.rendering import (
+    LOGIN_REASONS,
     STATIC_DIR,
     PageRoute,
     check_csrf,
     login_redirect,
     render,
+    safe_next,
 )
 from server.web.report import report_response
 from server.web.views import (
@@ -58,6 +60,7 @@ from server.web.views import (
     is_staff,
     leaderboards,
     page_numbers,
+    phase_context,
     phase_facts,
     visible_competitions,
 )
@@ -80,40 +83,48 @@ def static_file(name: str) -> Response:
 
 
 @router.get("/")
-def index(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep):
+def index(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep,
+          now: NowDep):
     return render(request, "index.html", user, settings,
-                  competitions=visible_competitions(session, user))
+                  competitions=visible_competitions(session, user, now))
 
 
 @router.get("/competitions/{competition_id}")
 def competition_page(competition_id: int, request: Request, user: OptionalUser,
-                     session: SessionDep, settings: SettingsDep):
-    shown = [c for c in visible_competitions(session, user)
+                     session: SessionDep, settings: SettingsDep, now: NowDep):
+    shown = [c for c in visible_competitions(session, user, now)
              if c["competition"].id == competition_id]
     if not shown:
         raise NotFoundError(f"no competition with id {competition_id}")
     comp = shown[0]["competition"]
     return render(request, "competition.html", user, settings, competition=comp,
-                  phases=shown[0]["phases"], pages=comp.pages or [])
+                  phases=shown[0]["phases"], steps=shown[0]["steps"],
+                  timeline=shown[0]["steps"], step=None, pages=comp.pages or [])
 
 
 @router.get("/phases/{phase_id}")
 def phase_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
-               settings: SettingsDep):
+               settings: SettingsDep, now: NowDep):
     phase = visible_phase(session, phase_id, user)
     return render(request, "phase.html", user, settings, phase=phase,
-                  competition=phase.competition, facts=phase_facts(phase))
+                  competition=phase.competition, facts=phase_facts(phase, now),
+                  **phase_context(session, phase, user, now))
 
 
 @router.get("/login")
-def login_page(request: Request, settings: SettingsDep):
-    return _login_form(request, settings)
+def login_page(request: Request, settings: SettingsDep, user: OptionalUser):
+    return _login_form(request, settings, user=user)
 
 
-def _login_form(request: Request, settings, status: int = 200, error: str | None = None):
+def _login_form(request: Request, settings, status: int = 200, error: str | None = None,
+                next_path: str | None = None, user: User | None = None):
+    """The form, with the reason the visitor was sent here (a fixed text chosen by key) and
+    the page to return to afterwards."""
     nonce = secrets.token_urlsafe(24)
-    response = render(request, "login.html", None, settings, status=status, error=error,
-                      login_csrf=nonce)
+    why = LOGIN_REASONS.get(request.query_params.get("why", ""))
+    next_path = safe_next(next_path or request.query_params.get("next"))
+    response = render(request, "login.html", user, settings, status=status, error=error,
+                      login_csrf=nonce, why=why, next_path=next_path or "")
     response.set_cookie(LOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="lax",
                         secure=settings.session_cookie_secure)
     return response
@@ -132,10 +143,14 @@ async def login(request: Request, db: Annotated[Database, Depends(get_db)],
         user = user_service.user_for_token(session, token, now) if token else None
         if user is None:
             return _login_form(request, settings, status=401,
-                               error="Unknown or expired token; check it and try again.")
+                               next_path=str(form.get("next", "")),
+                               error="Unknown or expired token; check it (it is the long "
+                                     "string your organizer sent, or the one `arena login` "
+                                     "uses) and try again.")
         session_token = user_service.issue_token(session, user, kind="session", ttl=SESSION_TTL,
                                                  name="web", now=now)
-    response = RedirectResponse("/my", status_code=303)
+        landing = "/organizer" if is_staff(user) else "/my"
+    response = RedirectResponse(safe_next(str(form.get("next", ""))) or landing, status_code=303)
     response.delete_cookie(LOGIN_COOKIE)
     response.set_cookie(SESSION_COOKIE, session_token, max_age=int(SESSION_TTL.total_seconds()),
                         httponly=True, samesite="lax", secure=settings.session_cookie_secure)
@@ -169,11 +184,13 @@ def leaderboard_page(phase_id: int, request: Request, user: OptionalUser, sessio
 
 @router.get("/phases/{phase_id}/submit")
 def submit_page(phase_id: int, request: Request, user: OptionalUser, session: SessionDep,
-                settings: SettingsDep):
+                settings: SettingsDep, now: NowDep):
+    """The upload form, only while the phase takes uploads (else why not, and what is next)."""
     if user is None:
-        return login_redirect()
+        return login_redirect(request)
     phase = visible_phase(session, phase_id, user)
-    return render(request, "submit.html", user, settings, phase=phase)
+    return render(request, "submit.html", user, settings, phase=phase,
+                  **phase_context(session, phase, user, now))
 
 
 @router.post("/phases/{phase_id}/submit")
@@ -184,7 +201,7 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
     """The web form upload: same checks as the API, plus CSRF before anything is registered."""
     user = _cookie_user(request, db, now)
     if user is None:
-        return login_redirect()
+        return login_redirect(request)
     try:
         staged, fields = await receive_file(request, storage, settings.max_upload_bytes)
         try:
@@ -204,7 +221,8 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
             phase = visible_phase(session, phase_id, user)
             status, body = describe_error(exc)
             return render(request, "submit.html", user, settings, status=status, phase=phase,
-                          error=f"{body['error']['message']} ({body['error']['code']})")
+                          error=f"{body['error']['message']} ({body['error']['code']})",
+                          **phase_context(session, phase, user, now))
     return RedirectResponse(f"/submissions/{submission.id}", status_code=303)
 
 
@@ -220,7 +238,7 @@ def _cookie_user(request: Request, db: Database, now):
 def my_page(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep,
             phase: int | None = None):
     if user is None:
-        return login_redirect()
+        return login_redirect(request)
     query = select(Submission, Phase.name).join(Phase, Phase.id == Submission.phase_id).where(
         Submission.user_id == user.id)
     if phase is not None:
@@ -237,7 +255,7 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
 def submission_page(submission_id: int, request: Request, user: OptionalUser,
                     session: SessionDep, settings: SettingsDep):
     if user is None:
-        return login_redirect()
+        return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
     phase = session.get(Phase, submission.phase_id)
     hidden = user.role == "participant" and phase.hide_logs
@@ -256,11 +274,11 @@ def submission_owner(session, submission: Submission) -> str:
 
 
 @router.get("/submissions/{submission_id}/runs/{run_index}/report")
-def run_report(submission_id: int, run_index: int, user: OptionalUser, session: SessionDep,
-               download: bool = False):
+def run_report(submission_id: int, run_index: int, request: Request, user: OptionalUser,
+               session: SessionDep, download: bool = False):
     """The detailed results of one finished run, rendered by submission_api.report."""
     if user is None:
-        return login_redirect()
+        return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
     run = next((r for r in submission.runs if r.index == run_index), None)
     if run is None or run.state != "finished" or not run.summary:

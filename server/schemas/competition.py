@@ -121,6 +121,12 @@ class PhaseOut(PhaseFields):
     competition_id: int
     name: str
     closed_at: datetime | None = None
+    status: Literal["draft", "upcoming", "open", "closed"] = Field(
+        default="draft", description="effective status: an open phase whose end date has "
+        "passed is 'closed', one whose start date is ahead is 'upcoming'")
+    accepting_submissions: bool = Field(
+        default=False, description="an upload now would pass the phase check (open, within "
+        "its dates, not a final phase)")
 
 
 class CompetitionCreate(BaseModel):

@@ -74,3 +74,27 @@ def check_quota(session: Session, user_id: int, phase: Phase, now: datetime) -> 
                 "submissions that failed for platform reasons are not counted",
                 code=f"quota.{kind}", used=used, limit=limit,
             )
+
+
+def quota_left(session: Session, user_id: int, phase: Phase, now: datetime) -> dict | None:
+    """What `user_id` may still submit to `phase` at `now`, counted as `check_quota` counts
+    (read-only, no lock: for display, the upload re-checks). None when the phase sets no quota.
+
+    Returns {"per_day": (left, limit) | None, "total": ..., "in_flight": ..., "resets_at": dt}.
+    """
+    if phase.quota_per_day is None and phase.quota_total is None \
+            and phase.quota_in_flight is None:
+        return None
+    base = select(func.count(Submission.id)).where(
+        Submission.user_id == user_id, Submission.phase_id == phase.id)
+    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    queries = {"per_day": (phase.quota_per_day,
+                           base.where(_charged(), Submission.created_at >= day_start)),
+               "total": (phase.quota_total, base.where(_charged())),
+               "in_flight": (phase.quota_in_flight,
+                             base.where(Submission.state.not_in(TERMINAL_STATES)))}
+    out: dict = {"resets_at": day_start + timedelta(days=1)}
+    for kind, (limit, query) in queries.items():
+        out[kind] = None if limit is None else (
+            max(0, limit - session.execute(query).scalar_one()), limit)
+    return out

@@ -3,6 +3,7 @@
  *  - [data-live="on"][id]: re-fetch the page every few seconds and swap this element while
  *    something is still queued or running (the server stops marking it "on" when all is done).
  *  - form[data-upload]: send the form with XMLHttpRequest and show upload progress.
+ *  - time[data-countdown]: keep "closes in 3 h 12 min" current between page loads.
  */
 (function () {
   "use strict";
@@ -108,7 +109,25 @@
     });
   }
 
+  function duration(seconds) {
+    var days = Math.floor(seconds / 86400), hours = Math.floor((seconds % 86400) / 3600);
+    var minutes = Math.floor((seconds % 3600) / 60);
+    if (days) { return days + (days === 1 ? " day" : " days") + (hours ? " " + hours + " h" : ""); }
+    if (hours) { return hours + " h" + (minutes ? " " + minutes + " min" : ""); }
+    return minutes ? minutes + " min" : "under a minute";
+  }
+
+  function tickCountdowns() {
+    document.querySelectorAll("time[data-countdown]").forEach(function (el) {
+      var left = (Date.parse(el.getAttribute("datetime")) - Date.now()) / 1000;
+      var verb = el.getAttribute("data-countdown");
+      if (isNaN(left)) { return; }
+      el.textContent = left > 0 ? verb + " in " + duration(left) : (verb === "opens" ? "opened" : "closed") + " — reload the page";
+    });
+  }
+
   document.querySelectorAll("table[data-sortable]").forEach(makeSortable);
+  if (document.querySelector("time[data-countdown]")) { window.setInterval(tickCountdowns, 30000); }
   document.querySelectorAll("[data-live='on'][id]").forEach(poll);
   document.querySelectorAll("form[data-upload]").forEach(enhanceUpload);
 }());

@@ -32,7 +32,7 @@ from server.services.finals import close_phase
 from server.services.operations import check_organizes
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
-from server.services.workers import list_workers
+from server.services.workers import list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.views import is_staff
@@ -71,7 +71,7 @@ def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
 def dashboard(request: Request, user: OptionalUser, session: SessionDep,
               settings: SettingsDep, now: NowDep):
     if user is None:
-        return login_redirect()
+        return login_redirect(request, "organizer")
     _require_staff(user)
     phases = organized_phases(session, user)
     ids = [p.id for p in phases]
@@ -87,11 +87,17 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
         .order_by(Submission.id.desc()).limit(50)).all()
     return render(request, "organizer.html", user, settings, phases=phases, queued=queued,
                   running=[e for e in entries if e["state"] != "queued"],
-                  workers=list_workers(session, now, silent_after_s=2 * settings.lease_seconds),
+                  workers=_workers(session, user, now, settings),
                   recent=recent,
                   exports=phase_exports(phases),
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
+
+
+def _workers(session, user: User, now, settings) -> list[dict]:
+    """Workers as this organizer may see them (api/admin.py: others' runs masked)."""
+    rows = list_workers(session, now, silent_after_s=2 * settings.lease_seconds)
+    return rows if user.role == "admin" else mask_foreign_runs(session, user, rows)
 
 
 @router.post("/organizer/phases/{phase_id}/open")

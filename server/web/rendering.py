@@ -13,11 +13,14 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 from server.api.deps import SESSION_COOKIE
 from server.core.config import Settings
@@ -41,10 +44,22 @@ def format_time(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def render_markdown(text: str | None) -> Markup:
+    """Organizer-written Markdown as HTML, safe to show: raw HTML in the text is escaped, not
+    passed through, and markdown-it refuses `javascript:`/`vbscript:`/`data:` link targets, so
+    the only tags out are those Markdown itself makes (the page CSP forbids inline script too).
+    """
+    return Markup(_MARKDOWN.render(text or ""))
+
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
+
+
 def _environment() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(SERVER_DIR / "templates"))
     templates.env.filters["score"] = format_score
     templates.env.filters["when"] = format_time
+    templates.env.filters["markdown"] = render_markdown
     return templates
 
 
@@ -73,8 +88,26 @@ def check_csrf(request: Request, settings: Settings, sent: str | None) -> None:
         raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
 
 
-def login_redirect() -> RedirectResponse:
-    return RedirectResponse("/login", status_code=303)
+def login_redirect(request: Request | None = None, why: str = "login") -> RedirectResponse:
+    """To the login page, saying why (`why` is a key of LOGIN_REASONS, never free text) and
+    where to come back to: this request's own path, if it is a page (checked again at login)."""
+    query = {"why": why}
+    if request is not None and request.method == "GET":
+        query["next"] = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?{urlencode(query)}", status_code=303)
+
+
+LOGIN_REASONS = {"login": "Log in to see that page: it shows your own submissions.",
+                 "expired": "Your session ended (it lasts 7 days, or you logged out elsewhere); "
+                            "log in again to continue.",
+                 "organizer": "Log in with an organizer's token to use the dashboard."}
+
+
+def safe_next(target: str | None) -> str | None:
+    """`target` when it is a path of this site (`/x`, not `//host` or `/\\host`), else None."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return None
+    return target if all(c.isprintable() and c not in "\\" for c in target) else None
 
 
 def error_page(request: Request, exc: Exception) -> Response:
@@ -97,7 +130,8 @@ class PageRoute(APIRoute):
             try:
                 return await handler(request)
             except AuthRequiredError:
-                response = login_redirect()
+                had_session = SESSION_COOKIE in request.cookies
+                response = login_redirect(request, "expired" if had_session else "login")
                 response.delete_cookie(SESSION_COOKIE)
                 return response
             except ArenaError as exc:

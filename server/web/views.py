@@ -14,23 +14,33 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.models import Competition, Phase, User
+from server.models import Competition, Phase, User, utcnow
 from server.services.leaderboard_view import view_leaderboard
+from server.services.quotas import quota_left
+from server.services.timeline import (
+    competition_timeline,
+    effective_status,
+    format_duration,
+    next_step,
+)
 
 
 def is_staff(user: User | None) -> bool:
     return user is not None and user.role in ("organizer", "admin")
 
 
-def visible_competitions(session: Session, user: User | None) -> list[dict]:
-    """Competitions with the phases `user` may see (drafts for staff only)."""
+def visible_competitions(session: Session, user: User | None,
+                         now: datetime | None = None) -> list[dict]:
+    """Competitions with the phases `user` may see (drafts for staff only), each phase with its
+    timeline step at `now` (effective status, countdown) in the order the phases happen."""
     comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
     shown = [(c, [p for p in c.phases if is_staff(user) or p.status != "draft"]) for c in comps]
-    return [{"competition": c, "phases": ps} for c, ps in shown if ps or is_staff(user)]
+    return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow())}
+            for c, ps in shown if ps or is_staff(user)]
 
 
-def phase_facts(phase: Phase) -> list[tuple[str, str]]:
-    """The rules of a phase in words, for its page."""
+def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, str]]:
+    """The rules of a phase in words, for its page (status as of `now`, dates included)."""
     protocol = (phase.protocol or {}).get("name", "cross-domain")
     quotas = [f"{n} {what}" for n, what in ((phase.quota_per_day, "per day"),
                                             (phase.quota_total, "in total"),
@@ -38,7 +48,7 @@ def phase_facts(phase: Phase) -> list[tuple[str, str]]:
               if n is not None]
     runs = phase.runs_per_submission
     facts = [
-        ("Status", phase.status),
+        ("Status", effective_status(phase, now or utcnow())),
         ("Opens", _when(phase.starts_at, "when opened")),
         ("Closes", _when(phase.ends_at, "no end date")),
         ("Protocol", protocol),
@@ -49,6 +59,43 @@ def phase_facts(phase: Phase) -> list[tuple[str, str]]:
         ("Logs", "hidden from participants" if phase.hide_logs else "shown to their owner"),
     ]
     return facts
+
+
+def phase_context(session: Session, phase: Phase, user: User | None,
+                  now: datetime) -> dict:
+    """What the phase and submit pages show beside the facts: the competition's timeline,
+    this phase's step and the one after it, and the viewer's quota left in words."""
+    timeline = competition_timeline(
+        [p for p in phase.competition.phases if is_staff(user) or p.status != "draft"], now)
+    step = next((s for s in timeline if s.phase.id == phase.id), None) \
+        or competition_timeline([phase], now)[0]
+    quota = quota_left(session, user.id, phase, now) if user is not None else None
+    return {"timeline": timeline, "step": step, "next": next_step(phase, timeline),
+            "quota": quota_words(quota, now), "quota_spent": quota_spent(quota)}
+
+
+def quota_words(quota: dict | None, now: datetime) -> str:
+    """`3 of 5 left today (resets in 4 h 10 min, 00:00 UTC), 18 of 20 in total`, or ''."""
+    if quota is None:
+        return ""
+    parts = []
+    if quota["per_day"] is not None:
+        left, limit = quota["per_day"]
+        resets = quota["resets_at"]
+        parts.append(f"{left} of {limit} left today (resets in "
+                     f"{format_duration((resets - now).total_seconds())}, at 00:00 UTC)")
+    if quota["total"] is not None:
+        parts.append(f"{quota['total'][0]} of {quota['total'][1]} left in total")
+    if quota["in_flight"] is not None:
+        parts.append(f"{quota['in_flight'][0]} of {quota['in_flight'][1]} more may wait or "
+                     "run at once")
+    return ", ".join(parts)
+
+
+def quota_spent(quota: dict | None) -> bool:
+    """True when one of the quotas has no submission left (the upload would be refused)."""
+    return quota is not None and any(
+        quota[k] is not None and quota[k][0] == 0 for k in ("per_day", "total", "in_flight"))
 
 
 def _when(value: datetime | None, otherwise: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import threading
 import uuid
@@ -174,4 +175,4 @@ def login(page, token: str) -> None:
     page.goto("/login")
     page.get_by_label("Token").fill(token)
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/my")
+    page.wait_for_url(re.compile(r"/(my|organizer)$"))  # participants: /my; staff: /organizer

@@ -1,0 +1,90 @@
+"""Where a phase stands in time: the status participants see, whether it takes uploads now, and
+what comes next — shared by the JSON API (`GET /api/v1/phases`), the pages and the CLI.
+
+The stored `status` is what the organizer set; the *effective* status also reads the dates, so
+an `open` phase whose `ends_at` has passed is shown `closed` and one whose `starts_at` is still
+ahead is `upcoming` (the upload check `check_phase_open` refuses both already). A final phase
+(`carry_from_id`) never takes uploads: its entries are carried from the phase before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from server.models import Phase
+
+
+def effective_status(phase: Phase, now: datetime) -> str:
+    """`draft`, `upcoming`, `open` or `closed` at `now` (dates override a stored `open`)."""
+    if phase.status != "open":
+        return phase.status
+    if phase.ends_at is not None and now >= phase.ends_at:
+        return "closed"
+    if phase.starts_at is not None and now < phase.starts_at:
+        return "upcoming"
+    return "open"
+
+
+def accepts_uploads(phase: Phase, now: datetime) -> bool:
+    """True when an upload to `phase` at `now` passes the phase check of the upload service."""
+    return effective_status(phase, now) == "open" and phase.carry_from_id is None
+
+
+def format_duration(seconds: float) -> str:
+    """`3 days 4 h`, `5 h 12 min`, `12 min`, `under a minute`: two units at most."""
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} day{'s' if days != 1 else ''}" + (f" {hours} h" if hours else "")
+    if hours:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    return f"{minutes} min" if minutes else "under a minute"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One phase on a competition's timeline, as a page shows it."""
+
+    phase: Phase
+    status: str
+    accepting: bool
+    current: bool
+    countdown: str  # "closes in 3 days 4 h", "opens in 2 h", "" when no date is ahead
+    deadline: datetime | None  # the date the countdown counts to (for a live countdown)
+    kind: str  # "feedback" (takes uploads) or "final" (carries entries from another phase)
+
+
+def phase_step(phase: Phase, now: datetime) -> Step:
+    """The timeline entry of one phase at `now`."""
+    status = effective_status(phase, now)
+    countdown, deadline = "", None
+    if status == "upcoming" and phase.starts_at is not None:
+        deadline = phase.starts_at
+        countdown = f"opens in {format_duration((deadline - now).total_seconds())}"
+    elif status == "open" and phase.ends_at is not None:
+        deadline = phase.ends_at
+        countdown = f"closes in {format_duration((deadline - now).total_seconds())}"
+    return Step(phase=phase, status=status, accepting=accepts_uploads(phase, now),
+                current=status == "open", countdown=countdown, deadline=deadline,
+                kind="final" if phase.carry_from_id is not None else "feedback")
+
+
+def competition_timeline(phases: list[Phase], now: datetime) -> list[Step]:
+    """The phases in the order they happen (start date, then id), each with its step."""
+    far = datetime.max.replace(tzinfo=now.tzinfo)
+    ordered = sorted(phases, key=lambda p: (p.starts_at or p.ends_at or far, p.id))
+    return [phase_step(p, now) for p in ordered]
+
+
+def next_step(phase: Phase, timeline: list[Step]) -> Step | None:
+    """What follows `phase`: the final phase carrying from it, else the next on the timeline."""
+    for step in timeline:
+        if step.phase.carry_from_id == phase.id:
+            return step
+    ids = [s.phase.id for s in timeline]
+    if phase.id in ids and ids.index(phase.id) + 1 < len(ids):
+        return timeline[ids.index(phase.id) + 1]
+    return None
