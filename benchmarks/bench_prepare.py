@@ -35,6 +35,7 @@ from submission_api.sampling import Episode
 
 IMAGE_BYTES = 128 * 128 * 3
 SEED = (0, 1)
+"""(test seed, participant seed), as `prepare_run` takes them."""
 
 
 def write_meta_test_memmap(episodes: Sequence[Episode], datasets: dict[str, CompiledDataset],
@@ -147,7 +148,7 @@ def main() -> None:
         collection = load_collection(col, base / "cache")
         files = {d.name: source_files(col, d) for d in collection.datasets.values()}
         protocol = ProtocolParams(tasks_per_dataset=args.tasks)
-        episodes = plan_test_episodes(protocol, collection, SEED)
+        episodes = plan_test_episodes(protocol, collection, SEED[0])
         naive_episodes = episodes[: args.naive_tasks]
         images = count_images(episodes)
 

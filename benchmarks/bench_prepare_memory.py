@@ -39,7 +39,7 @@ def measure_child(collection_dir: Path, cache_dir: Path, out_dir: Path, tasks: i
     """Run one preparation in this process; its memory figures in MiB."""
     collection = load_collection(collection_dir, cache_dir)
     protocol = ProtocolParams(tasks_per_dataset=tasks)
-    episodes = plan_test_episodes(protocol, collection, SEED)  # small; planned before either
+    episodes = plan_test_episodes(protocol, collection, SEED[0])  # small; planned before either
     before = read_memory_status()
     if writer == WRITERS[0]:
         prepare_run(collection, protocol, SEED, out_dir / "bundle", out_dir / "answers")

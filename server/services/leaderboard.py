@@ -2,8 +2,9 @@
 
 Which submission represents a participant: the one they selected (if it finished), else the
 phase rule — `best` (highest score) or `latest` (most recent finished). Baseline submissions
-(flagged by an organizer) each get their own entry, marked. A submission's score is the worst
-of its current runs; its CI and per-dataset scores come from that worst run's summary.
+(flagged by an organizer) each get their own entry, marked. A submission's score aggregates its
+current runs by the phase's rule (`services.scores`, MetaDL's per-dataset minimum by default);
+its per-dataset values are those minima, its CI that of its worst run.
 
 Ranking is `score` (higher first) or `average_rank` across datasets (lower first), both from
 submission_api.scoring.ranking; ties go to the earlier submission — for a submission carried
@@ -23,6 +24,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, User
+from server.services.scores import aggregate_runs, lower_is_better
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
 
@@ -95,37 +97,50 @@ class Ranked(NamedTuple):
     summary: dict | None
 
 
-def worst_run_summaries(session: Session, submission_ids: list[int]) -> dict[int, dict]:
-    """submission id -> the parts of its worst current finished run's summary that the board
-    shows: `{"ci95": ..., "per_dataset": {...}}`.
+def worst_run_summaries(session: Session, submission_ids: list[int],
+                        protocol: dict | None = None) -> dict[int, dict]:
+    """submission id -> what the board shows of its current finished runs, aggregated by the
+    phase's rule: `{"ci95": worst run's, "per_dataset": {dataset: worst over runs}}`.
 
-    Only those two keys are read from the database: a whole summary (per ways, per shots, per
-    group) is ~5 KB of JSON, and decoding 10,000 of them took half of a leaderboard request.
-    The ids are rendered as literals: bound one by one, psycopg spent ~80 ms splitting the
-    query of each chunk of 5,000 (benchmarks/bench_leaderboard.py).
+    Only the compact parts of each summary are read (`metric_cells`, `ci95`, and `per_dataset`
+    for summaries stored before `metric_cells` existed): a whole summary is ~5 KB of JSON, and
+    decoding 10,000 of them took half of a leaderboard request. The ids are rendered as
+    literals: bound one by one, psycopg spent ~80 ms splitting the query of each chunk of 5,000
+    (benchmarks/bench_leaderboard.py).
     """
-    worst: dict[int, Any] = {}
+    by_submission: dict[int, list[Any]] = {}
     for start in range(0, len(submission_ids), SUMMARY_CHUNK):
         chunk = submission_ids[start:start + SUMMARY_CHUNK]
         ids = bindparam("ids", chunk, expanding=True, literal_execute=True)
         runs = session.execute(
             select(Run.submission_id, Run.score, Run.index,
                    Run.summary["ci95"].as_float().label("ci95"),
+                   Run.summary["metric_cells"].label("metric_cells"),
                    Run.summary["per_dataset"].label("per_dataset"))
             .where(Run.submission_id.in_(ids), Run.state == "finished",
-                   Run.superseded_at.is_(None))).all()
+                   Run.superseded_at.is_(None))
+            .order_by(Run.submission_id, Run.index)).all()
         for run in runs:
-            current = worst.get(run.submission_id)
-            if current is None or (run.score, run.index) < (current.score, current.index):
-                worst[run.submission_id] = run
-    return {sid: {"ci95": run.ci95, "per_dataset": run.per_dataset}
-            for sid, run in worst.items()}
+            by_submission.setdefault(run.submission_id, []).append(_BoardRun(
+                run.score, run.ci95,
+                {"metric_cells": run.metric_cells, "per_dataset": run.per_dataset}))
+    out = {}
+    for sid, runs in by_submission.items():
+        result = aggregate_runs(runs, protocol)
+        out[sid] = {"ci95": runs[result.worst_run].ci95, "per_dataset": result.per_dataset}
+    return out
+
+
+class _BoardRun(NamedTuple):
+    score: float | None
+    ci95: float | None
+    summary: dict
 
 
 def _per_dataset(summary: dict) -> dict[str, float]:
     table = summary.get("per_dataset") or {}
-    return {name: float(stats["mean"]) for name, stats in table.items()
-            if isinstance(stats, dict) and isinstance(stats.get("mean"), int | float)}
+    return {name: float(value) for name, value in table.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)}
 
 
 def rank_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Ranked]:
@@ -136,21 +151,23 @@ def rank_leaderboard(session: Session, phase: Phase, league: str | None = None) 
     """
     rows = choose_entries(_candidates(session, phase, league), phase.leaderboard_rule)
     by_id = {r.id: r for r in rows}
+    higher = not lower_is_better(phase.protocol)
     if (phase.leaderboard or {}).get("ranking") != "average_rank":
-        ranked = rank_by_score([(r.id, _tie_key(r), r.score) for r in rows])
+        ranked = rank_by_score([(r.id, _tie_key(r), r.score) for r in rows], higher)
         return [Ranked(item.position, by_id[item.entry_id], None, None) for item in ranked]
-    summaries = worst_run_summaries(session, list(by_id))
+    summaries = worst_run_summaries(session, list(by_id), phase.protocol)
     per_dataset = {sid: _per_dataset(summaries.get(sid, {})) for sid in by_id}
-    ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows])
+    ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows], higher)
     return [Ranked(item.position, by_id[item.entry_id], item.value,
                    summaries.get(item.entry_id, {})) for item in ranked]
 
 
-def build_entries(session: Session, ranked: list[Ranked], details: bool = True) -> list[Entry]:
-    """Entries of `ranked` (in its order), with the CI and per-dataset means of each one's
-    worst run when `details` (one query for those whose summary was not read yet)."""
+def build_entries(session: Session, ranked: list[Ranked], details: bool = True,
+                  protocol: dict | None = None) -> list[Entry]:
+    """Entries of `ranked` (in its order), with the worst run's CI and the per-dataset minima
+    over runs when `details` (one query for those whose summary was not read yet)."""
     missing = [r.row.id for r in ranked if r.summary is None] if details else []
-    read = worst_run_summaries(session, missing) if missing else {}
+    read = worst_run_summaries(session, missing, protocol) if missing else {}
     out = []
     for item in ranked:
         row = item.row
@@ -168,4 +185,5 @@ def build_entries(session: Session, ranked: list[Ranked], details: bool = True) 
 
 def compute_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Entry]:
     """The ranked entries of `phase` (of one league when given), unhidden: callers hide."""
-    return build_entries(session, rank_leaderboard(session, phase, league))
+    return build_entries(session, rank_leaderboard(session, phase, league),
+                         protocol=phase.protocol)

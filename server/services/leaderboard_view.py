@@ -17,6 +17,7 @@ import pydantic_core
 
 from server.models import Competition, Phase
 from server.services.leaderboard import Entry, Ranked, build_entries, rank_leaderboard
+from server.services.scores import explain_phase_score
 
 CSV_FIXED = ["rank", "username", "league", "submission_id", "score", "ci95", "average_rank",
              "baseline", "selected", "submitted_at"]
@@ -48,7 +49,8 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
     shown = {r.row.id for r in window} if user_id is not None else set()
     pinned = [r for r in ranked if user_id is not None and r.row.user_id == user_id
               and not r.row.is_baseline and r.row.id not in shown]
-    entries = build_entries(session, window + pinned, details=hidden == "none")
+    entries = build_entries(session, window + pinned, details=hidden == "none",
+                            protocol=phase.protocol)
     rows = [_row(e, hidden == "scores") for e in entries]
     datasets = sorted({d for e in entries for d in e.per_dataset}) if hidden == "none" else []
     return {"phase_id": phase.id, "rule": phase.leaderboard_rule,
@@ -56,6 +58,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
             "columns": settings.get("columns", ["score", "ci95", "per_dataset"]),
             "hidden": settings.get("hidden", "none"), "league": league, "leagues": leagues,
             "datasets": datasets, "total": len(ranked), "offset": offset, "limit": limit,
+            "scoring": explain_phase_score(phase.protocol, phase.runs_per_submission),
             "entries": rows[:len(window)], "pinned": rows[len(window):]}
 
 

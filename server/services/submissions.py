@@ -10,6 +10,7 @@ re-run are history: they no longer count.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -25,16 +26,19 @@ from server.models import (
     Submission,
 )
 from server.models import User as UserModel
+from server.services.scores import aggregate_runs
 
 
-def derive_state(runs: list[Run]) -> tuple[str, str | None, str | None, float | None]:
-    """(state, reason, message, score) of a submission; score = the worst run's score."""
+def derive_state(runs: list[Run], protocol: dict[str, Any] | None = None
+                 ) -> tuple[str, str | None, str | None, float | None]:
+    """(state, reason, message, score) of a submission; score = the phase's aggregate of its
+    runs (`services.scores`: per-dataset minimum over runs by default, as MetaDL ranked)."""
     states = [r.state for r in runs]
     if not all(s in TERMINAL_STATES for s in states):
         busy = any(s in ACTIVE_STATES or s in TERMINAL_STATES for s in states)
         return ("running" if busy else "queued"), None, None, None
     if all(s == "finished" for s in states):
-        return "finished", None, None, min(r.score for r in runs if r.score is not None)
+        return "finished", None, None, aggregate_runs(runs, protocol).score
     # The participant's own fault is the most useful thing to show; platform faults last.
     by_priority = sorted(
         (r for r in runs if r.state != "finished"),
@@ -55,7 +59,8 @@ def refresh_submission(session: Session, submission_id: int, now: datetime) -> S
         .order_by(Run.index)
         .execution_options(populate_existing=True)
     ).scalars())
-    state, reason, message, score = derive_state(runs)
+    phase = session.get(Phase, submission.phase_id)
+    state, reason, message, score = derive_state(runs, phase.protocol if phase else None)
     submission.state, submission.reason, submission.message = state, reason, message
     submission.score = score
     submission.finished_at = now if state in TERMINAL_STATES else None

@@ -14,6 +14,11 @@ concrete values and two phases with equal dicts evaluate identically. Defaults a
     a 40-image class, which disjoint pools split 5 query / 3 support.
   - fewstab 5-way 1-shot 15-query, n_s = 5, n_q = 15 (Zheng et al. 2024: 5-way 1- or 5-shot
     tasks, 15 queries per class; thresholds high enough for the 5-shot variant).
+`metric` is what the phase ranks by: "score" (mean normalized accuracy), except id-ood
+(Setlur et al. 2021: BaseGen and NovelGen are two results) — "NovelGen" by default, or "BaseGen"
+or "BaseGen+NovelGen" (their average) — and fewstab (Zheng et al. 2024) — "wAcc-A" by default,
+or "wAcc-gap" (wAcc-R − wAcc-A, lower better). `aggregation` is how R runs become one score
+(`scoring.aggregate`): "per_dataset_min" (MetaDL, default) or "min_of_run_means".
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -29,6 +34,11 @@ _SHAPED = {"fixed": (5, 5, 15), "within-domain": (5, 5, 20), "id-ood": (5, 1, 5)
 """(n_ways, n_shots, n_queries) defaults of the protocols with a fixed task shape (see above)."""
 _TASKS = {"meta-dataset": 600}
 DEFAULT_TASKS_PER_DATASET = 100
+RANKING_METRICS = {"id-ood": ("NovelGen", "BaseGen", "BaseGen+NovelGen"),
+                   "fewstab": ("wAcc-A", "wAcc-gap")}
+"""Ranking metrics a protocol offers, default first; any other protocol ranks by "score"."""
+AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
+"""Mirrors `scoring.aggregate.AGGREGATIONS` (checked equal by a test)."""
 FEWSTAB_SHOTS = (1, 5)
 """FewSTAB evaluates 1-shot and 5-shot tasks (Zheng et al. 2024)."""
 
@@ -52,6 +62,8 @@ class ProtocolParams:
     fewstab_n_q: int | None = None
     datasets: tuple[str, ...] | None = None  # test datasets; default the 'meta-test' split
     split_seed: int = 0
+    metric: str | None = None
+    aggregation: str = "per_dataset_min"
 
     def __post_init__(self) -> None:
         if self.name not in PROTOCOLS:
@@ -68,6 +80,7 @@ class ProtocolParams:
                     f"{getattr(self, key)}; remove {key}, or use protocol 'fixed'."
                 )
             self._fill(key, default)
+        self._fill("metric", RANKING_METRICS.get(self.name, ("score",))[0])
         if self.name == "fewstab":
             self._fill("fewstab_n_s", 5)
             self._fill("fewstab_n_q", 15)
@@ -130,6 +143,16 @@ def check_protocol_params(params: ProtocolParams) -> None:
         raise ProtocolParamsError(
             f"split_fractions={params.split_fractions!r}, expected (train, valid, test) with "
             "train, test > 0, valid >= 0, summing to 1 (e.g. (0.7, 0.15, 0.15))."
+        )
+    metrics = RANKING_METRICS.get(params.name, ("score",))
+    if params.metric not in metrics:
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: metric={params.metric!r}, expected one of {metrics}."
+        )
+    if params.aggregation not in AGGREGATIONS:
+        raise ProtocolParamsError(
+            f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "
+            "minimum over runs, as MetaDL ranked, or the minimum of the run means)."
         )
     if params.name == "fewstab":
         if params.n_shots not in FEWSTAB_SHOTS:

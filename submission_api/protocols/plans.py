@@ -1,10 +1,14 @@
 """The three functions every run uses, locally and on the platform: which episodes a run tests,
 and which images the participant may see at meta-train and meta-valid time.
 
-Test episodes depend only on `(phase_seed, run_seed)`, the dataset name and the params. For each
-test dataset (and id-ood group) the run draws disjoint support / query pools once from
-`make_rng(phase_seed, run_seed, "pools", group, dataset)`, then every episode of that dataset
-from the same generator, so no query image appears with its label in any task of the run.
+Test episodes depend only on the phase's `test_seed`, the dataset name and the params — never
+on the run — so every run of a submission meets the same tasks and its runs differ only in the
+participant-side seed (MetaDL practice: "a different ingestion seed while the scoring seed
+remains the same"). The platform derives `test_seed` from a server secret
+(`server.services.seeds`); neither participants nor sandboxes ever see it. For each test dataset
+(and id-ood group) the plan draws disjoint support / query pools once from
+`make_rng(test_seed, "pools", group, dataset)`, then every episode of that dataset from the same
+generator, so no query image appears with its label in any task of the run.
 Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
 Meta-dataset keeps exactly `tasks_per_dataset` episodes per dataset (each from one dataset),
 rather than drawing each episode's dataset at random, so per-dataset scores rest on the same
@@ -77,10 +81,10 @@ def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, d
                                 params.n_queries, group)
 
 
-def _plan_dataset(params: ProtocolParams, ds: Any, seed: tuple[int, int],
+def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
                   groups: tuple[str, ...], allowed: np.ndarray | None = None) -> list[Episode]:
     """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
-    rng = make_rng(seed[0], seed[1], "pools", groups[0], ds.name)
+    rng = make_rng(seed, "pools", groups[0], ds.name)
     pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
@@ -97,22 +101,24 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: tuple[int, int],
     return episodes
 
 
-def _check_seed(seed: Any) -> tuple[int, int]:
-    if (not isinstance(seed, tuple | list) or len(seed) != 2
-            or not all(isinstance(s, int | np.integer) and s >= 0 for s in seed)):
-        raise ValueError(f"seed={seed!r}, expected (phase_seed, run_seed), non-negative ints.")
-    return int(seed[0]), int(seed[1])
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(
+            f"test_seed={seed!r}, expected one non-negative int (the phase's test seed; the "
+            "run's participant seed must not enter test-task sampling)."
+        )
+    return int(seed)
 
 
 def plan_test_episodes(params: ProtocolParams, collection: Collection,
-                       seed: tuple[int, int]) -> list[Episode]:
-    """Every test episode of one run (see the module docstring for seeding and order).
+                       test_seed: int) -> list[Episode]:
+    """Every test episode of a phase: the same for every run (module docstring: seeding, order).
 
     Groups: 'test'; id-ood 'BaseGen' (meta-train classes, held-out images only), 'ValGen'
     (meta-valid datasets), 'NovelGen' (meta-test datasets); fewstab 'fewstab-A' then
     'fewstab-R' (random tasks of the same shape, same pools) per dataset.
     """
-    seed = _check_seed(seed)
+    seed = _check_seed(test_seed)
     if params.name == "id-ood":
         return _plan_id_ood(params, collection, seed)
     episodes: list[Episode] = []
@@ -136,7 +142,7 @@ def plan_test_episodes(params: ProtocolParams, collection: Collection,
     return episodes
 
 
-def _plan_fewstab(params: ProtocolParams, ds: Any, seed: tuple[int, int],
+def _plan_fewstab(params: ProtocolParams, ds: Any, seed: int,
                   explicit: bool) -> list[Episode]:
     if ds.attributes is None:
         if explicit:
@@ -148,8 +154,7 @@ def _plan_fewstab(params: ProtocolParams, ds: Any, seed: tuple[int, int],
     return _plan_dataset(params, ds, seed, ("fewstab-A", "fewstab-R"))
 
 
-def _plan_id_ood(params: ProtocolParams, collection: Collection,
-                 seed: tuple[int, int]) -> list[Episode]:
+def _plan_id_ood(params: ProtocolParams, collection: Collection, seed: int) -> list[Episode]:
     episodes: list[Episode] = []
     for name in _split(collection, "meta-train"):
         ds = _get(collection, name)

@@ -1,6 +1,8 @@
 """Where every random generator of a run comes from.
 
-A generator is built from `numpy.random.SeedSequence([phase_seed, run_seed, *keys])`; string keys
+A generator is built from `numpy.random.SeedSequence([seed, *keys])`, where `seed` is the phase's
+secret test seed for test tasks and the run's participant seed for everything the participant
+side draws (meta-train tasks, the seeds handed to participant code); string keys
 (dataset names, purposes) become integers through sha256, never through `hash()`, whose value
 changes with PYTHONHASHSEED. Keying by name rather than by position means that adding a dataset
 to a collection leaves the episodes of the others unchanged.

@@ -5,6 +5,12 @@ The worker and the starting kit both score through this package, so a submission
 score locally and on the platform.
 """
 
+from submission_api.scoring.aggregate import (
+    AGGREGATIONS,
+    METRICS,
+    SubmissionScore,
+    compute_submission_score,
+)
 from submission_api.scoring.intervals import GroupStats, compute_group_stats
 from submission_api.scoring.metrics import (
     compute_accuracy,
@@ -17,7 +23,6 @@ from submission_api.scoring.predictions import ERROR_CODES, BadPredictionsError,
 from submission_api.scoring.ranking import (
     RankedEntry,
     compute_average_rank,
-    compute_worst_of_runs,
     rank_by_score,
 )
 from submission_api.scoring.records import TaskRecord, score_task
@@ -30,6 +35,10 @@ from submission_api.scoring.summary import (
 )
 
 __all__ = [
+    "AGGREGATIONS",
+    "METRICS",
+    "SubmissionScore",
+    "compute_submission_score",
     "ERROR_CODES",
     "FEWSTAB_BIASED",
     "FEWSTAB_RANDOM",
@@ -47,7 +56,6 @@ __all__ = [
     "compute_group_stats",
     "compute_normalized_bac",
     "compute_worst_class_accuracy",
-    "compute_worst_of_runs",
     "rank_by_score",
     "score_task",
     "summarize_run",

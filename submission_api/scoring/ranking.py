@@ -1,10 +1,11 @@
-"""Turning run scores into a submission's score, and submissions into a leaderboard order.
+"""Turning submissions into a leaderboard order.
 
-- A submission is evaluated by R seeded runs; its score is the *worst* run's mean, so that a
-  lucky seed cannot win (the final phase uses R = 3).
+- A submission's score over its R runs is `scoring.aggregate.compute_submission_score` (MetaDL's
+  per-dataset minimum by default); this module only orders submissions.
 - A leaderboard orders entries either by score (higher first) or by average rank across
   datasets (lower first; per dataset, tied scores share the average of their ranks). Remaining
   ties go to the earlier submission, then to the earlier position in the input.
+- Every order takes `higher_is_better` (False for a metric like FewSTAB's wAcc gap).
 - An entry without a score for some dataset ranks last on that dataset (tied with the others
   that lack it): missing results never help.
 """
@@ -19,8 +20,6 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
-from submission_api.scoring.summary import RunSummary
-
 
 @dataclass(frozen=True)
 class RankedEntry:
@@ -33,27 +32,13 @@ class RankedEntry:
     submitted_at: Any
 
 
-def compute_worst_of_runs(runs: Sequence[RunSummary]) -> tuple[float, int]:
-    """The submission score: the lowest run mean, and the index of that run (first on ties).
-
-    Raises:
-        ValueError: no runs, or a run mean that is NaN.
-    """
-    means = [r.mean for r in runs]
-    if not means or any(math.isnan(m) for m in means):
-        raise ValueError(
-            f"received run means {means}; expected at least one run with a numeric mean. "
-            "Fix: score a submission only once all its runs finished."
-        )
-    index = int(np.argmin(means))
-    return float(means[index]), index
-
-
-def rank_by_score(entries: Sequence[tuple[Hashable, Any, float]]) -> list[RankedEntry]:
-    """Order `(entry_id, submitted_at, score)` by score, higher first; ties to the earlier."""
+def rank_by_score(entries: Sequence[tuple[Hashable, Any, float]],
+                  higher_is_better: bool = True) -> list[RankedEntry]:
+    """Order `(entry_id, submitted_at, score)` by score, best first; ties to the earlier."""
     for entry_id, _, score in entries:
         _check_number(entry_id, "score", score)
-    order = sorted(range(len(entries)), key=lambda i: (-entries[i][2], entries[i][1], i))
+    sign = -1.0 if higher_is_better else 1.0
+    order = sorted(range(len(entries)), key=lambda i: (sign * entries[i][2], entries[i][1], i))
     return [
         RankedEntry(pos, entries[i][0], float(entries[i][2]), entries[i][1])
         for pos, i in enumerate(order, start=1)
@@ -62,6 +47,7 @@ def rank_by_score(entries: Sequence[tuple[Hashable, Any, float]]) -> list[Ranked
 
 def compute_average_rank(
     entries: Sequence[tuple[Hashable, Any, Mapping[str, float]]],
+    higher_is_better: bool = True,
 ) -> list[RankedEntry]:
     """Order `(entry_id, submitted_at, per_dataset_scores)` by average rank across datasets.
 
@@ -79,7 +65,8 @@ def compute_average_rank(
             value = scores.get(dataset)
             if value is not None:
                 _check_number(entry_id, f"score on {dataset!r}", value)
-            column.append(-math.inf if value is None else float(value))
+            value = None if value is None else (float(value) if higher_is_better else -value)
+            column.append(-math.inf if value is None else value)
         ranks[:, j] = rankdata(-np.asarray(column), method="average")
     average = ranks.mean(axis=1) if datasets else np.ones(len(entries))
     order = sorted(range(len(entries)), key=lambda i: (average[i], entries[i][1], i))

@@ -6,7 +6,9 @@ Protocol-specific figures:
 - id-ood: the mean score of the BaseGen, ValGen and NovelGen groups (`id_ood`);
 - fewstab: wAcc (worst-class accuracy per task, averaged) per group (`wacc_per_group`) and the
   gap `wAcc(fewstab-R) - wAcc(fewstab-A)`: how much the attribute bias costs (`wacc_gap`).
-The headline mean is over all tasks of the run, whatever their group.
+The plain mean is over all tasks of the run, whatever their group; the ranked value of a
+protocol with two sides comes from `metric_cells` (side -> dataset -> mean: "score", each report
+group, and "wAcc-A"/"wAcc-R"), aggregated over runs by `scoring.aggregate`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class RunSummary:
     wacc_per_group: dict[str, GroupStats] = field(default_factory=dict)
     wacc_gap: float | None = None
     id_ood: dict[str, float] = field(default_factory=dict)
+    metric_cells: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: no NaN (None instead); ways/shots keys become strings."""
@@ -59,6 +62,8 @@ class RunSummary:
             "wacc_per_group": table(self.wacc_per_group),
             "wacc_gap": finite_or_none(self.wacc_gap),
             "id_ood": {k: finite_or_none(v) for k, v in self.id_ood.items()},
+            "metric_cells": {side: {d: finite_or_none(v) for d, v in cells.items()}
+                             for side, cells in self.metric_cells.items()},
         }
 
     @classmethod
@@ -81,6 +86,7 @@ class RunSummary:
             wacc_per_group=table("wacc_per_group"),
             wacc_gap=None if data.get("wacc_gap") is None else float(data["wacc_gap"]),
             id_ood={k: float(v) for k, v in data.get("id_ood", {}).items() if v is not None},
+            metric_cells=read_metric_cells(data),
         )
 
 
@@ -114,7 +120,36 @@ def summarize_run(records: Sequence[TaskRecord]) -> RunSummary:
         wacc_per_group=wacc,
         wacc_gap=gap,
         id_ood={g: per_group[g].mean for g in ID_OOD_GROUPS if g in per_group},
+        metric_cells=_metric_cells(records),
     )
+
+
+WACC_SIDES = {FEWSTAB_BIASED: "wAcc-A", FEWSTAB_RANDOM: "wAcc-R"}
+
+
+def _metric_cells(records: Sequence[TaskRecord]) -> dict[str, dict[str, float]]:
+    """side -> dataset -> mean: "score" over all tasks, each group's score, FewSTAB wAcc."""
+    cells = {"score": {d: s.mean for d, s in _breakdown(records, lambda r: r.dataset).items()}}
+    for group in sorted({r.group for r in records}, key=_group_sort_key):
+        mine = [r for r in records if r.group == group]
+        if group != "test":
+            cells[group] = {d: s.mean for d, s in _breakdown(mine, lambda r: r.dataset).items()}
+        if group in WACC_SIDES:
+            wacc = _breakdown(mine, lambda r: r.dataset, metric="worst_class_accuracy")
+            cells[WACC_SIDES[group]] = {d: s.mean for d, s in wacc.items()}
+    return cells
+
+
+def read_metric_cells(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """`metric_cells` of a stored summary dict; summaries written before it existed give their
+    per-dataset means as the "score" side."""
+    cells = summary.get("metric_cells")
+    if not isinstance(cells, dict):
+        table = summary.get("per_dataset") or {}
+        cells = {"score": {d: v.get("mean") for d, v in table.items() if isinstance(v, dict)}}
+    return {str(side): {str(d): float(v) for d, v in values.items()
+                        if isinstance(v, int | float) and not isinstance(v, bool)}
+            for side, values in cells.items() if isinstance(values, dict)}
 
 
 def _breakdown(

@@ -82,11 +82,11 @@ def test_distinct_matching_reassigns_attributes_when_needed():
 
 def test_plan_gives_biased_then_random_tasks_from_shared_run_pools(collection):
     params = ProtocolParams(name="fewstab", tasks_per_dataset=4)
-    episodes = plan_test_episodes(params, collection, seed=(0, 1))
+    episodes = plan_test_episodes(params, collection, test_seed=1)
     assert [e.group for e in episodes] == ["fewstab-A"] * 4 + ["fewstab-R"] * 4
     assert {e.dataset for e in episodes} == {"te2"}  # te1 has no attributes
     support = np.concatenate([e.support_idx for e in episodes])
     query = np.concatenate([e.query_idx for e in episodes])
     assert np.intersect1d(support, query).size == 0
     with pytest.raises(ValueError, match="'te1' has no attribute annotations"):
-        plan_test_episodes(ProtocolParams(name="fewstab", datasets=("te1",)), collection, (0, 0))
+        plan_test_episodes(ProtocolParams(name="fewstab", datasets=("te1",)), collection, 0)

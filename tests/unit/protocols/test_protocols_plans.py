@@ -12,7 +12,7 @@ from submission_api.protocols import (
     plan_test_episodes,
 )
 from submission_api.protocols.splits import compute_held_out_images, compute_within_domain_split
-from submission_api.sampling import check_episode
+from submission_api.sampling import check_episode, compute_episodes_digest
 
 
 def _assert_run_pools_disjoint(episodes):
@@ -26,7 +26,7 @@ def _assert_run_pools_disjoint(episodes):
 @pytest.mark.parametrize("name", ["cross-domain", "fixed", "meta-dataset"])
 def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
     params = ProtocolParams(name=name, tasks_per_dataset=6)
-    episodes = plan_test_episodes(params, collection, seed=(1, 2))
+    episodes = plan_test_episodes(params, collection, test_seed=12)
     assert [e.dataset for e in episodes] == ["te1"] * 6 + ["te2"] * 6
     for e in episodes:
         check_episode(e)
@@ -39,7 +39,7 @@ def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
 def test_meta_dataset_episodes_stay_in_one_super_category(collection):
     params = ProtocolParams(name="meta-dataset", tasks_per_dataset=10, datasets=("te1",))
     supers = collection.datasets["te1"].super_categories
-    for e in plan_test_episodes(params, collection, seed=(0, 0)):
+    for e in plan_test_episodes(params, collection, test_seed=0):
         assert len(set(supers[e.class_ids].tolist())) == 1
 
 
@@ -51,12 +51,19 @@ def test_views_of_cross_domain_are_whole_meta_train_and_meta_valid(collection):
     assert list(plan_meta_valid_view(params, collection)) == ["va1"]
 
 
-def test_runs_differ_but_repeat(collection):
+def test_test_tasks_depend_on_the_test_seed_alone_and_repeat(collection):
+    """MetaDL ran its 3 runs "with a different ingestion seed while the scoring seed remains the
+    same": one argument, the phase's test seed, decides the tasks; equal seeds, equal tasks."""
     params = ProtocolParams(tasks_per_dataset=3)
-    a, b = (plan_test_episodes(params, collection, seed=(5, r)) for r in (1, 2))
-    again = plan_test_episodes(params, collection, seed=(5, 1))
-    assert all(np.array_equal(x.query_idx, y.query_idx) for x, y in zip(a, again, strict=True))
-    assert not all(np.array_equal(x.query_idx, y.query_idx) for x, y in zip(a, b, strict=True))
+    a, b = (plan_test_episodes(params, collection, test_seed=s) for s in (51, 52))
+    again = plan_test_episodes(params, collection, test_seed=51)
+    assert compute_episodes_digest(a) == compute_episodes_digest(again)
+    assert compute_episodes_digest(a) != compute_episodes_digest(b)
+
+
+def test_a_run_seed_cannot_enter_test_task_sampling(collection):
+    with pytest.raises(ValueError, match="expected one non-negative int"):
+        plan_test_episodes(ProtocolParams(), collection, (5, 1))
 
 
 def test_within_domain_split_is_disjoint_complete_and_seeded():
@@ -79,8 +86,8 @@ def test_within_domain_tests_only_test_classes_and_views_only_train_and_valid(co
                             split_seed=3)
     ds = collection.datasets["te1"]
     train_c, valid_c, test_c = compute_within_domain_split(30, params.split_fractions, 3, "te1")
-    for seed in ((0, 1), (0, 2)):
-        episodes = plan_test_episodes(params, collection, seed=seed)
+    for seed in (1, 2):
+        episodes = plan_test_episodes(params, collection, test_seed=seed)
         assert len(episodes) == 4
         for e in episodes:
             assert np.isin(e.class_ids, test_c).all()
@@ -100,7 +107,7 @@ def test_id_ood_held_out_images_never_reach_the_meta_train_view(collection):
         assert np.bincount(ds.labels[held]).tolist() == [8] * len(ds.class_names)
         assert np.intersect1d(view[name], held).size == 0
         assert len(view[name]) + len(held) == len(ds.labels)
-    episodes = plan_test_episodes(params, collection, seed=(1, 1))
+    episodes = plan_test_episodes(params, collection, test_seed=11)
     groups = {}
     for e in episodes:
         groups.setdefault(e.group, set()).add(e.dataset)
@@ -113,17 +120,17 @@ def test_id_ood_held_out_images_never_reach_the_meta_train_view(collection):
 
 
 def test_bad_seed_and_unknown_dataset_are_clear_errors(collection):
-    with pytest.raises(ValueError, match=r"expected \(phase_seed, run_seed\)"):
-        plan_test_episodes(ProtocolParams(), collection, seed=3)
+    with pytest.raises(ValueError, match="expected one non-negative int"):
+        plan_test_episodes(ProtocolParams(), collection, test_seed=-3)
     with pytest.raises(ValueError, match="'nope' is not in collection 'tiny'"):
-        plan_test_episodes(ProtocolParams(datasets=("nope",)), collection, seed=(0, 0))
+        plan_test_episodes(ProtocolParams(datasets=("nope",)), collection, test_seed=0)
 
 
 def test_within_domain_with_fewer_test_classes_than_ways_names_the_split(collection):
     params = ProtocolParams(name="within-domain", datasets=("te2",))
     with pytest.raises(ValueError, match=r"leaves 1 test classes, 1 able to give 5 shots \+ 20 "
                                          r"queries, expected >= n_ways=5"):
-        plan_test_episodes(params, collection, seed=(0, 0))
+        plan_test_episodes(params, collection, test_seed=0)
 
 
 def test_meta_dataset_plan_keeps_the_paper_minimums_and_600_tasks_by_default(collection):
@@ -131,7 +138,7 @@ def test_meta_dataset_plan_keeps_the_paper_minimums_and_600_tasks_by_default(col
 
     assert ProtocolParams(name="meta-dataset").tasks_per_dataset == 600
     params = ProtocolParams(name="meta-dataset", tasks_per_dataset=30)
-    episodes = plan_test_episodes(params, collection, seed=(2, 7))
+    episodes = plan_test_episodes(params, collection, test_seed=27)
     assert [e.dataset for e in episodes] == ["te1"] * 30 + ["te2"] * 30
     for e in episodes:
         counts = np.bincount(e.query_labels, minlength=e.n_ways)
@@ -150,4 +157,4 @@ def test_meta_dataset_on_a_dataset_with_fewer_than_5_classes_is_a_clear_error(co
                        splits={"meta-test": ["four"]})
     with pytest.raises(ValueError, match="'four' has 4 classes.*at least 5"):
         plan_test_episodes(ProtocolParams(name="meta-dataset", tasks_per_dataset=1), small,
-                           seed=(0, 0))
+                           test_seed=0)

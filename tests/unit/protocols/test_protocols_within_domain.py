@@ -27,7 +27,7 @@ def _collection(**class_counts: int) -> Collection:
 def test_only_datasets_whose_test_split_serves_the_task_are_tested():
     collection = _collection(big=34, small=20, tiny=2)  # test classes 5, 3; tiny: no split
     params = ProtocolParams(name="within-domain", tasks_per_dataset=3)
-    episodes = plan_test_episodes(params, collection, seed=(0, 0))
+    episodes = plan_test_episodes(params, collection, test_seed=0)
     assert [e.dataset for e in episodes] == ["big"] * 3
     test_classes = compute_within_domain_splits(params, collection)["big"][2]
     assert all(np.isin(e.class_ids, test_classes).all() for e in episodes)
@@ -53,9 +53,9 @@ def test_no_dataset_able_to_serve_is_a_clear_error_listing_each():
     params = ProtocolParams(name="within-domain")
     with pytest.raises(ValueError, match=r"No dataset of collection 'wd'.*a: 3 of 3 test "
                                          r"classes; b: 3 of 3 test classes.*lower n_ways"):
-        plan_test_episodes(params, collection, seed=(0, 0))
+        plan_test_episodes(params, collection, test_seed=0)
     three_way = ProtocolParams(name="within-domain", n_ways=3, tasks_per_dataset=2)
-    assert len(plan_test_episodes(three_way, collection, seed=(0, 0))) == 4
+    assert len(plan_test_episodes(three_way, collection, test_seed=0)) == 4
 
 
 def test_a_named_dataset_that_cannot_be_split_is_an_error_not_a_skip():
@@ -77,7 +77,7 @@ def test_the_split_is_the_same_for_every_run_and_depends_on_split_seed():
     by_seed = {}
     for split_seed in (1, 2):
         params = ProtocolParams(name="within-domain", tasks_per_dataset=4, split_seed=split_seed)
-        runs = [plan_test_episodes(params, collection, seed=(0, r)) for r in (0, 1, 2)]
+        runs = [plan_test_episodes(params, collection, test_seed=r) for r in (0, 1, 2)]
         used = [set(np.concatenate([e.class_ids for e in run]).tolist()) for run in runs]
         test_classes = set(compute_within_domain_splits(params, collection)["big"][2].tolist())
         assert all(u <= test_classes for u in used)

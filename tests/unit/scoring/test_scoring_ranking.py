@@ -1,15 +1,12 @@
-"""Worst-of-runs submission score and the two leaderboard orders."""
+"""The two leaderboard orders (the submission score over runs: test_scoring_aggregate.py)."""
 
 from datetime import datetime, timedelta
 
 import pytest
 
 from submission_api.scoring import (
-    TaskRecord,
     compute_average_rank,
-    compute_worst_of_runs,
     rank_by_score,
-    summarize_run,
 )
 
 T0 = datetime(2024, 1, 1)
@@ -17,20 +14,6 @@ T0 = datetime(2024, 1, 1)
 
 def at(minutes):
     return T0 + timedelta(minutes=minutes)
-
-
-def run_with_mean(mean):
-    return summarize_run([TaskRecord(0, "a", "test", 5, 1, mean, mean, 0.0)])
-
-
-def test_worst_of_runs_is_the_lowest_mean_and_its_index():
-    runs = [run_with_mean(m) for m in (0.5, 0.3, 0.3, 0.7)]
-    assert compute_worst_of_runs(runs) == (0.3, 1)
-
-
-def test_worst_of_runs_needs_runs():
-    with pytest.raises(ValueError, match="at least one run"):
-        compute_worst_of_runs([])
 
 
 def test_rank_by_score_higher_first_ties_to_earlier_submission():
@@ -75,3 +58,11 @@ def test_missing_dataset_ranks_last_on_it():
 
 def test_average_rank_of_nothing_is_empty():
     assert compute_average_rank([]) == []
+
+
+def test_lower_is_better_metrics_rank_the_smallest_first():
+    ranked = rank_by_score([("a", at(1), 0.3), ("b", at(2), 0.1)], higher_is_better=False)
+    assert [r.entry_id for r in ranked] == ["b", "a"]
+    by_rank = compute_average_rank([("a", at(1), {"x": 0.3}), ("b", at(2), {"x": 0.1})],
+                                   higher_is_better=False)
+    assert [r.entry_id for r in by_rank] == ["b", "a"]

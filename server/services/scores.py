@@ -1,0 +1,62 @@
+"""A submission's score from its runs, as the phase defines it: the phase's protocol names the
+ranking metric and the aggregation over runs, and `submission_api.scoring.aggregate` — the one
+function that computes it, for worker, server and starting kit alike — does the arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from submission_api.protocols import ProtocolParams, ProtocolParamsError
+from submission_api.scoring.aggregate import (
+    DEFAULT_AGGREGATION,
+    LOWER_IS_BETTER,
+    SubmissionScore,
+    compute_submission_score,
+    describe_aggregation,
+)
+from submission_api.scoring.summary import read_metric_cells
+
+
+def compute_phase_scoring(protocol: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(metric, aggregation) of a phase's stored protocol; defaults if it does not parse (the
+    phase's own validation reports that elsewhere, a leaderboard must still render)."""
+    try:
+        params = ProtocolParams.from_dict(dict(protocol or {}))
+    except (ProtocolParamsError, TypeError):
+        return "score", DEFAULT_AGGREGATION
+    return str(params.metric), params.aggregation
+
+
+def compute_run_cells(summary: Mapping[str, Any] | None, score: float | None) -> dict:
+    """A run's metric cells; a run stored without a summary counts as one pseudo-dataset."""
+    cells = read_metric_cells(dict(summary or {}))
+    if not cells.get("score") and score is not None:
+        cells["score"] = {"all": float(score)}
+    return cells
+
+
+def aggregate_runs(runs: Sequence[Any], protocol: Mapping[str, Any] | None) -> SubmissionScore:
+    """The score of finished `runs` (objects with `summary` and `score`) under the phase's rule.
+
+    A metric the runs do not report (a phase switched protocol after they ran) falls back to the
+    plain score, so no stored result becomes unreadable.
+    """
+    metric, aggregation = compute_phase_scoring(protocol)
+    cells = [compute_run_cells(getattr(r, "summary", None), r.score) for r in runs]
+    try:
+        return compute_submission_score(cells, metric, aggregation)
+    except ValueError:
+        return compute_submission_score(cells, "score", aggregation)
+
+
+def explain_phase_score(protocol: Mapping[str, Any] | None, runs_per_submission: int) -> str:
+    """The leaderboard's sentence on how a score is formed."""
+    metric, aggregation = compute_phase_scoring(protocol)
+    return describe_aggregation(runs_per_submission, aggregation, metric)
+
+
+def lower_is_better(protocol: Mapping[str, Any] | None) -> bool:
+    """True when the phase ranks by a metric where smaller is better (FewSTAB's wAcc gap)."""
+    return compute_phase_scoring(protocol)[0] in LOWER_IS_BETTER
