@@ -2,6 +2,7 @@
 # Build the offline base image (Debian bookworm minbase + python3) without any registry:
 # debootstrap a root filesystem from the host's apt mirror, tar it, and `docker import` it.
 # The tarball is cached, and the image is reused when present, so reruns cost nothing.
+# Installs debootstrap when missing (Debian/Ubuntu hosts, as root).
 #
 # Usage: docker/build_offline_base.sh [--force]
 # Env:   ARENA_BASE_IMAGE  tag to produce     (default metadl-arena/base:bookworm)
@@ -24,8 +25,12 @@ if [ "$force" != "--force" ] && docker image inspect "$tag" >/dev/null 2>&1; the
 fi
 
 if [ "$force" = "--force" ] || [ ! -s "$tarball" ]; then
-    command -v debootstrap >/dev/null || arena_fail "debootstrap not found; apt-get install -y debootstrap"
     [ "$(id -u)" = 0 ] || arena_fail "debootstrap needs root (uid is $(id -u)); rerun as root"
+    if ! command -v debootstrap >/dev/null; then
+        arena_say "debootstrap not found; installing it"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap \
+            >/dev/null || arena_fail "apt-get install debootstrap failed; check the apt sources"
+    fi
     mirror="${ARENA_DEBIAN_MIRROR:-$(arena_debian_mirror)}"
     rootfs="$(mktemp -d "$cache/rootfs.XXXXXX")"
     trap 'rm -rf "$rootfs"' EXIT

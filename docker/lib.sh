@@ -27,3 +27,16 @@ arena_debian_mirror() {
         | sed -E 's/^URIs:[[:space:]]*//; s/^deb (\[[^]]*\] )?//; s/[[:space:]].*$//')"
     echo "${uri:-http://deb.debian.org/debian}"
 }
+
+# Fail early, with the figures, when a folder's filesystem has less than $1 GB free (an image
+# build that runs out of disk midway leaves half-written layers and a cryptic error).
+arena_check_free_disk() {
+    local need_gb="$1" folder free_gb
+    shift
+    for folder in "$@"; do
+        [ -n "$folder" ] && [ -d "$folder" ] || continue
+        free_gb="$(df -Pk "$folder" | awk 'NR == 2 { print int($4 / 1048576) }')"
+        [ "$free_gb" -ge "$need_gb" ] || arena_fail "$folder has ${free_gb} GB free; this build \
+needs about ${need_gb} GB (set ARENA_IMAGE_CACHE elsewhere or free some space)"
+    done
+}

@@ -12,6 +12,8 @@ ARG BASE_IMAGE=metadl-arena/base:bookworm
 
 # Stage 1: install the wheels into one folder, so the final image never carries the .whl files.
 FROM ${BASE_IMAGE} AS wheels
+# Lets scripts/build_sandbox_image.sh prune this stage once the image is built.
+LABEL org.metadl-arena.stage=wheels
 COPY wheels/ /tmp/wheels/
 RUN set -eu; mkdir -p /opt/site; \
     if ls /tmp/wheels/*.whl >/dev/null 2>&1; then \

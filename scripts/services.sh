@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure the services the tests talk to are up: PostgreSQL, Redis, the Docker engine with the
-# offline sandbox image, and Debian's Chromium for browser tests. Installs what is missing.
+# Makes sure the services the tests talk to are up: a PostgreSQL cluster of their own, Redis, the
+# Docker engine with the offline sandbox images (cpu for most tests; torchvision, ~6 GB, for the
+# NeurIPS'22 end-to-end test), and Debian's Chromium for browser tests. Installs what is missing;
+# a second run finds everything up and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 apt_install() {
@@ -8,12 +10,8 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
-if ! command -v pg_ctlcluster >/dev/null; then apt_install postgresql; fi
-if ! pg_isready -h 127.0.0.1 -q; then
-  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
-fi
-for _ in $(seq 30); do pg_isready -h 127.0.0.1 -q && break; sleep 1; done
-pg_isready -h 127.0.0.1 -q || { echo "PostgreSQL did not start on 127.0.0.1:5432" >&2; exit 1; }
+# The tests' own throwaway cluster on a private port (never the machine's Postgres).
+bash scripts/test_postgres.sh
 
 if ! command -v redis-server >/dev/null; then apt_install redis-server; fi
 if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
@@ -27,4 +25,5 @@ if ! command -v chromium >/dev/null; then apt_install chromium; fi
 if ! command -v docker-compose >/dev/null; then apt_install docker-compose; fi
 
 bash scripts/ensure_docker.sh
-bash scripts/build_sandbox_image.sh
+bash scripts/build_sandbox_image.sh cpu
+bash scripts/build_sandbox_image.sh torchvision

@@ -4,5 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/services.sh
+# The tests' Postgres (scripts/test_postgres.sh): its admin URL, and initdb/pg_ctl on PATH for
+# the suites that start private clusters.
+set -a; . .arena/test-services.env; set +a
+export PATH="$ARENA_TEST_PG_BIN:$PATH"
 .venv/bin/ruff check .
 .venv/bin/python -m pytest "$@"

@@ -1,10 +1,15 @@
-"""How tests treat a missing service (importable by name from any test folder)."""
+"""How tests find their services and treat a missing one (importable by name from any test
+folder)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+#: Written by scripts/test_postgres.sh: the tests' own cluster (ARENA_TEST_PG) and its binaries.
+SERVICES_ENV = Path(__file__).resolve().parents[1] / ".arena" / "test-services.env"
 
 
 def require_service(name: str, reason: str) -> None:
@@ -12,3 +17,17 @@ def require_service(name: str, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{name} is required in CI but unavailable: {reason}")
     pytest.skip(f"{name} unavailable: {reason}")
+
+
+def load_services_env(path: Path = SERVICES_ENV) -> None:
+    """Point the tests at the Postgres that scripts/services.sh set up, when the caller did not
+    choose one (ARENA_TEST_PG): a direct `pytest` then finds what `scripts/test.sh` would. Its
+    binaries' folder goes on PATH for the suites that start private clusters (initdb, pg_ctl)."""
+    if not path.is_file():
+        return
+    values = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    if "ARENA_TEST_PG" in values:
+        os.environ.setdefault("ARENA_TEST_PG", values["ARENA_TEST_PG"])
+    folder = values.get("ARENA_TEST_PG_BIN", "")
+    if folder and folder not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([folder, os.environ.get("PATH", "")])

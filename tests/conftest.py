@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from arena_test_services import load_services_env
 
 from starting_kit.sample_data import generate_collection
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module reads ARENA_TEST_PG: find the services scripts/services.sh set up."""
+    load_services_env()
 
 
 @pytest.fixture(scope="session")

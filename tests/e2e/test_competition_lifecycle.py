@@ -9,6 +9,7 @@ fake worker over the internal API; the final board ranks by the worst of the thr
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import uuid
@@ -29,7 +30,7 @@ from server.services.queue import RecordingJobQueue
 from server.services.reconcile import reconcile
 from starting_kit.commands.remote_client import ArenaClient, RemoteError, bundle_request, submit
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+PG_ADMIN = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "neurips22" / "competition.yaml"
 ADMIN_TOKEN = "admin-token-for-the-lifecycle-test"
 
@@ -53,7 +54,8 @@ def pg_database():
     name = f"arena_life_{uuid.uuid4().hex[:10]}"
     admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+        url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+        url = f"{url}/{name}"
         upgrade_database(url)
         yield url
     finally:
