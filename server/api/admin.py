@@ -1,7 +1,9 @@
 """Operations views: the queue (positions, estimated start), worker status and the audit log.
 
-Organizers see the whole queue; a participant sees only their own runs, with their true
-positions. Organizers read their own audit entries; admins read everyone's.
+Everyone sees true queue positions, but only the runs they may know of: a participant their
+own, an organizer those of the competitions they organize, an admin all. Workers are shared:
+an organizer sees each worker's health, and which run it holds only when the run is theirs.
+Organizers read their own audit entries; admins read everyone's.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, SettingsDep
-from server.models import AuditLog
+from server.models import AuditLog, Competition, Phase, User
 from server.schemas.operations import AuditOut, QueueEntryOut, WorkerOut
 from server.services.queue_view import queue_entries
-from server.services.workers import list_workers
+from server.services.workers import list_workers, mask_foreign_runs
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
 
@@ -25,14 +27,27 @@ def queue(user: CurrentUser, session: SessionDep, now: NowDep, settings: Setting
     entries = queue_entries(session, now, settings.default_queue, phase_id)
     if user.role == "participant":
         entries = [e for e in entries if e["user_id"] == user.id]
+    elif user.role != "admin":
+        mine = organized_phase_ids(session, user)
+        entries = [e for e in entries if e["phase_id"] in mine or e["user_id"] == user.id]
     return [QueueEntryOut(**e) for e in entries]
 
 
+def organized_phase_ids(session, user: User) -> set[int]:
+    """Ids of the phases of the competitions `user` owns."""
+    return set(session.execute(select(Phase.id).join(Competition)
+                               .where(Competition.owner_id == user.id)).scalars())
+
+
 @router.get("/admin/workers", response_model=list[WorkerOut])
-def workers(_user: Organizer, session: SessionDep, now: NowDep,
+def workers(user: Organizer, session: SessionDep, now: NowDep,
             settings: SettingsDep) -> list[WorkerOut]:
-    """Every worker heard from; `silent` when not heard from for two lease periods."""
-    return [WorkerOut(**w) for w in list_workers(session, now, 2 * settings.lease_seconds)]
+    """Every worker heard from; `silent` when not heard from for two lease periods. For an
+    organizer, a run of another competition shows as `busy` with no run id."""
+    rows = list_workers(session, now, 2 * settings.lease_seconds)
+    if user.role != "admin":
+        rows = mask_foreign_runs(session, user, rows)
+    return [WorkerOut(**w) for w in rows]
 
 
 @router.get("/admin/audit", response_model=list[AuditOut])

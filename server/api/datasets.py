@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
@@ -20,7 +19,6 @@ from server.api.deps import (
     get_storage,
 )
 from server.api.uploads import receive_file
-from server.models import Dataset
 from server.schemas.competition import DatasetFromPath, DatasetOut
 from server.services import datasets as service
 from server.services.storage import Storage
@@ -33,9 +31,9 @@ _TAR_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
 
 
 @router.get("", response_model=list[DatasetOut])
-def list_datasets(_user: Organizer, session: SessionDep) -> list[DatasetOut]:
-    rows = session.execute(select(Dataset).order_by(Dataset.id)).scalars()
-    return [DatasetOut.model_validate(r) for r in rows]
+def list_datasets(user: Organizer, session: SessionDep) -> list[DatasetOut]:
+    """The datasets the caller may use in a phase (their own and the admins'; admins: all)."""
+    return [DatasetOut.model_validate(r) for r in service.visible_datasets(session, user)]
 
 
 @router.post("", response_model=DatasetOut, status_code=201, openapi_extra=_TAR_BODY)

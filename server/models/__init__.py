@@ -1,7 +1,14 @@
 """Table models (SQLAlchemy 2, typed). API schemas live apart, in server/schemas."""
 
 from server.models.base import Base, UTCDateTime, utcnow
-from server.models.competition import Competition, Dataset, Participation, Phase
+from server.models.competition import (
+    Competition,
+    CompetitionMember,
+    Dataset,
+    DatasetGrant,
+    Participation,
+    Phase,
+)
 from server.models.submission import (
     ACTIVE_STATES,
     PLATFORM_ERROR,
@@ -16,6 +23,7 @@ from server.models.worker import Worker
 
 __all__ = [
     "ACTIVE_STATES", "PLATFORM_ERROR", "ROLES", "RUN_STATES", "TERMINAL_STATES",
-    "ApiToken", "AuditLog", "Base", "Competition", "Dataset", "Participation", "Phase", "Run",
+    "ApiToken", "AuditLog", "Base", "Competition", "CompetitionMember", "Dataset",
+    "DatasetGrant", "Participation", "Phase", "Run",
     "Submission", "TaskResult", "UTCDateTime", "User", "Worker", "utcnow",
 ]

@@ -7,6 +7,10 @@ submissions from (`carry_from_id`); `closed_at` records that a phase was closed 
 submissions carried, so closing twice carries nothing twice. A competition keeps its pages, its
 leagues (name, title, final threshold) and the YAML bundle it was last built from.
 `Participation` exists so that quota checks have one row per (user, phase) to lock.
+A competition is open to every participant or needs the organizer's approval
+(`participation`); `CompetitionMember` records each request and its decision. A `DatasetGrant`
+lets one organizer use a registered dataset in their phases: it is written when they register
+that content (its hash verified), so knowing a hash is not enough to use someone else's data.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from server.models.base import Base, UTCDateTime, utcnow
 
 PHASE_STATUSES = ("draft", "open", "closed")
+PARTICIPATION_MODES = ("open", "approval")
+MEMBER_STATUSES = ("pending", "approved", "denied")
 LEADERBOARD_RULES = ("best", "latest")
 
 
@@ -44,6 +50,8 @@ class Competition(Base):
     pages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     leagues: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     bundle: Mapped[str | None] = mapped_column(Text)
+    participation: Mapped[str] = mapped_column(String(16), default="open",
+                                               server_default="open")
 
     phases: Mapped[list[Phase]] = relationship(back_populates="competition", order_by="Phase.id")
 
@@ -110,3 +118,31 @@ class Dataset(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class CompetitionMember(Base):
+    """A participant's request to enter an approval-only competition, and its decision."""
+
+    __tablename__ = "competition_members"
+    __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    competition_id: Mapped[int] = mapped_column(
+        ForeignKey("competitions.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+
+
+class DatasetGrant(Base):
+    """One organizer may use one registered dataset (they uploaded that very content)."""
+
+    __tablename__ = "dataset_grants"
+    __table_args__ = (UniqueConstraint("dataset_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    granted_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

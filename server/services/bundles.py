@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 from server.bundles.parse import ParsedBundle, Problem, raise_problems, where
 from server.bundles.schema import PhaseSpec
 from server.core.errors import ConflictError, InvalidInputError
-from server.models import AuditLog, Competition, Dataset, Phase, User
+from server.models import AuditLog, Competition, Phase, User
+from server.services.datasets import usable_hashes
 
 
 def phase_values(spec: PhaseSpec, data: dict[str, Any]) -> dict[str, Any]:
@@ -37,12 +38,12 @@ def phase_values(spec: PhaseSpec, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_datasets_registered(session: Session, parsed: ParsedBundle) -> None:
-    """Every dataset of an open phase must be registered; errors name the bundle line."""
+def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: User) -> None:
+    """Every dataset of an open phase must be registered and usable by `actor`
+    (services/datasets.py); errors name the bundle line."""
     wanted = {ref["content_hash"] for data in parsed.data.values()
               for role in ("meta_train", "meta_valid", "meta_test") for ref in data.get(role, [])}
-    known = set(session.execute(
-        select(Dataset.content_hash).where(Dataset.content_hash.in_(wanted))).scalars())
+    known = usable_hashes(session, actor, wanted)
     problems = []
     for index, phase in enumerate(parsed.spec.phases):
         if phase.status != "open":
@@ -53,7 +54,8 @@ def check_datasets_registered(session: Session, parsed: ParsedBundle) -> None:
                     path = ("phases", index, "data", role, i)
                     problems.append(Problem(
                         parsed.lines.line_of(path), where(path),
-                        f"dataset {ref['name']}@{ref['content_hash']} is not registered; "
+                        f"dataset {ref['name']}@{ref['content_hash']} is not registered (or "
+                        "not by you); "
                         "register it (POST /api/v1/datasets) or let `arena competition "
                         "create` compile and register the collection"))
     raise_problems(problems)
@@ -100,7 +102,7 @@ def create_from_bundle(session: Session, parsed: ParsedBundle, text: str, actor:
         raise ConflictError(f"the slug {slug!r} is taken; update it with `arena competition "
                             f"update` (PUT /api/v1/competitions/{slug}/bundle) or change the "
                             "slug", code="competition.exists")
-    check_datasets_registered(session, parsed)
+    check_datasets_registered(session, parsed, actor)
     comp = Competition(slug=slug, title=parsed.spec.title, owner_id=actor.id, created_at=now)
     _apply_competition(comp, parsed, text)
     session.add(comp)
@@ -125,7 +127,7 @@ def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle
                                 "phases cannot be removed (their submissions depend on them) "
                                 "— keep them, with status: closed if they are over",
                                 code="bundle.phase_removed")
-    check_datasets_registered(session, parsed)
+    check_datasets_registered(session, parsed, actor)
     _apply_competition(comp, parsed, text)
     added = _apply_phases(session, comp, parsed, now)
     session.add(AuditLog(actor_id=actor.id, action="competition.bundle.update",

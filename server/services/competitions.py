@@ -1,7 +1,10 @@
 """Creating and updating competitions and phases, with the checks organizers need.
 
 Organizers edit only competitions they own (admins any). A phase may only be opened once every
-dataset it names is registered, so a worker never claims a run whose data cannot be fetched.
+dataset it names is registered, so a worker never claims a run whose data cannot be fetched,
+and usable by the organizer (services/datasets.py: knowing another organizer's hash is not
+enough). A final phase carries submissions only from a phase of its own competition: carrying
+from another's would hand their participants' zips to this organizer.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, InvalidInputError, NotFoundError
-from server.models import AuditLog, Competition, Dataset, Phase, User
+from server.models import AuditLog, Competition, Phase, User
 from server.schemas.competition import CompetitionCreate, PhaseCreate, PhaseData
+from server.services.datasets import usable_hashes
 
 
 def _validate_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +37,7 @@ def _validate_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
                                 code="phase.invalid_protocol") from exc
 
 
-def _check_phase(session: Session, phase: Phase) -> None:
+def _check_phase(session: Session, phase: Phase, actor: User) -> None:
     if phase.starts_at and phase.ends_at and phase.ends_at <= phase.starts_at:
         raise InvalidInputError(f"phase {phase.name!r} ends ({phase.ends_at}) before it starts "
                                 f"({phase.starts_at}); fix the dates")
@@ -43,16 +47,20 @@ def _check_phase(session: Session, phase: Phase) -> None:
         raise InvalidInputError(f"phase {phase.name!r} carries from phase {phase.carry_from_id}, "
                                 "which does not exist; name an existing phase id or null",
                                 code="phase.unknown_carry_from")
+    if source is not None and source.competition_id != phase.competition_id:
+        raise InvalidInputError(f"phase {phase.name!r} carries from phase {source.id} of "
+                                "another competition; a final phase carries from a phase of "
+                                "its own competition", code="phase.foreign_carry_from")
     if phase.status != "open":
         return
     wanted = PhaseData.model_validate(phase.data or {}).hashes()
-    known = set(session.execute(
-        select(Dataset.content_hash).where(Dataset.content_hash.in_(wanted))).scalars())
+    known = usable_hashes(session, actor, wanted)
     missing = [h for h in wanted if h not in known]
     if missing:
         raise InvalidInputError(
-            f"phase {phase.name!r} names unregistered datasets {missing}; register them "
-            "(POST /api/v1/datasets) before opening the phase", code="phase.unknown_dataset")
+            f"phase {phase.name!r} names datasets {missing} that are not registered, or not "
+            "by you; register them (POST /api/v1/datasets, which verifies the content) "
+            "before opening the phase", code="phase.unknown_dataset")
 
 
 def _phase_values(fields: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def add_phase(session: Session, comp: Competition, body: PhaseCreate, actor: Use
                             code="phase.exists")
     phase = Phase(competition_id=comp.id, created_at=now,
                   **_phase_values(body.model_dump(mode="python")))
-    _check_phase(session, phase)
+    _check_phase(session, phase, actor)
     session.add(phase)
     session.flush()
     comp.phases.append(phase)
@@ -104,7 +112,7 @@ def update_phase(session: Session, phase: Phase, changes: dict[str, Any], actor:
                  now: datetime) -> Phase:
     for key, value in _phase_values(changes).items():
         setattr(phase, key, value)
-    _check_phase(session, phase)
+    _check_phase(session, phase, actor)
     session.add(AuditLog(actor_id=actor.id, action="phase.update", target=f"phase:{phase.id}",
                          details={"fields": sorted(changes)}, at=now))
     session.flush()

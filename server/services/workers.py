@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from server.models import Worker
+from server.models import Competition, Phase, Run, Submission, User, Worker
 
 
 def _row(session: Session, name: str, now: datetime) -> Worker:
@@ -51,3 +51,14 @@ def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[d
              "current_run_id": w.current_run_id, "stage": w.stage, "gpus": w.gpus or [],
              "runs_claimed": w.runs_claimed, "silent": w.last_seen_at < limit}
             for w in rows]
+
+
+def mask_foreign_runs(session: Session, user: User, rows: list[dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+    """Hide which run a worker holds unless the run is in a competition `user` organizes."""
+    held = [w["current_run_id"] for w in rows if w["current_run_id"] is not None]
+    theirs = set(session.execute(
+        select(Run.id).join(Submission).join(Phase).join(Competition)
+        .where(Run.id.in_(held), Competition.owner_id == user.id)).scalars()) if held else set()
+    return [w if w["current_run_id"] in theirs or w["current_run_id"] is None
+            else {**w, "current_run_id": None, "stage": "busy"} for w in rows]

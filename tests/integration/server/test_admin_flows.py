@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 import io
-import json
+import sys
 import tarfile
+from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from server.models import Base
 
-HASH = "ab" * 32
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from compiled_entries import compiled_entry_tar  # noqa: E402
+
+HASH, _ENTRY_TAR = compiled_entry_tar()
 
 
-def entry_tar(content_hash: str = HASH, link: bool = False) -> bytes:
+def entry_tar(link: bool = False) -> bytes:
+    """A real compiled entry (the server recomputes its hash), optionally with a link in it."""
+    if not link:
+        return _ENTRY_TAR
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        files = {"manifest.json": json.dumps({"name": "D1", "content_hash": content_hash,
-                                              "n_images": 4, "class_names": ["a", "b"]}).encode(),
-                 "images.u8": b"\0" * 16, "labels.npy": b"x"}
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"{content_hash}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        if link:
-            info = tarfile.TarInfo(f"{content_hash}/evil")
-            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
-            tar.addfile(info)
+    with tarfile.open(fileobj=io.BytesIO(_ENTRY_TAR)) as source, \
+            tarfile.open(fileobj=buf, mode="w") as tar:
+        for member in source.getmembers():
+            tar.addfile(member, source.extractfile(member) if member.isfile() else None)
+        info = tarfile.TarInfo(f"{HASH}/evil")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(info)
     return buf.getvalue()
 
 
