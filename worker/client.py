@@ -78,8 +78,8 @@ class ClaimedRun(BaseModel):
     lease_expires_at: datetime
     submission_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     protocol: dict[str, Any]
-    phase_seed: int
-    run_seed: int
+    test_seed: int = Field(ge=0)  # secret: seeds the test tasks; never enters the sandbox
+    participant_seed: int = Field(ge=0)  # the only seed the participant side sees
     time_limit_s: float = Field(gt=0)
     resources: Resources = Resources()
     image: str | None = None

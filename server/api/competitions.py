@@ -19,6 +19,7 @@ from server.schemas.competition import (
     PhaseUpdate,
 )
 from server.services import competitions as service
+from server.services.seeds import redact_protocol
 from server.services.timeline import accepts_uploads, effective_status
 
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
@@ -46,19 +47,27 @@ def find_competition(session, ref: str, user: User | None) -> Competition:
     return comp
 
 
-def phase_out(phase: Phase, now: datetime | None = None) -> PhaseOut:
-    """The phase as seen at `now`: its status and acceptance read its dates."""
+def phase_out(phase: Phase, now: datetime | None = None, staff: bool = False) -> PhaseOut:
+    """The phase as seen at `now`: its status and acceptance read its dates. Seeds, split seed
+    and dataset hashes only for staff: with them and public data the test tasks are
+    reproducible (services/seeds.py)."""
     now = now or utcnow()
     out = PhaseOut.model_validate(phase)
     out.status = effective_status(phase, now)
     out.accepting_submissions = accepts_uploads(phase, now)
+    if not staff:
+        out.seed = None
+        out.protocol = redact_protocol(out.protocol)
+        for refs in (out.data.meta_train, out.data.meta_valid, out.data.meta_test):
+            for ref in refs:
+                ref.content_hash = None
     return out
 
 
 def competition_out(comp: Competition, user: User | None,
                     now: datetime | None = None) -> CompetitionOut:
     out = CompetitionOut.model_validate(comp)
-    out.phases = [phase_out(p, now) for p in comp.phases]
+    out.phases = [phase_out(p, now, _is_staff(user)) for p in comp.phases]
     if not _is_staff(user):
         out.phases = [p for p in out.phases if p.status != "draft"]
     return out
@@ -101,7 +110,7 @@ def create_phase(competition_id: int, body: PhaseCreate, user: Organizer,
     comp = service.get_owned_competition(session, competition_id, user)
     phase = service.add_phase(session, comp, body, user, now)
     session.commit()
-    return phase_out(phase, now)
+    return phase_out(phase, now, staff=True)
 
 
 @router.get("/phases", response_model=list[PhaseOut])
@@ -109,12 +118,12 @@ def list_phases(session: SessionDep, user: OptionalUser, now: NowDep) -> list[Ph
     query = select(Phase).order_by(Phase.id)
     if not _is_staff(user):
         query = query.where(Phase.status != "draft")
-    return [phase_out(p, now) for p in session.execute(query).scalars()]
+    return [phase_out(p, now, _is_staff(user)) for p in session.execute(query).scalars()]
 
 
 @router.get("/phases/{phase_id}", response_model=PhaseOut)
 def get_phase(phase_id: int, session: SessionDep, user: OptionalUser, now: NowDep) -> PhaseOut:
-    return phase_out(visible_phase(session, phase_id, user), now)
+    return phase_out(visible_phase(session, phase_id, user), now, _is_staff(user))
 
 
 @router.patch("/phases/{phase_id}", response_model=PhaseOut)
@@ -127,4 +136,4 @@ def update_phase(phase_id: int, body: PhaseUpdate, user: Organizer, session: Wri
     service.update_phase(session, phase, body.model_dump(exclude_unset=True, mode="python"),
                          user, now)
     session.commit()
-    return phase_out(phase, now)
+    return phase_out(phase, now, staff=True)

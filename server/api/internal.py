@@ -26,6 +26,7 @@ from server.api.deps import (
     NowDep,
     RunAuth,
     SessionDep,
+    SettingsDep,
     WriteSessionDep,
     bearer_token,
     get_lease_policy,
@@ -50,6 +51,7 @@ from server.schemas.internal import (
 from server.services import runs as run_service
 from server.services.datasets import dataset_tar
 from server.services.queue import JobQueue, enqueue_quietly
+from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
 from server.services.workers import record_worker
 
@@ -72,7 +74,7 @@ def _commit_if_cancelled(session: Session, worker: str | None, now: datetime) ->
 
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
 def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDep,
-          policy: Policy) -> ClaimedRun:
+          policy: Policy, settings: SettingsDep) -> ClaimedRun:
     """Take the run's lease; everything the worker needs to evaluate it comes back."""
     run = run_service.claim_run(session, run.id, body.worker, now, policy)
     record_worker(session, body.worker, now, run_id=run.id, stage="preparing", claimed=True,
@@ -85,8 +87,10 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
         run_id=run.id, submission_id=submission.id, fencing_token=run.fencing_token,
         lease_expires_at=run.lease_expires_at, submission_sha256=submission.sha256,
         submission_size=submission.size_bytes, submission_root=submission.zip_root,
-        phase_id=phase.id, protocol=phase.protocol or {}, phase_seed=phase.seed,
-        run_seed=run.seed, run_index=run.index, time_limit_s=phase.time_limit_s,
+        phase_id=phase.id, protocol=phase.protocol or {},
+        test_seed=compute_test_seed(settings.seed_secret, phase.id, phase.seed),
+        participant_seed=compute_participant_seed(run), run_index=run.index,
+        time_limit_s=phase.time_limit_s,
         resources=phase.resources or {}, image=phase.image, data=data.model_dump(),
         dataset_hashes=data.hashes(),
     )

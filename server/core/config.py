@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     broker_url: str = "redis://127.0.0.1:6379/0"
     default_queue: str = "arena"
     secret_key: str = Field(default="change-me-in-production", min_length=8)
+    test_seed_secret: str = ""  # "" -> secret_key; the test tasks' seeds derive from it
     public_base_url: str = "http://127.0.0.1:8000"
     admin_bootstrap_token: str | None = None
     auto_migrate: bool = True
@@ -47,6 +48,11 @@ class Settings(BaseSettings):
         if self.storage_dir is None:
             self.storage_dir = self.data_dir / "storage"
         return self
+
+    @property
+    def seed_secret(self) -> str:
+        """The secret test-task seeds derive from (`services.seeds`)."""
+        return self.test_seed_secret or self.secret_key
 
     @property
     def storage(self) -> Path:

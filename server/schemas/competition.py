@@ -115,8 +115,28 @@ def check_no_null(update: BaseModel, nullable: frozenset[str]) -> None:
         raise ValueError(f"{nulls} cannot be null; send a value or leave the field out")
 
 
+class DatasetRefOut(BaseModel):
+    name: str
+    content_hash: str | None = Field(default=None, description="staff only")
+
+
+class PhaseDataOut(BaseModel):
+    """`PhaseData` as shown: content hashes to staff only (with public data they would pin the
+    exact images the test tasks are cut from)."""
+
+    collection: str = ""
+    meta_train: list[DatasetRefOut] = []
+    meta_valid: list[DatasetRefOut] = []
+    meta_test: list[DatasetRefOut] = []
+
+
 class PhaseOut(PhaseFields):
+    """A phase as shown. To anyone but staff, `seed` is null, `protocol` lacks `split_seed` and
+    `data` its content hashes (server/services/seeds.py says why)."""
+
     model_config = ConfigDict(from_attributes=True)
+    seed: int | None = Field(default=None, description="staff only")
+    data: PhaseDataOut = Field(default_factory=PhaseDataOut)
     id: int
     competition_id: int
     name: str

@@ -24,8 +24,9 @@ class ClaimedRun(BaseModel):
     submission_root: str = Field(description="'' or the zip's top-level folder holding model.py")
     phase_id: int
     protocol: dict[str, Any] = Field(description="the phase's evaluation params")
-    phase_seed: int
-    run_seed: int
+    test_seed: int = Field(description="secret: seeds the phase's test tasks; never passed to "
+                           "the sandbox")
+    participant_seed: int = Field(description="the only seed the participant side sees")
     run_index: int
     time_limit_s: int
     resources: dict[str, Any]

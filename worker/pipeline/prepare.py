@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 REQUIRED_SPLITS = ("meta-train", "meta-test")
 
 PrepareRun = Callable[..., Any]
-"""`submission_api.runner.prepare.prepare_run(collection, protocol, seed, bundle_dir,
-answers_dir, threads)`."""
+"""`submission_api.runner.prepare.prepare_run(collection, protocol, (test_seed, participant_seed),
+bundle_dir, answers_dir, threads)`."""
 ParseProtocol = Callable[[Mapping[str, Any]], Any]
 """Turns the phase's protocol dict into a validated `ProtocolParams`."""
 
@@ -67,6 +67,8 @@ def prepare_bundle(claimed: ClaimedRun, collection: Collection, bundle_dir: Path
     """
     protocol = parse_protocol(claimed.protocol)
     threads = max(1, int(claimed.resources.cpus))
-    seed = (claimed.phase_seed, claimed.run_seed)
-    log.info("run.prepare.started", extra={"run_id": claimed.run_id, "seed": seed})
-    prepare_run(collection, protocol, seed, bundle_dir, answers_dir, threads)
+    # The test seed is a secret of the phase: logged nowhere, handed only to the preparation.
+    log.info("run.prepare.started", extra={"run_id": claimed.run_id,
+                                           "participant_seed": claimed.participant_seed})
+    prepare_run(collection, protocol, (claimed.test_seed, claimed.participant_seed), bundle_dir,
+                answers_dir, threads)

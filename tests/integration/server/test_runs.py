@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from server.models import Run, Submission, TaskResult
+from server.services.seeds import compute_test_seed
 
 TASKS = [{"id": 0, "dataset": "D1", "n_ways": 5, "n_shots": 1, "score": 0.5, "accuracy": 0.6},
          {"id": 1, "dataset": "D2", "n_ways": 2, "n_shots": 3, "score": 0.7}]
@@ -46,7 +47,9 @@ def test_claim_returns_everything_the_worker_needs(env):
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["fencing_token"] == 1
-    assert body["run_seed"] == 0 and body["submission_root"] == ""
+    assert body["participant_seed"] == 0 and body["submission_root"] == ""
+    assert "phase_seed" not in body and "run_seed" not in body
+    assert body["test_seed"] == compute_test_seed(env.settings.seed_secret, body["phase_id"], 0)
     assert run_row(env, run_id).state == "preparing"
 
 

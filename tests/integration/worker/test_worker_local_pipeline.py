@@ -107,7 +107,7 @@ def test_local_mode_runs_and_scores_a_submission_with_the_real_runner(tmp_path, 
         "submission_sha256": hashlib.sha256(submission).hexdigest(),
         "protocol": {"name": "fixed", "n_ways": 2, "n_shots": 1, "n_queries": 2,
                      "tasks_per_dataset": 2},
-        "phase_seed": 5, "run_seed": 1, "time_limit_s": 120, "image": "unused",
+        "test_seed": 5, "participant_seed": 1, "time_limit_s": 120, "image": "unused",
         "datasets": [{"name": "train", "content_hash": train_hash, "split": "meta-train"},
                      {"name": "test", "content_hash": test_hash, "split": "meta-test"}]})
     server = FileServer(claimed, submission, {train_hash: train_tar, test_hash: test_tar})

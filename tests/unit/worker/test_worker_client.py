@@ -16,7 +16,7 @@ from worker.client import InternalClient, ServerRejectedError, ServerUnavailable
 CLAIM = {
     "run_id": 5, "fencing_token": 9, "lease_expires_at": "2030-01-01T00:00:00Z",
     "submission_sha256": "a" * 64, "protocol": {"name": "fixed", "n_ways": 5},
-    "phase_seed": 1, "run_seed": 2, "time_limit_s": 600,
+    "test_seed": 1, "participant_seed": 2, "time_limit_s": 600,
     "resources": {"cpus": 4, "memory_mb": 8000, "gpus": 1}, "image": "arena/sandbox:gpu",
     "datasets": [{"name": "a", "content_hash": "b" * 64, "split": "meta-train"}],
     "some_future_field": True,
@@ -163,7 +163,7 @@ def server_claim(**changes: object) -> dict:
         "run_id": 5, "submission_id": 2, "fencing_token": 9,
         "lease_expires_at": "2030-01-01T00:00:00Z", "submission_sha256": "a" * 64,
         "submission_size": 100, "submission_root": "", "phase_id": 1,
-        "protocol": {"name": "within-domain"}, "phase_seed": 1, "run_seed": 2, "run_index": 0,
+        "protocol": {"name": "within-domain"}, "test_seed": 1, "participant_seed": 2, "run_index": 0,
         "time_limit_s": 600, "resources": {"cpus": 2, "memory_mb": 4096, "gpus": 0},
         "image": None, "dataset_hashes": ["b" * 64, "c" * 64],
         "data": {"collection": "mini", "meta_train": [{"name": "x", "content_hash": "b" * 64}],

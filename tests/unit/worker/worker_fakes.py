@@ -111,7 +111,7 @@ def make_claimed(submission: bytes, datasets: list[dict[str, Any]], **overrides:
     data = {
         "run_id": 7, "fencing_token": 3, "lease_expires_at": datetime(2030, 1, 1, tzinfo=UTC),
         "submission_sha256": hashlib.sha256(submission).hexdigest(),
-        "protocol": {"name": "fixed"}, "phase_seed": 11, "run_seed": 2, "time_limit_s": 60,
+        "protocol": {"name": "fixed"}, "test_seed": 11, "participant_seed": 2, "time_limit_s": 60,
         "resources": {"cpus": 2, "memory_mb": 1024, "gpus": 0}, "image": "arena/sandbox:cpu",
         "datasets": datasets,
     }
