@@ -45,6 +45,7 @@ from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
 from server.web import actions, organizer
 from server.web.actions import submission_actions
+from server.web.failure import SANDBOX_PACKAGES, explain_failure
 from server.web.rendering import (
     LOGIN_REASONS,
     STATIC_DIR,
@@ -62,6 +63,7 @@ from server.web.views import (
     page_numbers,
     phase_context,
     phase_facts,
+    submission_standing,
     visible_competitions,
 )
 from submission_api.submission_zip import UnsafeZipError
@@ -253,7 +255,7 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
 
 @router.get("/submissions/{submission_id}")
 def submission_page(submission_id: int, request: Request, user: OptionalUser,
-                    session: SessionDep, settings: SettingsDep):
+                    session: SessionDep, settings: SettingsDep, now: NowDep):
     if user is None:
         return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
@@ -266,7 +268,10 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   history=[r for r in submission.runs if r not in runs],
                   active=submission.state not in TERMINAL_STATES,
                   model=submission, actions=submission_actions(submission, user),
-                  logs=None if hidden else runs)
+                  logs=None if hidden else runs, explain=explain_failure,
+                  sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
+                  standing=submission_standing(session, phase, submission,
+                                               organizes(session, phase, user)))
 
 
 def submission_owner(session, submission: Submission) -> str:

@@ -26,6 +26,7 @@ from server.api.deps import SESSION_COOKIE
 from server.core.config import Settings
 from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
 from server.core.security import csrf_token
+from server.services.timeline import format_duration
 
 log = logging.getLogger("arena.web")
 SERVER_DIR = Path(__file__).resolve().parent.parent
@@ -60,6 +61,8 @@ def _environment() -> Jinja2Templates:
     templates.env.filters["score"] = format_score
     templates.env.filters["when"] = format_time
     templates.env.filters["markdown"] = render_markdown
+    templates.env.filters["duration"] = lambda td: "" if td is None else format_duration(
+        td.total_seconds())
     return templates
 
 

@@ -98,6 +98,27 @@ def quota_spent(quota: dict | None) -> bool:
         quota[k] is not None and quota[k][0] == 0 for k in ("per_day", "total", "in_flight"))
 
 
+def submission_standing(session: Session, phase: Phase, submission, sees_all: bool) -> dict:
+    """Where a finished submission stands, for its page: the CI of the run that gave its score,
+    and its rank on the leaderboard as this viewer may see it (None when another submission of
+    the owner represents them, or the organizers hide ranks)."""
+    runs = [r for r in submission.runs if r.superseded_at is None and r.state == "finished"]
+    scoring = next((r for r in runs if r.score == submission.score), runs[0] if runs else None)
+    summary = (scoring.summary or {}) if scoring is not None else {}
+    out = {"ci95": summary.get("ci95"), "n_tasks": summary.get("n_tasks"),
+           "run_index": scoring.index if scoring is not None else None,
+           "rank": None, "total": None, "on_board": False}
+    if submission.state != "finished" or submission.score is None:
+        return out
+    board = view_leaderboard(session, phase, phase.competition, submission.league, sees_all,
+                             offset=0, limit=0, user_id=submission.user_id)
+    row = next((r for r in board["pinned"] if r["submission_id"] == submission.id), None)
+    out["total"] = board["total"]
+    if row is not None:
+        out |= {"on_board": True, "rank": row["rank"]}
+    return out
+
+
 def _when(value: datetime | None, otherwise: str) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else otherwise
 

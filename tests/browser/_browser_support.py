@@ -149,6 +149,11 @@ class FakeWorker:
     def finish(self, base_score: float = 0.6) -> None:
         self._post("finish", {"fencing_token": self.fencing, **run_outcome(base_score)})
 
+    def fail(self, reason: str, message: str, log: str = "") -> None:
+        """End the claimed run as the worker ends a participant failure."""
+        self._post("finish", {"fencing_token": self.fencing, "state": "failed",
+                              "reason": reason, "message": message, "log": log})
+
     def evaluate(self, base_score: float = 0.6) -> int:
         run_id = self.claim()
         self.heartbeat("running")
@@ -168,6 +173,23 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+WIDE, NARROW = 1400, 400
+
+
+def shots_at_both_widths(page, name: str) -> None:
+    """Screenshots at 1400 px and 400 px (a phone), checking at 400 px that nothing widens the
+    page: wide tables scroll inside their own box, long lines wrap."""
+    for width in (WIDE, NARROW):
+        page.set_viewport_size({"width": width, "height": 900})
+        shot(page, f"{name}-{width}px")
+    overflow = page.evaluate("document.documentElement.scrollWidth")
+    wide = page.evaluate("""() => Array.from(document.querySelectorAll('body *'))
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+        .slice(0, 5).map(e => e.tagName + '.' + e.className)""") if overflow > NARROW else []
+    assert overflow <= NARROW, f"{name}: the page is {overflow} px wide at {NARROW} px: {wide}"
+    page.set_viewport_size({"width": WIDE, "height": 900})
 
 
 def login(page, token: str) -> None:

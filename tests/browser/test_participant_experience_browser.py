@@ -1,0 +1,109 @@
+"""Issue 14 in a real browser: the phase page (timeline, countdown, quota), a closed phase with
+no upload form, a failed run that explains itself, a running one that says what it is doing,
+and the organizer dashboard — each screenshotted at 1400 px and 400 px (artifacts under
+$ARENA_BROWSER_ARTIFACTS), with no page wider than a 400 px phone."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from _browser_support import login, shots_at_both_widths, write_zip
+from playwright.sync_api import expect
+
+from server.models import Phase, utcnow
+
+TRACE = "\n".join([
+    "Traceback (most recent call last):",
+    *[f'  File "/opt/arena/submission_api/runner/step{i}.py", line {10 + i}, in step{i}\n'
+      f"    step{i + 1}()" for i in range(8)],
+    '  File "/submission/model.py", line 3, in <module>',
+    "    import lightgbm",
+    "ModuleNotFoundError: No module named 'lightgbm'"])
+
+
+def test_participant_phase_page_shows_timeline_countdown_and_quota(page, arena, tmp_path):
+    token = arena.user("ann")
+    now = utcnow()
+    phase_id = arena.phase(starts_at=now - timedelta(days=5),
+                           ends_at=now + timedelta(days=3, hours=4, minutes=30),
+                           quota_per_day=5, quota_total=20,
+                           description="**Meta-train** on 10 domains.\n\n| a | b |\n|---|---|\n"
+                                       "| 1 | 2 |")
+    with arena.db.session() as s:
+        feedback = s.get(Phase, phase_id)
+        s.add(Phase(competition_id=feedback.competition_id, name="final", status="open",
+                    starts_at=feedback.ends_at, carry_from_id=phase_id, created_at=now))
+    arena.upload(phase_id, token, write_zip(tmp_path / "s.zip"))
+    login(page, token)
+    page.goto(f"/phases/{phase_id}")
+    expect(page.locator("#accepting")).to_contain_text("closes in 3 days 4 h")
+    expect(page.locator("#accepting")).to_contain_text("Next: final")
+    expect(page.locator("#quota")).to_contain_text("4 of 5 left today")
+    expect(page.locator("#quota")).to_contain_text("19 of 20 left in total")
+    expect(page.locator(".prose strong")).to_have_text("Meta-train")  # Markdown, rendered
+    expect(page.locator("ol.timeline li")).to_have_count(2)
+    expect(page.get_by_role("link", name="Submit")).to_be_visible()
+    shots_at_both_widths(page, "14-phase-page")
+
+
+def test_a_phase_past_its_end_offers_no_upload_form(page, arena):
+    token = arena.user("ann")
+    phase_id = arena.phase(ends_at=utcnow() - timedelta(days=2))
+    login(page, token)
+    page.goto(f"/phases/{phase_id}/submit")
+    expect(page.locator("#accepting")).to_contain_text("it takes no more submissions")
+    expect(page.get_by_label("Submission zip")).to_have_count(0)
+    page.goto(f"/phases/{phase_id}")
+    expect(page.get_by_role("link", name="Submit")).to_have_count(0)
+
+
+def test_a_failed_run_explains_itself(page, arena, tmp_path):
+    token = arena.user("ann")
+    phase_id = arena.phase()
+    submission_id = arena.upload(phase_id, token, write_zip(tmp_path / "s.zip"))
+    worker = arena.worker()
+    worker.claim()
+    worker.fail("import_error", f"import raised: No module named 'lightgbm'\n\n{TRACE}",
+                log="==> stderr <==\n" + "x" * 3000)  # one very long log line
+    login(page, token)
+    page.goto(f"/submissions/{submission_id}")
+    failure = page.locator("#failure")
+    expect(failure).to_contain_text("model.py could not be imported.")
+    expect(failure).to_contain_text("Stage: importing model.py")
+    frames = failure.locator("pre.trace").first
+    expect(frames).to_contain_text("5 earlier frames")
+    expect(frames).to_contain_text("import lightgbm")
+    expect(page.locator("#failure-module")).to_contain_text("pip install --target vendor lightgbm")
+    expect(page.locator("#failure-module")).to_contain_text("numpy")
+    shots_at_both_widths(page, "14-submission-failed")
+
+
+def test_a_running_submission_says_its_stage_and_time(page, arena, tmp_path):
+    token = arena.user("ann")
+    phase_id = arena.phase(time_limit_s=1800)
+    submission_id = arena.upload(phase_id, token, write_zip(tmp_path / "s.zip"))
+    worker = arena.worker()
+    worker.claim()
+    worker.heartbeat("running")
+    login(page, token)
+    page.goto(f"/submissions/{submission_id}")
+    expect(page.locator("#progress-0")).to_contain_text("running your code")
+    expect(page.locator("#progress-0")).to_contain_text("limit 30 min")
+    shots_at_both_widths(page, "14-submission-running")
+    worker.finish(0.62)
+    expect(page.locator("#state")).to_have_text("finished")
+    expect(page.locator("#score")).to_contain_text("95% CI over 12 test tasks")
+    expect(page.locator("#standing")).to_contain_text("rank 1 of 1")
+    shots_at_both_widths(page, "14-submission-finished")
+
+
+def test_organizer_dashboard_at_both_widths(page, arena, tmp_path):
+    organizer = arena.user("olga", role="organizer")
+    phase_id = arena.phase(organizer)
+    archive = write_zip(tmp_path / "s.zip")
+    for name in ("ann", "bob"):
+        arena.upload(phase_id, arena.user(name), archive)
+    arena.worker().evaluate(0.5)
+    login(page, organizer)
+    expect(page).to_have_url(f"{arena.url}/organizer")  # staff land on the dashboard
+    shots_at_both_widths(page, "14-organizer-dashboard")
