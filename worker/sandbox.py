@@ -22,6 +22,8 @@ import requests
 
 import docker
 from worker.sandbox_config import SandboxLimits, SandboxSpec, build_container_kwargs
+from worker.sandbox_events import EngineWatch
+from worker.sandbox_kill import KILL_ATTEMPTS, kill_container
 from worker.sandbox_output import OutputArea, open_output_area
 from worker.sandbox_result import SandboxPlatformError, SandboxResult
 from worker.sandbox_streams import LogPump
@@ -32,7 +34,6 @@ __all__ = ["SandboxLimits", "SandboxPlatformError", "SandboxResult", "SandboxSpe
 log = logging.getLogger(__name__)
 POLL_S = 0.25
 STOP_GRACE_S = 30.0  # how long a killed container may take to be reported as exited
-EXIT_SIGKILL = 137
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
@@ -48,12 +49,12 @@ def run_sandbox(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxL
         output_mechanism: how /output is bounded: 'auto', 'loop' or 'watchdog'
             (see worker.sandbox_output).
         cancel: when set during the run, the container is killed and the result says `cancelled`
-            (e.g. the lease was lost). Prefer it to killing the container from outside, which
-            the driver cannot tell from an out-of-memory kill.
+            (e.g. the lease was lost). A kill from outside (`docker kill`) raises instead.
     Returns:
         The facts of the run.
     Raises:
-        SandboxPlatformError: the engine or the host failed (retry; not the participant's fault).
+        SandboxPlatformError: the engine or the host failed, or someone outside the driver
+            killed the container (retry; not the participant's fault).
     """
     try:
         with open_output_area(spec.output_dir, limits.output_mb, output_mechanism) as area:
@@ -62,14 +63,24 @@ def run_sandbox(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxL
         raise SandboxPlatformError(
             f"sandbox platform failure running {spec.image!r}: {type(error).__name__}: {error}; "
             "expected a reachable Docker engine with this image (scripts/ensure_docker.sh, "
-            "scripts/build_sandbox_image.sh); the run should be retried") from error
+            "scripts/build_sandbox_image.sh); the run should be retried",
+            short_cause=_short_cause(spec.image, error)) from error
+
+
+def _short_cause(image: str, error: BaseException) -> str:
+    """The participant's line for an engine failure (no URLs, paths or operator scripts)."""
+    if isinstance(error, docker.errors.ImageNotFound) or "No such image" in str(error):
+        return f"the sandbox image {image!r} is not available on the worker that took this run"
+    return f"the worker's Docker engine failed ({type(error).__name__})"
 
 
 def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxLimits,
                  area: OutputArea, cancel: threading.Event) -> SandboxResult:
     kwargs = build_container_kwargs(spec, limits, output_source=area.mount_source)
     container = client.containers.create(**kwargs)
+    watch: EngineWatch | None = None
     try:
+        watch = EngineWatch(client, container.id)
         frames = client.api.attach(container.id, stdout=True, stderr=True, stream=True,
                                    logs=False, demux=True)
         pump = LogPump(frames, limits.log_cap_bytes)
@@ -84,17 +95,22 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         pump.join(STOP_GRACE_S)
         if pump.error is not None:
             log.warning("run.sandbox.log_stream_error", extra={"error": repr(pump.error)})
+        watch.settle()
         state = container.attrs["State"]
+        oom = _is_oom(state, watch)
+        _check_not_killed_from_outside(container, outcome, watch, oom)
         exceeded = outcome["output_exceeded"] or area.exceeded()
         return SandboxResult(
             exit_code=state.get("ExitCode"),
-            oom_killed=_is_oom(state, outcome),
+            oom_killed=oom,
             timed_out=outcome["timed_out"],
             wall_time_s=wall_time_s,
             stdout=pump.stdout.text(), stderr=pump.stderr.text(),
             stdout_truncated=pump.stdout.truncated, stderr_truncated=pump.stderr.truncated,
             output_exceeded=exceeded, cancelled=outcome["cancelled"])
     finally:
+        if watch is not None:
+            watch.close()
         _remove(container)
 
 
@@ -137,8 +153,8 @@ def _wait(container: Any, limits: SandboxLimits, area: OutputArea, started: floa
         elif area.live_check and area.exceeded():
             outcome["output_exceeded"] = True
         if outcome["cancelled"] or outcome["timed_out"] or outcome["output_exceeded"]:
-            _kill(container, exited)
             outcome["killed"] = True
+            _kill(container, charged=not outcome["cancelled"])
             return outcome
         if exited.is_set():  # the engine's inspect may lag its wait answer by a moment
             time.sleep(0.005)
@@ -146,36 +162,49 @@ def _wait(container: Any, limits: SandboxLimits, area: OutputArea, started: floa
             exited.wait(POLL_S)
 
 
-def _kill(container: Any, exited: threading.Event | None = None) -> None:
-    """SIGKILL the container and wait, bounded, until the engine reports it exited."""
-    try:
-        container.kill()
-    except docker.errors.APIError as error:
-        if error.status_code != 409:  # 409: it exited on its own meanwhile
-            raise
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline:
-        container.reload()
-        if container.status in ("exited", "dead"):
-            return
-        if exited is not None and not exited.is_set():
-            exited.wait(POLL_S)
-        else:
-            time.sleep(POLL_S)
-    raise SandboxPlatformError(f"container {container.id[:12]} still {container.status!r} "
-                               f"{STOP_GRACE_S:.0f}s after SIGKILL; expected it to exit; "
-                               "check the Docker engine on this host")
+def _kill(container: Any, charged: bool) -> None:
+    """SIGKILL the container and wait, bounded, until the engine reports it exited.
 
+    When the kill is for a bound the participant hit (`charged`), a container the engine cannot
+    end is logged and the run still ends as theirs: their behaviour (a fork bomb) is what
+    stalls the engine, and a retry would only spend the phase's limits again (issue 13).
 
-def _is_oom(state: dict[str, Any], outcome: dict[str, bool]) -> bool:
-    """The engine's OOMKilled flag, or a SIGKILL exit the driver did not cause.
-
-    The second case covers kernels where the flag is lost (the cgroup is gone before the engine
-    reads it). A process that SIGKILLs itself is read as out of memory: both are its own fault.
+    Raises:
+        SandboxPlatformError: a cancelled run's container did not exit.
     """
-    if state.get("OOMKilled"):
-        return True
-    return state.get("ExitCode") == EXIT_SIGKILL and not outcome["killed"]
+    if kill_container(container, STOP_GRACE_S):
+        return
+    detail = (f"container {container.id[:12]} still {container.status!r} after SIGKILL "
+              f"({KILL_ATTEMPTS} engine attempts, then its cgroup); check the Docker engine")
+    if charged:
+        log.error("run.sandbox.unkillable", extra={"container": container.id, "error": detail})
+        return
+    raise SandboxPlatformError(detail, short_cause="the sandbox could not be stopped")
+
+
+def _is_oom(state: dict[str, Any], watch: EngineWatch) -> bool:
+    """The engine's OOMKilled flag, or its `oom` event for this container.
+
+    A SIGKILL with neither is not read as out of memory any more: it is the participant's own
+    kill, or one from outside (see `_check_not_killed_from_outside`).
+    """
+    return bool(state.get("OOMKilled")) or watch.oom
+
+
+def _check_not_killed_from_outside(container: Any, outcome: dict[str, bool], watch: EngineWatch,
+                                   oom: bool) -> None:
+    """Raise SandboxPlatformError when someone else asked the engine to kill the container.
+
+    A `docker kill` (or stop, or forced removal) by an operator or a host tool is no fault of
+    the participant's: the run is retried, uncharged (issue 13 had it charged as OOM).
+    """
+    if outcome["killed"] or oom or not watch.kill_signals:
+        return
+    raise SandboxPlatformError(
+        f"container {container.id[:12]} was killed from outside the driver (engine kill "
+        f"events, signals {watch.kill_signals}); expected only the driver to stop sandboxes: "
+        "look for an operator command, a reaper or a daemon restart on this host",
+        short_cause="the run was stopped from outside the sandbox on its worker")
 
 
 def _remove(container: Any) -> None:

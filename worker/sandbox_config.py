@@ -47,7 +47,7 @@ class SandboxLimits:
 
     memory_mb: int = 4096
     cpus: float = 2.0
-    pids: int = 256
+    pids: int = 128
     shm_mb: int = 256
     tmp_mb: int = 512
     output_mb: int = 512
@@ -84,17 +84,20 @@ class SandboxSpec:
 
     `code_dir` is the host folder of the `submission_api` package, mounted read-only at
     /opt/arena/submission_api with PYTHONPATH=/opt/arena. `output_dir` is the one writable folder.
+    `bundle_dir` is None for the meta-test stage, which sees no bundle; `read_only_mounts` adds
+    (host folder, container path) pairs, all read-only (the learner, the task channel).
     """
 
     image: str
     command: tuple[str, ...]
     submission_dir: Path
-    bundle_dir: Path
+    bundle_dir: Path | None
     output_dir: Path
     code_dir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = "/submission"
     name: str | None = None
+    read_only_mounts: tuple[tuple[Path, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -111,6 +114,14 @@ class SandboxSpec:
                 object.__setattr__(self, name, Path(value).resolve())
         check_env(self.env)
         object.__setattr__(self, "env", dict(self.env))
+        taken = set(MOUNT_TARGETS.values()) | {CODE_TARGET}
+        for _, target in self.read_only_mounts:
+            if not target.startswith("/") or any(target == t or target.startswith(f"{t}/")
+                                                 for t in taken):
+                raise ValueError(f"SandboxSpec.read_only_mounts target {target!r}: expected an "
+                                 f"absolute path outside {sorted(taken)}")
+        object.__setattr__(self, "read_only_mounts",
+                           tuple((Path(h).resolve(), t) for h, t in self.read_only_mounts))
 
 
 def check_env(env: dict[str, str]) -> None:
@@ -136,12 +147,17 @@ def build_mounts(spec: SandboxSpec, output_source: Path | None = None) -> list[M
     """Bind mounts: inputs and code read-only, only the output folder writable."""
     code_dir = spec.code_dir or default_code_dir()
     output = output_source or spec.output_dir
-    return [
+    mounts = [
         Mount(MOUNT_TARGETS["submission"], str(spec.submission_dir), type="bind", read_only=True),
-        Mount(MOUNT_TARGETS["bundle"], str(spec.bundle_dir), type="bind", read_only=True),
         Mount(f"{CODE_TARGET}/submission_api", str(code_dir), type="bind", read_only=True),
         Mount(MOUNT_TARGETS["output"], str(output), type="bind", read_only=False),
     ]
+    if spec.bundle_dir is not None:
+        mounts.insert(1, Mount(MOUNT_TARGETS["bundle"], str(spec.bundle_dir), type="bind",
+                               read_only=True))
+    mounts += [Mount(target, str(host), type="bind", read_only=True)
+               for host, target in spec.read_only_mounts]
+    return mounts
 
 
 def build_environment(spec: SandboxSpec) -> dict[str, str]:

@@ -9,7 +9,10 @@ Two mechanisms, chosen per host:
 - `watchdog` (fallback for unprivileged workers): the caller's folder is bind-mounted directly and
   the driver polls its size; on excess the container is killed. The bound can be overshot by what
   is written within one poll interval, so production workers should run the `loop` mechanism.
-Either way `exceeded()` tells the driver that the run used more than its bound.
+Either way `exceeded()` tells the driver that the run used more than its bound. The bound counts
+each path's apparent size as well as its allocated blocks: a sparse file (or many hard links to one
+file) costs almost no blocks but would cost its full size to whoever reads or copies it, so the
+copy-out is bounded by apparent size too and is skipped altogether once the bound is exceeded.
 """
 
 from __future__ import annotations
@@ -92,12 +95,16 @@ class WatchdogArea:
 
 
 def compute_usage(root: Path) -> int:
-    """Bytes allocated under `root`, links not followed."""
+    """Bytes under `root`, each path counted at the larger of its apparent and allocated size.
+
+    Links are not followed; every hard link counts in full, as a copy would make it.
+    """
     total = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in dirnames + filenames:
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                info = os.lstat(os.path.join(dirpath, name))
+                total += max(info.st_size, info.st_blocks * 512)
     return total
 
 
@@ -137,13 +144,15 @@ class LoopArea:
     def exceeded(self) -> bool:
         info = os.statvfs(self.mount_source)
         full = info.f_bavail * info.f_frsize < FULL_SLACK_BYTES
-        return full or self._used_bytes() - self.baseline > self.limit_bytes
+        return (full or self._used_bytes() - self.baseline > self.limit_bytes
+                or compute_usage(self.mount_source) > self.limit_bytes)
 
     def close(self) -> None:
-        """Copy the output out, unmount and delete the image, even when the copy fails."""
+        """Copy the output out (nothing when over the bound), unmount and delete the image, even
+        when the copy fails."""
         try:
-            if self.mounted:
-                copy_regular_tree(self.mount_source, self.dest)
+            if self.mounted and not self.exceeded():
+                copy_regular_tree(self.mount_source, self.dest, self.limit_bytes)
         finally:
             if self.mounted:
                 _run(["umount", str(self.mount_source)])
@@ -151,16 +160,28 @@ class LoopArea:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def copy_regular_tree(src: Path, dest: Path) -> None:
-    """Copy folders and regular files only: links, fifos and devices are left behind."""
+def copy_regular_tree(src: Path, dest: Path, budget_bytes: int) -> None:
+    """Copy folders and regular files only: links, fifos and devices are left behind.
+
+    At most `budget_bytes` of apparent size are written: a file that would pass it is skipped
+    (logged), so no sparse file or hard-link farm can be expanded onto the worker's disk.
+    """
+    left = budget_bytes
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         rel = Path(dirpath).relative_to(src)
         target = dest / rel
         target.mkdir(parents=True, exist_ok=True)
         for name in filenames:
             path = Path(dirpath, name)
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                shutil.copyfile(path, target / name, follow_symlinks=False)
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_size > left:
+                log.warning("run.output.copy_skipped", extra={"path": str(rel / name),
+                                                              "bytes": info.st_size})
+                continue
+            left -= info.st_size
+            shutil.copyfile(path, target / name, follow_symlinks=False)
         dirnames[:] = [d for d in dirnames if stat.S_ISDIR(os.lstat(Path(dirpath, d)).st_mode)]
 
 

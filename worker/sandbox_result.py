@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 
 class SandboxPlatformError(RuntimeError):
-    """The platform (Docker engine, host mounts) failed; retry the run, do not blame the code."""
+    """The platform (Docker engine, host mounts) failed; retry the run, do not blame the code.
+
+    The message holds the details for operators (engine URLs, host paths, scripts to run);
+    `short_cause` is the one line a participant may read on their run.
+    """
+
+    def __init__(self, message: str,
+                 short_cause: str = "the sandbox failed on this worker") -> None:
+        super().__init__(message)
+        self.short_cause = short_cause
 
 
 @dataclass(frozen=True)
