@@ -30,7 +30,11 @@ from submission_api.protocols.within_domain import (
 )
 from submission_api.sampling.any_shot import sample_cross_domain_episode, sample_fixed_episode
 from submission_api.sampling.episode import ClassPools, Episode
-from submission_api.sampling.meta_dataset import MD_MAX_NUM_QUERY, sample_meta_dataset_episode
+from submission_api.sampling.meta_dataset import (
+    MD_MAX_NUM_QUERY,
+    compute_md_query_pool_size,
+    sample_meta_dataset_episode,
+)
 from submission_api.sampling.pools import sample_disjoint_pools
 from submission_api.sampling.seeds import make_rng
 
@@ -85,7 +89,9 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
                   groups: tuple[str, ...], allowed: np.ndarray | None = None) -> list[Episode]:
     """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
     rng = make_rng(seed, "pools", groups[0], ds.name)
-    pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed)
+    pool_size = compute_md_query_pool_size if params.name == "meta-dataset" else None
+    pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed,
+                                  pool_size)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
     ladder = (compute_attribute_ladder(pools, ds.attributes, *shape[1:], *thresholds)

@@ -5,11 +5,24 @@ Steps, each a draw from the one generator, in the order of google-research/meta-
 `meta_dataset/data/sampling.py`: ways, classes, (queries: no draw), beta, log-weights, images.
 Constants are the defaults of Meta-Dataset's `EpisodeDescriptionConfig`.
 
-Pools: with shared pools (meta-train) `n_c` is the class size as in the paper. With disjoint
-pools (a meta-test run) the query pool stands for "the images a query may use" and the support
-pool for "what remains for support": `q = min(10, min_c |Q_c|)` replaces `min_c floor(n_c/2)`,
-and `|S_c|` replaces `n_c - q` in the support-size and shot caps. The class weights keep the
-full class size `n_c = |S_c| + |Q_c|`, so the dataset's natural imbalance drives the shots.
+Formulas (`EpisodeDescriptionSampler.sample_episode_description` and the functions it calls),
+with `n_c` the size of class c:
+  - q = min(10, min over the chosen classes of floor(n_c / 2))          (`compute_num_query`)
+  - remaining_c = n_c - q
+  - S = min(500, sum_c floor(beta * min(100, remaining_c) + 1)), beta ~ U[0, 1)
+                                                                  (`sample_support_set_size`)
+  - k_c = min(floor(R_c * (S - N)) + 1, remaining_c), R_c ∝ n_c * exp(alpha_c),
+    alpha_c ~ U(ln 1/2, ln 2)                                 (`sample_num_support_per_class`)
+  - bilevel hierarchy (super-categories): a super-category uniformly, then
+    N ~ U{5..min(50, its classes)}, then N of its classes uniformly (`sample_class_ids`).
+
+Pools: shared pools (meta-train) are the classes themselves. A meta-test run keeps disjoint
+pools so no query image is ever a support image of another task of the run; they are sized from
+the same formulas: class c's query pool holds min(10, floor(n_c / 2)) images — the most queries
+any episode can ask of it — and its support pool the other n_c - min(10, floor(n_c / 2)). An
+episode computes q, remaining_c, S and k_c from the full class sizes exactly as above; the only
+extra cap is k_c <= |support pool of c|, which binds only when the episode's q is below c's own
+query-pool size (c shares the episode with a class of fewer than 20 images).
 """
 
 from __future__ import annotations
@@ -36,16 +49,23 @@ MD_MAX_LOG_WEIGHT = math.log(2.0)
 """alpha_c ~ U(ln 1/2, ln 2): class weights vary by up to a factor 4 beyond the class size."""
 
 
-def compute_md_limits(pools: ClassPools) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per class: size `n_c`, query limit, and support images left once queries are taken.
+def compute_md_query_pool_size(n_images: int) -> int:
+    """Query-pool size of a class of `n_images` in a meta-test run: min(10, floor(n / 2)), the
+    largest q = min(10, min_c floor(n_c / 2)) any episode can ask of it."""
+    return min(MD_MAX_NUM_QUERY, n_images // 2)
 
-    Shared pools: query limit `floor(n_c / 2)`; support left is computed per episode
-    (`n_c - q`) and returned here as `n_c`. Disjoint pools: `|Q_c|` and `|S_c|`.
+
+def compute_md_limits(pools: ClassPools) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per class: size `n_c`, most queries it can give, most support images it can give.
+
+    Shared pools: `n_c`, `floor(n_c / 2)`, `n_c` (an episode subtracts its q). Disjoint pools:
+    `|S_c| + |Q_c|`, `min(floor(n_c / 2), |Q_c|)`, `|S_c|`.
     """
     n_support = np.array([len(p) for p in pools.support], dtype=np.int64)
     n_query = np.array([len(p) for p in pools.query], dtype=np.int64)
     if pools.disjoint:
-        return n_support + n_query, n_query, n_support
+        sizes = n_support + n_query
+        return sizes, np.minimum(sizes // 2, n_query), n_support
     return n_support, n_support // 2, n_support
 
 
@@ -57,19 +77,30 @@ def sample_md_class_ids(
 ) -> np.ndarray:
     """Choose the ways and classes of one episode.
 
-    With super-categories (Meta-Dataset's bilevel hierarchy, used for Omniglot alphabets): pick a
-    super-category uniformly among those with >= `min_ways` eligible classes, then
-    N ~ U{min_ways..min(50, its eligible classes)} classes uniformly within it. Without them, or
-    when no super-category is large enough: N ~ U{min_ways..min(50, eligible)} over all classes.
+    With super-categories (Meta-Dataset's bilevel hierarchy, used for Omniglot alphabets): a
+    super-category uniformly, then N ~ U{min_ways..min(50, its eligible classes)}, then N of its
+    classes uniformly. Meta-Dataset refuses a split with a super-category smaller than
+    `min_ways`; here such super-categories are skipped, and a dataset none of whose
+    super-categories can give `min_ways` classes is refused. Without super-categories:
+    N ~ U{min_ways..min(50, eligible)} over all classes.
+
+    Raises:
+        ValueError: super-categories given, none with `min_ways` eligible classes.
     """
     pool = np.sort(eligible)
     if super_categories is not None:
         supers = np.asarray(super_categories, dtype=np.int64)[pool]
         values, counts = np.unique(supers, return_counts=True)
         big = values[counts >= min_ways]
-        if big.size:
-            chosen = big[rng.integers(len(big))]
-            pool = pool[supers == chosen]
+        if not big.size:
+            raise ValueError(
+                f"No super-category has {min_ways} classes with >= 2 images (largest: "
+                f"{int(counts.max()) if counts.size else 0}); Meta-Dataset's bilevel sampling "
+                f"expects one with at least {min_ways}. Fix: merge super-categories, or drop "
+                "the dataset's super-category column to sample classes flat."
+            )
+        chosen = big[rng.integers(len(big))]
+        pool = pool[supers == chosen]
     top = min(MD_MAX_WAYS_UPPER_BOUND, len(pool))
     n_ways = int(rng.integers(min_ways, top + 1))
     return rng.choice(pool, n_ways, replace=False)
@@ -104,12 +135,14 @@ def sample_meta_dataset_episode(
     """Draw one Meta-Dataset episode from one dataset's pools.
 
     Invariants of the output: `min_ways <= n_ways <= min(50, eligible classes)`; the same `q`
-    queries for every way with `1 <= q <= 10`; `1 <= k_c`, total support <= 500; with
-    super-categories, all classes from one super-category (see `sample_md_class_ids`);
-    `n_shots` is the median k_c rounded.
+    queries for every way, q = min(10, min_c floor(n_c / 2)); 1 <= k_c <= n_c - q, total
+    support <= 500; with super-categories, all classes from one super-category (see
+    `sample_md_class_ids`); `n_shots` is the median k_c rounded. Draw order: ways, classes,
+    beta, log-weights, then the images.
 
     Raises:
-        ValueError: fewer than `min_ways` classes with >= 1 support and >= 1 query image.
+        ValueError: fewer than `min_ways` classes with >= 2 images (1 support, 1 query), or no
+            super-category able to give `min_ways` of them.
     """
     sizes, query_limit, support_left = compute_md_limits(pools)
     eligible = np.flatnonzero((query_limit >= 1) & (support_left >= 1))
@@ -121,8 +154,10 @@ def sample_meta_dataset_episode(
         )
     class_ids = sample_md_class_ids(eligible, super_categories, rng, min_ways)
     n_queries = int(min(MD_MAX_NUM_QUERY, query_limit[class_ids].min()))
-    remaining = support_left[class_ids] - (0 if pools.disjoint else n_queries)
+    remaining = sizes[class_ids] - n_queries
     shots = sample_md_shots(sizes[class_ids].astype(np.float64), remaining, rng)
+    if pools.disjoint:
+        shots = np.minimum(shots, support_left[class_ids])
     drawn = [
         sample_class_images(pools, c, int(k), n_queries, rng)
         for c, k in zip(class_ids, shots, strict=True)

@@ -10,12 +10,15 @@ Disjoint split rule, for a class with `n` images and a protocol asking `q` queri
     With Meta-Album's 40 images per class and q = 20 this is 20 / 20, so k <= 20 exactly as
     the NeurIPS'22 kit allows (k <= n - q); larger classes give queries half their images.
   - `n <= q`: query pool = `floor(n / 2)`, support pool = the rest. Such a class cannot serve a
-    task that needs `q` queries, but stays usable by samplers that shrink their query count
-    (Meta-Dataset's `q = min(10, min_c floor(n_c / 2))`).
+    task that needs `q` queries.
+A sampler with its own rule passes `query_pool_size` (Meta-Dataset: min(10, floor(n / 2)),
+`meta_dataset.compute_md_query_pool_size`).
 Only labels and indices are read here, never pixels.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -67,8 +70,13 @@ def sample_disjoint_pools(
     n_queries: int,
     rng: np.random.Generator,
     allowed: np.ndarray | None = None,
+    query_pool_size: Callable[[int], int] | None = None,
 ) -> ClassPools:
     """Split every class at random into a query pool and a support pool (module docstring).
+
+    Args:
+        query_pool_size: class size -> query-pool size; default `compute_query_pool_size(n,
+            n_queries)`.
 
     Returns:
         ClassPools with `disjoint=True`; for every class, support and query are sorted, share
@@ -77,7 +85,8 @@ def sample_disjoint_pools(
     support, query = [], []
     for members in compute_class_members(labels, n_classes, allowed):
         shuffled = rng.permutation(members)
-        n_query = compute_query_pool_size(len(members), n_queries)
+        n_query = (compute_query_pool_size(len(members), n_queries) if query_pool_size is None
+                   else query_pool_size(len(members)))
         query.append(np.sort(shuffled[:n_query]))
         support.append(np.sort(shuffled[n_query:]))
     return ClassPools(support=tuple(support), query=tuple(query), disjoint=True)

@@ -63,18 +63,67 @@ def test_shots_formula_caps_and_sums(make_dataset):
         assert (shots >= 1).all() and (shots <= remaining).all() and shots.sum() <= 500
 
 
-def test_disjoint_pools_use_pool_sizes(make_dataset):
-    sizes = [8, 12, 40, 40, 40, 40, 40]
+def _md_pools(ds, n_classes, rng):
+    return sample_disjoint_pools(ds.labels, n_classes, 10, rng,
+                                 query_pool_size=md.compute_md_query_pool_size)
+
+
+def reference_episode(sizes: np.ndarray, rng: np.random.Generator, min_ways: int = 5):
+    """meta_dataset/data/sampling.py, flat class sampling, transcribed line by line (a NumPy
+    Generator in place of its RandomState): ways, classes, q, beta, S, log-weights, shots."""
+    num_ways = rng.integers(min_ways, min(50, len(sizes)) + 1)
+    class_ids = rng.choice(np.arange(len(sizes)), num_ways, replace=False)
+    images_per_class = sizes[class_ids]
+    num_query = np.minimum(10, (images_per_class // 2).min())
+    num_remaining = images_per_class - num_query
+    beta = rng.uniform()
+    support_set_size = np.minimum(np.floor(beta * np.minimum(100, num_remaining) + 1).sum(), 500)
+    unnormalized = images_per_class * np.exp(
+        rng.uniform(np.log(0.5), np.log(2.0), size=images_per_class.shape))
+    proportions = unnormalized / unnormalized.sum()
+    desired = np.floor(proportions * (support_set_size - num_ways)).astype("int32") + 1
+    return class_ids, int(num_query), np.minimum(desired, num_remaining)
+
+
+@pytest.mark.parametrize("disjoint", [False, True])
+def test_episodes_follow_meta_dataset_formulas_draw_for_draw(make_dataset, disjoint):
+    sizes = np.array([15, 40, 40, 40, 40, 40, 22, 300, 9, 60])
+    ds = make_dataset("d", sizes.tolist())
+    pools = (_md_pools(ds, len(sizes), make_rng(1)) if disjoint
+             else compute_shared_pools(ds.labels, len(sizes)))
+    for seed in range(60):
+        ep = sample_meta_dataset_episode(pools, make_rng(seed), "d")
+        class_ids, q, shots = reference_episode(sizes, make_rng(seed))
+        assert ep.class_ids.tolist() == class_ids.tolist()
+        assert (np.bincount(ep.query_labels, minlength=ep.n_ways) == q).all()
+        got = np.bincount(ep.support_labels, minlength=ep.n_ways)
+        if disjoint:  # the one extra cap: what the class's support pool holds
+            shots = np.minimum(shots, [len(pools.support[c]) for c in class_ids])
+        assert got.tolist() == shots.tolist()
+
+
+def test_a_15_image_class_gets_7_queries_not_10(make_dataset):
+    sizes = [15] + [40] * 4
     ds = make_dataset("d", sizes)
-    rng = make_rng(14)
-    pools = sample_disjoint_pools(ds.labels, len(sizes), 10, rng)
-    for _ in range(40):
-        ep = sample_meta_dataset_episode(pools, rng, "d")
-        q = min(10, min(len(pools.query[c]) for c in ep.class_ids))
-        assert (np.bincount(ep.query_labels) == q).all()
-        for j, c in enumerate(ep.class_ids):
-            assert set(ep.support_idx[ep.support_labels == j]) <= set(pools.support[c].tolist())
-            assert set(ep.query_idx[ep.query_labels == j]) <= set(pools.query[c].tolist())
+    pools = _md_pools(ds, 5, make_rng(2))
+    assert [len(p) for p in pools.query] == [7, 10, 10, 10, 10]
+    assert [len(p) for p in pools.support] == [8, 30, 30, 30, 30]
+    ep = sample_meta_dataset_episode(pools, make_rng(3), "d")
+    assert (np.bincount(ep.query_labels) == 7).all()
+
+
+def test_a_40_image_class_can_give_30_shots_never_more(make_dataset):
+    ds = make_dataset("d", [40] * 5)
+    pools = _md_pools(ds, 5, make_rng(4))
+    rng = make_rng(5)
+    most = max(np.bincount(sample_meta_dataset_episode(pools, rng, "d").support_labels).max()
+               for _ in range(200))
+    assert most == 30  # n_c - q with q = 10; pools sized n/2 capped it at 20
+
+
+@pytest.mark.parametrize(("n", "pool"), [(2, 1), (3, 1), (15, 7), (20, 10), (40, 10), (600, 10)])
+def test_query_pool_is_the_most_queries_an_episode_can_ask(n, pool):
+    assert md.compute_md_query_pool_size(n) == pool
 
 
 def test_super_category_choice_stays_within_one_super_category(make_dataset):
@@ -92,12 +141,26 @@ def test_super_category_choice_stays_within_one_super_category(make_dataset):
     assert chosen == {0, 1}
 
 
-def test_without_a_large_enough_super_category_classes_come_from_all(make_dataset):
+def test_without_a_super_category_of_5_classes_the_sampler_refuses(make_dataset):
     supers = [0, 0, 1, 1, 2, 2, 3, 3]
     ds = make_dataset("d", [20] * 8, super_categories=supers)
     pools = compute_shared_pools(ds.labels, 8)
-    ep = sample_meta_dataset_episode(pools, make_rng(16), "d", ds.super_categories)
-    assert len(set(ds.super_categories[ep.class_ids].tolist())) > 1
+    with pytest.raises(ValueError, match="No super-category has 5 classes"):
+        sample_meta_dataset_episode(pools, make_rng(16), "d", ds.super_categories)
+
+
+def test_bilevel_choice_is_super_category_then_ways_then_classes(make_dataset):
+    """sampling.py: `rng.choice(superclass_set, 1)[0]`, then ways U{5..min(50, its classes)},
+    then the classes uniformly within it."""
+    supers = [0] * 8 + [1] * 12
+    ds = make_dataset("d", [20] * len(supers), super_categories=supers)
+    pools = compute_shared_pools(ds.labels, len(supers))
+    for seed in range(20):
+        ep = sample_meta_dataset_episode(pools, make_rng(seed), "d", ds.super_categories)
+        rng = make_rng(seed)
+        members = np.flatnonzero(np.array(supers) == [0, 1][rng.integers(2)])
+        n_ways = rng.integers(5, min(50, len(members)) + 1)
+        assert ep.class_ids.tolist() == rng.choice(members, n_ways, replace=False).tolist()
 
 
 def test_too_few_classes_is_a_clear_error(make_dataset):
