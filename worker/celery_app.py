@@ -89,8 +89,15 @@ def worker_arguments(settings: WorkerSettings) -> list[str]:
 
 
 def run_worker(settings: WorkerSettings) -> None:
-    """Start a Celery worker in this process (what `arena worker` calls); blocks until stopped."""
+    """Start a Celery worker in this process (what `arena worker` calls); blocks until stopped.
+
+    First sweeps what a killed worker left in this data folder (`worker.sweep`)."""
     from worker.log_format import configure_worker_logging
+    from worker.sweep import sweep_at_start
 
     configure_worker_logging()
-    create_celery_app(settings).worker_main(worker_arguments(settings))
+    runs_lock = sweep_at_start(settings)  # held (shared) until the worker stops
+    try:
+        create_celery_app(settings).worker_main(worker_arguments(settings))
+    finally:
+        runs_lock.close()
