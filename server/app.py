@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         internal,
         leaderboard,
         pages,
+        participation,
         phase_operations,
         submission_operations,
         submissions,
@@ -97,8 +98,11 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.clock = clock
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
+    from server.web import participants as participant_forms
+
     for module in (auth, competitions, bundles, phase_operations, submission_operations, admin,
-                   datasets, submissions, leaderboard, internal, pages):
+                   datasets, submissions, leaderboard, internal, participation,
+                   participant_forms, pages):
         app.include_router(module.router)
     return app
 

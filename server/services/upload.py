@@ -16,7 +16,8 @@ from sqlalchemy import select
 from server.core.db import Database
 from server.core.errors import InvalidInputError, NotFoundError, PhaseClosedError
 from server.core.security import hash_token, new_token
-from server.models import AuditLog, Competition, Phase, Run, Submission
+from server.models import AuditLog, Competition, Phase, Run, Submission, User
+from server.services.participation import check_may_submit
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.quotas import check_quota, lock_participation
 from server.services.storage import Storage, place_by_hash
@@ -102,7 +103,9 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
         if phase is None:
             raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
         check_phase_open(phase, now)
-        league = check_league(session.get(Competition, phase.competition_id), league)
+        comp = session.get(Competition, phase.competition_id)
+        check_may_submit(session, comp, session.get(User, user_id))
+        league = check_league(comp, league)
         check_quota(session, user_id, phase, now)
         participation.n_uploads += 1
         submission = Submission(

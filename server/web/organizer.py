@@ -30,6 +30,7 @@ from server.services import competitions as competition_service
 from server.services import users as user_service
 from server.services.finals import close_phase
 from server.services.operations import check_organizes
+from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
 from server.services.workers import list_workers, mask_foreign_runs
@@ -42,7 +43,8 @@ router = APIRouter(include_in_schema=False, route_class=PageRoute)
 NOTICES = {"phase-status": "The phase status was changed.",
            "rerun": "The submission was queued again (its earlier runs are kept as history).",
            "cancel": "The submission's waiting runs were cancelled; running ones stop soon.",
-           "baseline": "The baseline mark was changed."}
+           "baseline": "The baseline mark was changed.",
+           "participation": "The participation request was decided."}
 
 
 def organized_phases(session, user: User) -> list[Phase]:
@@ -88,6 +90,7 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
     return render(request, "organizer.html", user, settings, phases=phases, queued=queued,
                   running=[e for e in entries if e["state"] != "queued"],
                   workers=_workers(session, user, now, settings),
+                  pending=pending_requests(session, sorted({p.competition_id for p in phases})),
                   recent=recent,
                   exports=phase_exports(phases),
                   actions=lambda s: submission_actions(s, user),

@@ -35,13 +35,14 @@ def build_world(env: InProcess) -> World:
     env.upload(phase_id, other, zip_bytes([("model.py", b"# other\n")]))
     finish_run(env, mine["runs"][0]["id"])
     static = sorted(p.name for p in (_static_dir()).iterdir() if p.is_file())[0]
+    other_id = env.client.get("/api/v1/me", headers=other).json()["id"]
     return World(env=env, headers={
         "anonymous": {}, "owner": owner, "other": other, "organizer": organizer,
         "other_organizer": other_organizer, "admin": env.admin},
         ids={"submission_id": mine["id"], "phase_id": phase_id,
              "competition_id": competition["id"], "ref": competition["slug"],
              "run_id": mine["runs"][0]["id"], "run_index": 0, "content_hash": "ab" * 32,
-             "name": static})
+             "name": static, "user_id": other_id})
 
 
 def finish_run(env: InProcess, run_id: int) -> None:
@@ -94,7 +95,8 @@ def call(world: World, method: str, path: str, role: str):
 # Valid bodies where the handler checks the body before ownership (so that an empty body's 422
 # cannot hide whether the caller would have been let in).
 BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "extra"},
-          ("PUT", "/api/v1/competitions/{ref}/bundle"): {"yaml": "title: T\n"}}
+          ("PUT", "/api/v1/competitions/{ref}/bundle"): {"yaml": "title: T\n"},
+          ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"}}
 
 
 def outcome(response) -> str:

@@ -32,7 +32,7 @@ from inprocess_support import InProcess, inprocess_app, zip_bytes
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.models import ApiToken, Base, Phase, Run, Submission
+from server.models import ApiToken, Base, CompetitionMember, Phase, Run, Submission
 
 #            anonymous, owner, other, organizer, other_organizer, admin
 SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
@@ -67,9 +67,22 @@ def build_form_world(env: InProcess) -> FormWorld:
         me = env.client.get("/api/v1/me", headers=world.headers[role])
         assert me.status_code == 200, me.text
         user_ids[role] = me.json()["id"]
+    asked = _approval_competition(env, world)
     return FormWorld(env=env, world=world, user_ids=user_ids, ids={
         **world.ids, "draft_phase_id": draft.json()["id"],
-        "queued_submission_id": queued.json()["id"]})
+        "queued_submission_id": queued.json()["id"], "approval_competition_id": asked,
+        "requester_id": user_ids["other"]})
+
+
+def _approval_competition(env: InProcess, world: World) -> int:
+    """A second competition of the organizer, by approval, where "other" asked to take part."""
+    comp = env.competition(world.headers["organizer"])["id"]
+    mode = env.client.put(f"/api/v1/competitions/{comp}/participation/mode",
+                          headers=world.headers["organizer"], json={"mode": "approval"})
+    asked = env.client.post(f"/api/v1/competitions/{comp}/participation",
+                            headers=world.headers["other"])
+    assert mode.status_code == 200 and asked.json()["status"] == "pending", asked.text
+    return comp
 
 
 # What an allowed post must have changed: observe(session, world, role) before and after, and
@@ -95,6 +108,12 @@ def submission_field(key: str, field: str) -> Observe:
 def runs_of_finished(session: Session, fw: FormWorld, role: str) -> int:
     return session.execute(select(func.count()).select_from(Run).where(
         Run.submission_id == fw.ids["submission_id"])).scalar_one()
+
+
+def member_status(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(CompetitionMember.status).where(
+        CompetitionMember.competition_id == fw.ids["approval_competition_id"],
+        CompetitionMember.user_id == fw.ids["requester_id"])).scalar_one()
 
 
 def phase_status(key: str) -> Observe:
@@ -145,6 +164,14 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/organizer/phases/{phase_id}/close"): Form(
         ORGANIZER_OF_IT, "/organizer", {"phase_id": "phase_id"},
         phase_status("phase_id"), became("closed")),
+    ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/approve"): Form(
+        ORGANIZER_OF_IT, "/organizer",
+        {"competition_id": "approval_competition_id", "user_id": "requester_id"},
+        member_status, became("approved")),
+    ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/deny"): Form(
+        ORGANIZER_OF_IT, "/organizer",
+        {"competition_id": "approval_competition_id", "user_id": "requester_id"},
+        member_status, became("denied")),
 }
 ALWAYS_OFFERED = {("POST", "/login")}  # its form is on the login page for everyone
 

@@ -87,6 +87,17 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/internal/runs/{run_id}/finish"): NOBODY,
     ("POST", "/internal/runs/{run_id}/release"): NOBODY,
     ("GET", "/internal/datasets/{content_hash}"): NOBODY,
+    # Participation (issue 13 item 12): anyone signed in asks; the organizers of it decide.
+    ("GET", "/api/v1/competitions/{competition_id}/participation"): SIGNED_IN,
+    ("POST", "/api/v1/competitions/{competition_id}/participation"): SIGNED_IN,
+    ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): ORGANIZER_OF_IT,
+    ("GET", "/api/v1/competitions/{competition_id}/participants"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/competitions/{competition_id}/participants/{user_id}/approve"):
+        ORGANIZER_OF_IT,
+    ("POST", "/api/v1/competitions/{competition_id}/participants/{user_id}/deny"):
+        ORGANIZER_OF_IT,
+    ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/approve"): NOBODY,
+    ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/deny"): NOBODY,
 }
 
 

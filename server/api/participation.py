@@ -1,0 +1,97 @@
+"""Participation: a competition open to all or by approval; requests and decisions.
+
+Participants read their status and ask to take part; the competition's organizers (and
+admins) set the mode, list requests and approve or deny (services/participation.py).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from server.api.competitions import find_competition
+from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
+from server.services import participation as service
+from server.services.competitions import get_owned_competition
+
+router = APIRouter(prefix="/api/v1/competitions", tags=["participation"])
+
+
+class ParticipationOut(BaseModel):
+    competition_id: int
+    mode: Literal["open", "approval"]
+    status: Literal["approved", "pending", "denied", "none"]
+
+
+class ModeIn(BaseModel):
+    mode: Literal["open", "approval"]
+
+
+class MemberOut(BaseModel):
+    user_id: int
+    username: str
+    status: Literal["approved", "pending", "denied"]
+    requested_at: datetime
+    decided_at: datetime | None = None
+
+
+@router.get("/{competition_id}/participation", response_model=ParticipationOut)
+def my_participation(competition_id: int, user: CurrentUser,
+                     session: SessionDep) -> ParticipationOut:
+    """Whether the caller may submit: the competition's mode and the caller's status."""
+    comp = find_competition(session, str(competition_id), user)
+    return ParticipationOut(competition_id=comp.id, mode=comp.participation,
+                            status=service.status_of(session, comp, user))
+
+
+@router.post("/{competition_id}/participation", response_model=ParticipationOut)
+def request_participation(competition_id: int, user: CurrentUser, session: WriteSessionDep,
+                          now: NowDep) -> ParticipationOut:
+    """Ask to take part (answered at once in an open competition)."""
+    comp = find_competition(session, str(competition_id), user)
+    status = service.request_participation(session, comp, user, now)
+    session.commit()
+    return ParticipationOut(competition_id=comp.id, mode=comp.participation, status=status)
+
+
+@router.put("/{competition_id}/participation/mode", response_model=ParticipationOut)
+def set_mode(competition_id: int, body: ModeIn, user: Organizer, session: WriteSessionDep,
+             now: NowDep) -> ParticipationOut:
+    """Open the competition to all, or require approval (organizers of it)."""
+    comp = get_owned_competition(session, competition_id, user)
+    service.set_mode(session, comp, body.mode, user, now)
+    session.commit()
+    return ParticipationOut(competition_id=comp.id, mode=comp.participation, status="approved")
+
+
+@router.get("/{competition_id}/participants", response_model=list[MemberOut])
+def participants(competition_id: int, user: Organizer, session: SessionDep) -> list[MemberOut]:
+    """Every request and decision, pending first (organizers of it)."""
+    comp = get_owned_competition(session, competition_id, user)
+    return [MemberOut(**m) for m in service.list_members(session, comp)]
+
+
+def _decide(competition_id: int, user_id: int, approve: bool, user, session,
+            now) -> MemberOut:
+    comp = get_owned_competition(session, competition_id, user)
+    service.decide(session, comp, user_id, approve, user, now)
+    session.commit()
+    return next(MemberOut(**m) for m in service.list_members(session, comp)
+                if m["user_id"] == user_id)
+
+
+@router.post("/{competition_id}/participants/{user_id}/approve", response_model=MemberOut)
+def approve(competition_id: int, user_id: int, user: Organizer, session: WriteSessionDep,
+            now: NowDep) -> MemberOut:
+    """Let a participant submit (organizers of it)."""
+    return _decide(competition_id, user_id, True, user, session, now)
+
+
+@router.post("/{competition_id}/participants/{user_id}/deny", response_model=MemberOut)
+def deny(competition_id: int, user_id: int, user: Organizer, session: WriteSessionDep,
+         now: NowDep) -> MemberOut:
+    """Refuse a participant (organizers of it); their uploads are refused from now on."""
+    return _decide(competition_id, user_id, False, user, session, now)
