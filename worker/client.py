@@ -34,12 +34,20 @@ class ServerRejectedError(Exception):
 
 
 class Resources(BaseModel):
-    """What one run may use; the sandbox enforces it."""
+    """What one run may use; the sandbox enforces it (`worker.sandbox_config.SandboxLimits`).
+
+    Phases stored before pids, /dev/shm, /tmp and output bounds were phase settings send none:
+    the defaults are those of `SandboxLimits`.
+    """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
     cpus: float = Field(default=1.0, gt=0)
     memory_mb: int = Field(default=4096, gt=0)
     gpus: int = Field(default=0, ge=0)
+    pids: int = Field(default=128, ge=4)
+    shm_mb: int = Field(default=256, ge=1)
+    tmp_mb: int = Field(default=512, ge=1)
+    output_mb: int = Field(default=512, ge=1)
 
 
 class DatasetRef(BaseModel):

@@ -78,6 +78,21 @@ class SandboxLimits:
                              "ship what the submission needs inside the zip")
 
 
+PHASE_BOUNDS = ("pids", "shm_mb", "tmp_mb", "output_mb")
+"""Bounds a phase sets besides cpus and memory (its `resources`), by their SandboxLimits names."""
+
+
+def build_limits(resources: Any, **fixed: Any) -> SandboxLimits:
+    """The limits of a run of a phase: cpus, memory and `PHASE_BOUNDS` from the phase's
+    `resources` (a `worker.client.Resources`), the rest (wall time, GPUs, log cap) as given.
+
+    Raises:
+        ValueError: a bound out of range (SandboxLimits validates every one).
+    """
+    from_phase = {name: getattr(resources, name) for name in ("cpus", "memory_mb", *PHASE_BOUNDS)}
+    return SandboxLimits(**{**from_phase, **fixed})
+
+
 @dataclass(frozen=True)
 class SandboxSpec:
     """One run's image, command and folders (host paths); validated on construction.

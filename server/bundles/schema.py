@@ -36,6 +36,13 @@ def parse_duration(value: Any) -> int:
     return hours * 3600 + minutes * 60 + seconds
 
 
+PIDS_DEFAULT, PIDS_MIN, PIDS_MAX = 128, 16, 4096
+"""Pids bound of a run: 256 let a fork bomb load a 2-core host to 150-200 (issue 13); torch's
+threads and data-loader processes of a normal run fit well under 128."""
+SIZE_MAX_MB = 1024 * 1024
+"""1 TiB: any larger /dev/shm, /tmp or output bound is a typo."""
+
+
 def parse_memory_mb(value: Any) -> int:
     """Megabytes from an int or a string like `16G`, `512M`."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -82,11 +89,19 @@ class DataSpec(_Strict):
 
 
 class ResourcesSpec(_Strict):
+    """What one run of the phase may use; the sandbox enforces each bound (SandboxLimits)."""
+
     gpus: int = Field(default=0, ge=0, le=16)
     cpus: float = Field(default=2, gt=0, le=256)
     memory: int = Field(default=8192, gt=0, description="megabytes, or '16G'")
+    pids: int = Field(default=PIDS_DEFAULT, ge=PIDS_MIN, le=PIDS_MAX,
+                      description="processes and threads at once (a fork bomb stops here)")
+    shm: int = Field(default=256, ge=1, le=SIZE_MAX_MB, description="/dev/shm: MB, or '1G'")
+    tmp: int = Field(default=512, ge=1, le=SIZE_MAX_MB, description="/tmp tmpfs: MB, or '1G'")
+    output: int = Field(default=512, ge=1, le=SIZE_MAX_MB,
+                        description="the run's writable output folder: MB, or '1G'")
 
-    _memory = field_validator("memory", mode="before")(classmethod(
+    _memory = field_validator("memory", "shm", "tmp", "output", mode="before")(classmethod(
         lambda cls, v: parse_memory_mb(v)))
 
 
