@@ -7,7 +7,14 @@ from datetime import datetime
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from server.api.deps import NowDep, OptionalUser, Organizer, SessionDep, WriteSessionDep
+from server.api.deps import (
+    CurrentUser,
+    NowDep,
+    OptionalUser,
+    Organizer,
+    SessionDep,
+    WriteSessionDep,
+)
 from server.core.errors import NotFoundError
 from server.models import Competition, Phase, User, utcnow
 from server.schemas.competition import (
@@ -17,10 +24,12 @@ from server.schemas.competition import (
     PhaseCreate,
     PhaseOut,
     PhaseUpdate,
+    QuotaOut,
 )
 from server.services import competitions as service
+from server.services.quotas import quota_left
 from server.services.seeds import redact_protocol
-from server.services.timeline import accepts_uploads, effective_status
+from server.services.timeline import accepts_uploads, effective_status, phase_step
 
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
 
@@ -55,6 +64,8 @@ def phase_out(phase: Phase, now: datetime | None = None, staff: bool = False) ->
     out = PhaseOut.model_validate(phase)
     out.status = effective_status(phase, now)
     out.accepting_submissions = accepts_uploads(phase, now)
+    deadline = phase_step(phase, now).deadline
+    out.countdown_s = int((deadline - now).total_seconds()) if deadline else None
     if not staff:
         out.seed = None
         out.protocol = redact_protocol(out.protocol)
@@ -74,9 +85,10 @@ def competition_out(comp: Competition, user: User | None,
 
 
 @router.get("/competitions", response_model=list[CompetitionOut])
-def list_competitions(session: SessionDep, user: OptionalUser) -> list[CompetitionOut]:
+def list_competitions(session: SessionDep, user: OptionalUser,
+                      now: NowDep) -> list[CompetitionOut]:
     comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
-    out = [competition_out(c, user) for c in comps]
+    out = [competition_out(c, user, now) for c in comps]
     return [c for c in out if c.phases or _is_staff(user)]
 
 
@@ -89,9 +101,10 @@ def create_competition(body: CompetitionCreate, user: Organizer, session: WriteS
 
 
 @router.get("/competitions/{ref}", response_model=CompetitionOut)
-def get_competition(ref: str, session: SessionDep, user: OptionalUser) -> CompetitionOut:
+def get_competition(ref: str, session: SessionDep, user: OptionalUser,
+                    now: NowDep) -> CompetitionOut:
     """One competition by id or slug, with its pages, leagues and (visible) phases."""
-    return competition_out(find_competition(session, ref, user), user)
+    return competition_out(find_competition(session, ref, user), user, now)
 
 
 @router.patch("/competitions/{competition_id}", response_model=CompetitionOut)
@@ -124,6 +137,21 @@ def list_phases(session: SessionDep, user: OptionalUser, now: NowDep) -> list[Ph
 @router.get("/phases/{phase_id}", response_model=PhaseOut)
 def get_phase(phase_id: int, session: SessionDep, user: OptionalUser, now: NowDep) -> PhaseOut:
     return phase_out(visible_phase(session, phase_id, user), now, _is_staff(user))
+
+
+@router.get("/phases/{phase_id}/quota", response_model=QuotaOut)
+def my_quota(phase_id: int, session: SessionDep, user: CurrentUser, now: NowDep) -> QuotaOut:
+    """Your submissions left in this phase: per day (and when that resets), in total, in
+    flight — before you upload, rather than a 429 after."""
+    phase = visible_phase(session, phase_id, user)
+    left = quota_left(session, user.id, phase, now) or {}
+    return QuotaOut(phase_id=phase.id, accepting_submissions=accepts_uploads(phase, now),
+                    resets_at=left.get("resets_at") if left.get("per_day") else None,
+                    resets_in_s=int((left["resets_at"] - now).total_seconds())
+                    if left.get("per_day") else None,
+                    **{k: {"left": v[0], "limit": v[1]} for k in ("per_day", "total",
+                                                                     "in_flight")
+                       if (v := left.get(k)) is not None})
 
 
 @router.patch("/phases/{phase_id}", response_model=PhaseOut)

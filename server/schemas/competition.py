@@ -156,6 +156,27 @@ class PhaseOut(PhaseFields):
     accepting_submissions: bool = Field(
         default=False, description="an upload now would pass the phase check (open, within "
         "its dates, not a final phase)")
+    countdown_s: int | None = Field(
+        default=None, description="seconds until an upcoming phase opens or an open one "
+        "closes, by the server's clock; null when no such date is ahead")
+
+
+class QuotaLeft(BaseModel):
+    left: int
+    limit: int
+
+
+class QuotaOut(BaseModel):
+    """What the caller may still submit to a phase now (counted as the upload counts)."""
+
+    phase_id: int
+    accepting_submissions: bool
+    per_day: QuotaLeft | None = None
+    total: QuotaLeft | None = None
+    in_flight: QuotaLeft | None = None
+    resets_at: datetime | None = Field(default=None, description="when per_day starts afresh")
+    resets_in_s: int | None = Field(default=None, description="seconds until then, by the "
+                                    "server's clock")
 
 
 class CompetitionCreate(BaseModel):

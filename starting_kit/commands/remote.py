@@ -1,14 +1,17 @@
-"""`arena login|submit|status|logs|leaderboard|cancel|select|competition`: the commands; the
+"""`arena login|phases|submit|status|logs|leaderboard|cancel|select|competition`: the commands; the
 HTTP, credentials and bundle handling they call live in `remote_client`. Commands only print."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from starting_kit.commands.remote_client import (
     ArenaClient,
@@ -20,6 +23,12 @@ from starting_kit.commands.remote_client import (
     print_board,
     save_credentials,
     submit,
+)
+from starting_kit.commands.remote_views import (
+    check_phase_accepts,
+    phases_table,
+    quota_words,
+    status_table,
 )
 
 # ---- commands -------------------------------------------------------------------------------
@@ -39,7 +48,7 @@ def _reported() -> Iterator[None]:
     try:
         yield
     except RemoteError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        console.print(Text.assemble(("error: ", "bold red"), str(exc)))
         raise typer.Exit(1) from exc
 
 
@@ -53,36 +62,90 @@ def login_command(server: str = typer.Option(..., "--server", help="Server URL."
 
 
 def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or folder."),
-                   phase: int = typer.Option(..., "--phase", help="Phase id."),
+                   phase: int = typer.Option(..., "--phase", help="Phase id (`arena phases`)."),
                    note: str = typer.Option("", help="A note to remember it by."),
                    league: str | None = typer.Option(None, help="League (default: first)."),
                    wait: bool = typer.Option(True, "--wait/--no-wait", help="Follow to the end."),
+                   allow_duplicate: bool = typer.Option(
+                       False, "--allow-duplicate",
+                       help="Upload a zip identical to an earlier one (it counts again)."),
                    server: str | None = SERVER, token: str | None = TOKEN) -> None:
-    """Upload a submission (a folder is zipped first), then follow it and print its score."""
+    """Upload a submission (a folder is zipped first), then follow it and print its score.
+
+    The phase and your quota are checked before the upload, and a zip identical to one you
+    already submitted to the phase is refused unless --allow-duplicate (it would count again).
+    """
     with _reported():
         client = _client(server, token)
-        created = submit(client, source, phase, note=note, league=league)
-        console.print(f"submission {created['id']} accepted ({created['state']})")
+        check_phase_accepts(client, phase)
+        earlier = client.get("/api/v1/me/submissions", params={"phase_id": phase})
+        created = submit(client, source, phase, note=note, league=league,
+                         before_upload=None if allow_duplicate
+                         else lambda path: refuse_duplicate(path, earlier))
+        quota = quota_words(client.get(f"/api/v1/phases/{phase}/quota"))
+        console.print(Text(f"submission {created['id']} accepted ({created['state']}); "
+                           f"quota left: {quota}"))
         if not wait:
             return
         view = follow(client, created["id"])
     if view["state"] != "finished":
-        console.print(f"[bold red]{view['state']}[/] ({view['reason']}): {view['message']}")
+        console.print(Text.assemble((view["state"], "bold red"),
+                                    f" ({view['reason']}): {view['message']}"))
         raise typer.Exit(1)
     console.print(f"[bold green]score {view['score']:.4f}[/] (worst of {len(view['runs'])} runs)")
 
 
+def refuse_duplicate(path: Path, earlier: list[dict]) -> None:
+    """Raise RemoteError when `path` has the bytes of one of `earlier` (same sha256)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    same = [v for v in earlier if v.get("sha256") == digest]
+    if same:
+        raise RemoteError(f"this zip is identical to your submission {same[0]['id']} "
+                          f"({same[0]['state']}) in this phase; uploading it again would count "
+                          "against your quota again. Pass --allow-duplicate to upload it anyway "
+                          f"(e.g. to re-run it), or see `arena status {same[0]['id']}`.")
+
+
+def phases_command(show_all: bool = typer.Option(False, "--all", help="Closed and upcoming "
+                                                 "phases too."),
+                   server: str | None = SERVER, token: str | None = TOKEN) -> None:
+    """The phases you can submit to now (id, competition, closing time, your quota left)."""
+    with _reported():
+        client = _client(server, token)
+        competitions = client.get("/api/v1/competitions")
+        open_ids = [p["id"] for c in competitions for p in c["phases"]
+                    if p.get("accepting_submissions")]
+        quotas = {pid: client.get(f"/api/v1/phases/{pid}/quota") for pid in open_ids}
+    Console().print(phases_table(competitions, quotas, show_all=show_all))
+    if not open_ids:
+        console.print("no phase takes submissions now; `arena phases --all` shows when the "
+                      "next one opens")
+
+
 def status_command(submission: int | None = typer.Argument(None, help="Submission id."),
                    server: str | None = SERVER, token: str | None = TOKEN) -> None:
-    """One submission's state, or a list of yours."""
+    """A table of your submissions (or one): state, score ± CI, rank, when submitted."""
     with _reported():
         client = _client(server, token)
         views = ([client.get(f"/api/v1/submissions/{submission}")] if submission is not None
                  else client.get("/api/v1/me/submissions"))
-    for v in views:
-        score = "" if v["score"] is None else f" score {v['score']:.4f}"
-        why = f" ({v['reason']}: {v['message']})" if v["reason"] else ""
-        typer.echo(f"{v['id']}\tphase {v['phase_id']}\t{v['state']}{score}{why}")
+        phase_ids = sorted({v["phase_id"] for v in views})
+        phases = {pid: client.get(f"/api/v1/phases/{pid}") for pid in phase_ids}
+        boards = {pid: _board_or_none(client, pid) for pid in phase_ids
+                  if any(v["phase_id"] == pid and v["state"] == "finished" for v in views)}
+    Console().print(status_table(views, {pid: p["name"] for pid, p in phases.items()}, boards))
+    if submission is not None and views[0].get("message"):
+        console.print(Text(f"{views[0]['state']} ({views[0]['reason']}): {views[0]['message']}"))
+    if not views:
+        console.print("no submission yet; `arena phases` lists where to submit")
+
+
+def _board_or_none(client: ArenaClient, phase_id: int) -> dict | None:
+    """The phase's leaderboard, or None when the organizers hide it (then no ranks)."""
+    try:
+        return client.get(f"/api/v1/phases/{phase_id}/leaderboard")
+    except RemoteError:
+        return None
 
 
 def logs_command(submission: int = typer.Argument(..., help="Submission id."),
@@ -167,7 +230,8 @@ def competition_show(ref: str = typer.Argument(..., help="Slug or id."),
 
 def register(app: typer.Typer) -> None:
     """Mount the remote commands on the `arena` CLI."""
-    for name, command in (("login", login_command), ("submit", submit_command),
+    for name, command in (("login", login_command), ("phases", phases_command),
+                          ("submit", submit_command),
                           ("status", status_command), ("logs", logs_command),
                           ("leaderboard", leaderboard_command), ("cancel", cancel_command),
                           ("select", select_command)):

@@ -124,8 +124,15 @@ def explain(response: httpx.Response) -> str:
     except ValueError:
         error = {}
     code, message = error.get("code", ""), error.get("message") or response.text[:300]
-    hint = {401: " — check your token (`arena login`)",
-            429: " — wait, or submit a better one later"}.get(response.status_code, "")
+    if response.status_code == 401:
+        server = str(response.request.url.copy_with(path="/", query=None)).rstrip("/")
+        return (f"401 {code}: {server} refused the token (unknown, revoked or expired, or none "
+                f"was sent). Log in again with a valid token from your organizers:\n"
+                f"  arena login --server {server} --token YOUR_TOKEN\n"
+                "(or pass --token / set ARENA_TOKEN for one command)")
+    hint = {403: " — this needs another role or ownership; ask the organizers if it should "
+                 "not", 429: " — wait, or submit a better one later (`arena phases` shows "
+                 "your quota left)"}.get(response.status_code, "")
     lines = [f"{response.status_code} {code}: {message}{hint}"]
     lines += [f"  {e['line']}: {e['where']}: {e['message']}"
               for e in (error.get("details") or {}).get("errors", []) if isinstance(e, dict)]
@@ -145,10 +152,14 @@ def zip_if_folder(source: Path, workdir: Path) -> Path:
 
 
 def submit(client: ArenaClient, source: Path, phase_id: int, *, note: str = "",
-           league: str | None = None, show: bool = True) -> dict[str, Any]:
-    """Upload a zip (or a folder, zipped first) to a phase; returns the submission."""
+           league: str | None = None, show: bool = True,
+           before_upload: Callable[[Path], None] | None = None) -> dict[str, Any]:
+    """Upload a zip (or a folder, zipped first) to a phase; returns the submission.
+    `before_upload` sees the zip about to be sent and may refuse it (raise RemoteError)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = zip_if_folder(source, Path(tmp))
+        if before_upload is not None:
+            before_upload(path)
         fields = {"note": note} | ({"league": league} if league else {})
         return client.upload(f"/api/v1/phases/{phase_id}/submissions", path, fields, show)
 
