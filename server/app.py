@@ -24,6 +24,7 @@ from server.services.reconcile import ReconcilePolicy, run_reconciler_forever
 from server.services.runs import LeasePolicy
 from server.services.storage import Storage
 from server.services.users import bootstrap_admin
+from server.web.rendering import install_page_errors
 
 log = logging.getLogger("arena.server")
 
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         bundles,
         competitions,
         datasets,
+        docs,
         internal,
         leaderboard,
         pages,
@@ -89,7 +91,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
 
     settings = settings or Settings()
     app = FastAPI(title="MetaDL Arena", version="0.1.0",
-                  description="Code-submission competitions in few-shot image classification.")
+                  description="Code-submission competitions in few-shot image classification.",
+                  docs_url=None, redoc_url=None)  # server/api/docs.py serves them offline
     app.router.lifespan_context = _lifespan(app)
     app.state.settings = settings
     app.state.db = make_database(settings.database_url)
@@ -98,11 +101,12 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.clock = clock
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
+    install_page_errors(app)
     from server.web import participants as participant_forms
 
     for module in (auth, competitions, bundles, phase_operations, submission_operations, admin,
                    datasets, submissions, leaderboard, internal, participation,
-                   participant_forms, pages):
+                   participant_forms, pages, docs):
         app.include_router(module.router)
     return app
 

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlencode
 
 from fastapi import Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.api.deps import SESSION_COOKIE
 from server.core.config import Settings
@@ -114,12 +117,67 @@ def safe_next(target: str | None) -> str | None:
 
 
 def error_page(request: Request, exc: Exception) -> Response:
-    """The HTML form of the API's error answer: same status, same message, no user details."""
+    """The HTML form of the API's error answer: same status and message, less the hints meant
+    for API clients (a person on a page is not sent to `/api/v1/...`), for whoever is logged in
+    (the header shows their name, not "Log in")."""
     status, body = describe_error(exc)
     error = body["error"]
-    settings = request.app.state.settings
-    return render(request, "error.html", None, settings, status=status,
-                  message=error["message"], code=error["code"])
+    return render(request, "error.html", page_user(request), request.app.state.settings,
+                  status=status, message=web_message(error["message"]), code=error["code"])
+
+
+def web_message(message: str) -> str:
+    """`message` without its clauses that point at the JSON API (`; list them at /api/v1/…`)."""
+    parts = [p for p in message.split("; ") if not API_HINT.search(p)]
+    return "; ".join(parts) or message
+
+
+API_HINT = re.compile(r"/api/v1|/internal/|Authorization: Bearer|\b(POST|GET|PATCH|PUT) /")
+
+
+def page_user(request: Request):
+    """The user of the request's session cookie, or None (for pages rendered outside a route:
+    error pages must still know who is logged in)."""
+    from server.services.users import user_for_token
+
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not cookie:
+        return None
+    try:
+        with request.app.state.db.session() as session:
+            user = user_for_token(session, cookie, request.app.state.clock())
+            if user is not None:
+                session.expunge(user)
+            return user
+    except Exception:  # noqa: BLE001 - an error page must render even when the database fails
+        log.exception("web.error_page.user_lookup_failed")
+        return None
+
+
+def wants_html(request: Request) -> bool:
+    """A browser asking for a page: not an API or worker path, and HTML accepted."""
+    path = request.url.path
+    return (not path.startswith(("/api/", "/internal/", "/docs-assets/"))
+            and "text/html" in request.headers.get("accept", ""))
+
+
+def install_page_errors(app) -> None:
+    """Unknown URLs and wrong methods answer a browser with the styled error page (and API
+    clients with FastAPI's JSON, as before)."""
+    async def handle(request: Request, exc: StarletteHTTPException) -> Response:
+        if not wants_html(request):
+            return await http_exception_handler(request, exc)
+        message = {404: f"There is no page at {request.url.path}.",
+                   405: f"{request.url.path} cannot be opened this way ({request.method})."
+                   }.get(exc.status_code, str(exc.detail))
+        response = render(request, "error.html", page_user(request), app.state.settings,
+                          status=exc.status_code, message=message,
+                          code="not_found" if exc.status_code == 404 else "http")
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    app.add_exception_handler(StarletteHTTPException, handle)
 
 
 class PageRoute(APIRoute):

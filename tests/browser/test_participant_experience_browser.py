@@ -107,3 +107,34 @@ def test_organizer_dashboard_at_both_widths(page, arena, tmp_path):
     login(page, organizer)
     expect(page).to_have_url(f"{arena.url}/organizer")  # staff land on the dashboard
     shots_at_both_widths(page, "14-organizer-dashboard")
+
+
+def test_api_docs_render_with_no_network_but_this_server(page, arena):
+    """Swagger UI and ReDoc draw the API from this server's files alone (other hosts blocked)."""
+    blocked: list[str] = []
+
+    def only_this_server(route):
+        if route.request.url.startswith(arena.url):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_this_server)
+    page.goto("/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("MetaDL Arena")
+    page.goto("/redoc")
+    expect(page.get_by_text("Code-submission competitions").first).to_be_visible()
+    assert blocked == []
+
+
+def test_an_unknown_url_shows_the_site_page_to_a_logged_in_user(page, arena):
+    token = arena.user("ann")
+    login(page, token)
+    page.goto("/no/such/page")
+    expect(page.locator("#error-message")).to_contain_text("There is no page at /no/such/page")
+    expect(page.get_by_text("ann (participant)")).to_be_visible()
+    expect(page.get_by_role("link", name="Log in")).to_have_count(0)
+    page.context.clear_cookies()
+    page.goto("/my")
+    expect(page.get_by_text("Log in to see that page")).to_be_visible()

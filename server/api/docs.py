@@ -1,0 +1,52 @@
+"""The interactive API documentation (/docs: Swagger UI, /redoc: ReDoc) with their JavaScript
+and CSS served from this installation, not from a CDN: they work offline and on a network that
+blocks CDNs. The assets ship inside the `fastapi-offline` package (MIT); only its static files
+are used, through FastAPI's own page builders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, Response
+
+from server.core.errors import NotFoundError
+
+router = APIRouter(include_in_schema=False)
+ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css",
+          "redoc.standalone.js": "text/javascript", "favicon.png": "image/png"}
+
+
+def assets_dir() -> Path:
+    """The folder of the packaged Swagger UI and ReDoc files."""
+    import fastapi_offline
+
+    return Path(fastapi_offline.__file__).resolve().parent / "static"
+
+
+@router.get("/docs")
+def swagger_ui(request: Request) -> HTMLResponse:
+    return get_swagger_ui_html(openapi_url=request.app.openapi_url,
+                               title=f"{request.app.title} — API",
+                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                               swagger_css_url="/docs-assets/swagger-ui.css",
+                               swagger_favicon_url="/docs-assets/favicon.png")
+
+
+@router.get("/redoc")
+def redoc(request: Request) -> HTMLResponse:
+    # with_google_fonts=False: the page must not reach out for fonts either.
+    return get_redoc_html(openapi_url=request.app.openapi_url,
+                          title=f"{request.app.title} — API reference",
+                          redoc_js_url="/docs-assets/redoc.standalone.js",
+                          redoc_favicon_url="/docs-assets/favicon.png", with_google_fonts=False)
+
+
+@router.get("/docs-assets/{name}")
+def docs_asset(name: str) -> Response:
+    if name not in ASSETS:
+        raise NotFoundError(f"no documentation asset {name!r}")
+    return FileResponse(assets_dir() / name, media_type=ASSETS[name],
+                        headers={"Cache-Control": "public, max-age=86400"})
