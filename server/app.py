@@ -31,7 +31,8 @@ log = logging.getLogger("arena.server")
 
 def reconcile_policy(settings: Settings) -> ReconcilePolicy:
     return ReconcilePolicy(
-        requeue_after_s=settings.requeue_after_s, default_queue=settings.default_queue,
+        requeue_after_s=settings.requeue_after_s, lost_after_s=settings.lost_after_s,
+        default_queue=settings.default_queue,
         lease=LeasePolicy(lease_seconds=settings.lease_seconds,
                           max_platform_failures=settings.max_platform_failures,
                           log_cap_bytes=settings.log_cap_bytes))

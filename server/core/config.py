@@ -36,8 +36,9 @@ class Settings(BaseSettings):
 
     lease_seconds: int = 120
     max_platform_failures: int = 3
-    requeue_after_s: int = 900  # a queued run unclaimed this long was lost by the broker
-    reconcile_interval_s: float = 60.0  # 0 disables the in-process reconciler
+    requeue_after_s: int = 900  # a queued run unclaimed this long was lost (uninspectable broker)
+    lost_after_s: int = 60  # a queued run this old, missing from the broker twice, was lost
+    reconcile_interval_s: float = 30.0  # 0 disables the in-process reconciler
     session_cookie_secure: bool = False
 
     @model_validator(mode="after")

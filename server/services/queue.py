@@ -4,11 +4,19 @@ The server never imports the worker: the real queue sends the Celery job `arena.
 with `[run_id, run_token]` by name. Enqueueing happens only after the database commit that
 created or re-queued the run, so a worker never sees a run the database does not hold; if the
 broker is down, the run stays queued in the database and the reconciler sends it again.
+
+A queue may also say which runs its broker still holds (`pending_runs`): waiting in the queue,
+or taken by a worker and not yet acknowledged (Celery's `acks_late`). That is how the
+reconciler tells a run lost by a restarted broker from one that merely waits its turn, within a
+minute instead of a long fixed delay, and without ever sending a waiting run twice.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,8 +26,13 @@ log = logging.getLogger("arena.queue")
 
 
 class JobQueue(Protocol):
-    def enqueue(self, run_id: int, run_token: str, queue: str) -> None:
-        """Send one evaluation job; may raise if the broker is unreachable."""
+    def enqueue(self, run_id: int, run_token: str, queue: str, countdown_s: float = 0.0) -> None:
+        """Send one evaluation job, to start no sooner than `countdown_s` from now (a back-off
+        after a platform fault); may raise if the broker is unreachable."""
+
+    def pending_runs(self, queue: str) -> set[int] | None:
+        """Ids of the runs whose jobs the broker holds for `queue` (waiting, or taken and not
+        acknowledged); None when this broker cannot be inspected (or is unreachable)."""
 
 
 def filesystem_broker_options(broker_dir: Path) -> dict[str, Any]:
@@ -55,8 +68,19 @@ class CeleryJobQueue:
         except Exception:  # any broker failure: uploads still work once it is back
             log.warning("queue.warm.failed broker=%s", self.broker_url, exc_info=True)
 
-    def enqueue(self, run_id: int, run_token: str, queue: str) -> None:
-        self._celery().send_task(EVALUATE_RUN, args=[run_id, run_token], queue=queue)
+    def enqueue(self, run_id: int, run_token: str, queue: str, countdown_s: float = 0.0) -> None:
+        self._celery().send_task(EVALUATE_RUN, args=[run_id, run_token], queue=queue,
+                                 countdown=countdown_s or None)
+
+    def pending_runs(self, queue: str) -> set[int] | None:
+        try:
+            if self.broker_url.startswith(("redis://", "rediss://")):
+                return _redis_pending(self.broker_url, queue)
+            if self.broker_url.startswith("filesystem://") and self.broker_dir is not None:
+                return _filesystem_pending(self.broker_dir, queue)
+        except Exception:  # any broker failure: "cannot tell", the reconciler falls back
+            log.warning("queue.inspect.failed broker=%s", self.broker_url, exc_info=True)
+        return None
 
     def _celery(self):  # noqa: ANN202 - celery.Celery, imported lazily
         if self._app is None:
@@ -71,20 +95,95 @@ class CeleryJobQueue:
         return self._app
 
 
+# kombu's Redis transport: a list per queue (and per priority step, suffixed "\x06\x16<n>"),
+# and one hash of messages delivered to a consumer but not acknowledged yet.
+_REDIS_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+_REDIS_UNACKED = "unacked"
+
+
+def _redis_pending(url: str, queue: str) -> set[int]:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        raw = [m for suffix in _REDIS_PRIORITY_SUFFIXES for m in client.lrange(queue + suffix,
+                                                                                0, -1)]
+        unacked = [json.loads(v)[0] for v in client.hvals(_REDIS_UNACKED)]
+    finally:
+        client.close()
+    return _run_ids([json.loads(m) for m in raw] + unacked)
+
+
+def _filesystem_pending(broker_dir: Path, queue: str) -> set[int]:
+    folder = Path(filesystem_broker_options(broker_dir)["data_folder_in"])
+    messages = []
+    for path in folder.glob(f"*.{queue}.msg"):
+        try:
+            messages.append(json.loads(path.read_bytes()))
+        except (OSError, ValueError):  # taken by a worker meanwhile, or half written
+            continue
+    return _run_ids(messages)
+
+
+def _run_ids(messages: Iterable[Any]) -> set[int]:
+    """The run ids of the `arena.evaluate_run` jobs among kombu message envelopes."""
+    found = set()
+    for message in messages:
+        run_id = run_id_of(message)
+        if run_id is not None:
+            found.add(run_id)
+    return found
+
+
+def run_id_of(message: Any) -> int | None:
+    """The run id a Celery (protocol 2) message carries, or None if it is no evaluation job."""
+    try:
+        if message["headers"]["task"] != EVALUATE_RUN:
+            return None
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        return int(args[0])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
 @dataclass
 class RecordingJobQueue:
-    """An in-memory queue for tests and dry runs: records every job it is given."""
+    """An in-memory queue for tests and dry runs: records every job it is given.
+
+    With `inspectable`, it answers `pending_runs` like a broker: every job sent and not yet
+    `take`n by a (pretend) worker or `lose_all`'d (a broker restart)."""
 
     jobs: list[tuple[int, str, str]] = field(default_factory=list)
+    countdowns: list[float] = field(default_factory=list)
+    """The `countdown_s` of each job in `jobs`."""
     fail: bool = False
+    inspectable: bool = False
+    held: list[tuple[int, str, str]] = field(default_factory=list)
 
-    def enqueue(self, run_id: int, run_token: str, queue: str) -> None:
+    def enqueue(self, run_id: int, run_token: str, queue: str, countdown_s: float = 0.0) -> None:
         if self.fail:
             raise ConnectionError("broker unreachable (RecordingJobQueue.fail is set)")
         self.jobs.append((run_id, run_token, queue))
+        self.countdowns.append(countdown_s)
+        self.held.append((run_id, run_token, queue))
+
+    def pending_runs(self, queue: str) -> set[int] | None:
+        if not self.inspectable:
+            return None
+        return {run_id for run_id, _token, name in self.held if name == queue}
+
+    def take(self, run_id: int) -> None:
+        self.held = [job for job in self.held if job[0] != run_id]
+
+    def lose_all(self) -> None:
+        self.held = []
 
 
-def enqueue_quietly(queue: JobQueue, jobs: list[tuple[int, str, str]]) -> int:
+def enqueue_quietly(queue: JobQueue, jobs: list[tuple[int, str, str]],
+                    countdown_s: float = 0.0) -> int:
     """Enqueue committed jobs; a broker error is logged, not raised (the reconciler retries).
 
     Returns how many were sent.
@@ -92,7 +191,10 @@ def enqueue_quietly(queue: JobQueue, jobs: list[tuple[int, str, str]]) -> int:
     sent = 0
     for run_id, token, name in jobs:
         try:
-            queue.enqueue(run_id, token, name)
+            if countdown_s:
+                queue.enqueue(run_id, token, name, countdown_s=countdown_s)
+            else:  # queues written before the back-off need not take the argument
+                queue.enqueue(run_id, token, name)
             sent += 1
         except Exception:  # any broker failure: the DB row stays queued, the reconciler resends
             log.warning("queue.enqueue.failed run_id=%s queue=%s", run_id, name, exc_info=True)

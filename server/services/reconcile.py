@@ -1,8 +1,13 @@
 """The reconciler: the database is the truth, the broker only carries work.
 
 Two repairs, each a guarded conditional UPDATE so it never races a live worker:
-- a run queued in the database but unclaimed for longer than `requeue_after_s` was lost by the
-  broker (restart, purge): it gets a fresh run token and is enqueued again;
+- a run queued in the database that the broker no longer holds was lost (a broker restarted
+  without persistence, a purge): it gets a fresh run token and is enqueued again. Where the
+  queue can say what its broker holds (`JobQueue.pending_runs`), a run counts as lost once it
+  is older than `lost_after_s` and missing from the broker on two passes in a row (one pass
+  could fall between a worker taking the message and claiming the run); a run still waiting in
+  the broker is never sent again, however long its wait — so passes are idempotent. Where the
+  broker cannot be inspected, a run unclaimed for `requeue_after_s` is presumed lost;
 - a run whose lease lapsed lost its worker: it goes back to queued (a platform fault, never
   charged) or, after `max_platform_failures`, fails with reason `platform_error`.
 A third chore: a phase whose `ends_at` passed is closed, and its chosen submissions are carried
@@ -32,7 +37,8 @@ log = logging.getLogger("arena.reconcile")
 
 @dataclass(frozen=True)
 class ReconcilePolicy:
-    requeue_after_s: int = 900
+    requeue_after_s: int = 900  # when the broker cannot be inspected
+    lost_after_s: int = 60  # when it can: older than this and missing from it
     default_queue: str = "arena"
     lease: LeasePolicy = LeasePolicy()
 
@@ -44,15 +50,20 @@ class ReconcileReport:
     failed: list[int]
 
 
+Suspects = dict[int, datetime]  # run id -> its enqueued_at when found missing from the broker
+
+
 def reconcile(session: Session, now: datetime, queue: JobQueue,
-              policy: ReconcilePolicy = ReconcilePolicy()) -> ReconcileReport:
-    """Re-enqueue lost runs and recover lapsed leases; commits, then enqueues."""
+              policy: ReconcilePolicy = ReconcilePolicy(),
+              suspects: Suspects | None = None) -> ReconcileReport:
+    """Re-enqueue lost runs and recover lapsed leases; commits, then enqueues.
+
+    `suspects` carries the runs found missing from the broker from one pass to the next (the
+    loop keeps it); without it (a one-off pass) a missing run is resent at once.
+    """
     jobs: list[tuple[int, str, str]] = []
     requeued, expired, failed = [], [], []
-    lost_before = now - timedelta(seconds=policy.requeue_after_s)
-    for run, queue_name in _runs_with_queue(session, policy, [
-        Run.state == "queued", Run.enqueued_at < lost_before,
-    ]):
+    for run, queue_name in lost_runs(session, now, queue, policy, suspects):
         token = new_token()
         unchanged = [Run.state == "queued", Run.enqueued_at == run.enqueued_at]
         if guarded_update(session, run.id, unchanged,
@@ -77,6 +88,30 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
     if jobs or failed:
         log.info("reconcile.done requeued=%s expired=%s failed=%s", requeued, expired, failed)
     return ReconcileReport(requeued=requeued, expired=expired, failed=failed)
+
+
+def lost_runs(session: Session, now: datetime, queue: JobQueue, policy: ReconcilePolicy,
+              suspects: Suspects | None) -> list[tuple[Run, str]]:
+    """Queued runs the broker lost (see the module docstring); updates `suspects`."""
+    old = _runs_with_queue(session, policy, [
+        Run.state == "queued", Run.enqueued_at < now - timedelta(seconds=policy.lost_after_s)])
+    inspect = getattr(queue, "pending_runs", None)
+    # Read the broker after the database: a job sent later than our read cannot hide a loss.
+    held = {name: inspect(name) if inspect else None for name in {q for _r, q in old}}
+    lost, missing = [], {}
+    fallback_before = now - timedelta(seconds=policy.requeue_after_s)
+    for run, name in old:
+        if held[name] is None:
+            if run.enqueued_at < fallback_before:
+                lost.append((run, name))
+        elif run.id not in held[name]:
+            missing[run.id] = run.enqueued_at
+            if suspects is None or suspects.get(run.id) == run.enqueued_at:
+                lost.append((run, name))
+    if suspects is not None:
+        suspects.clear()
+        suspects.update({k: v for k, v in missing.items() if k not in {r.id for r, _ in lost}})
+    return lost
 
 
 def _close_due_phases(session: Session, now: datetime, policy: ReconcilePolicy) -> list:
@@ -105,9 +140,10 @@ def run_reconciler_forever(db, queue: JobQueue, policy: ReconcilePolicy, interva
 
     Errors are logged and the loop goes on: a database hiccup must not kill the reconciler.
     """
+    suspects: Suspects = {}
     while not stop.wait(interval_s):
         try:
             with db.session(write=True) as session:
-                reconcile(session, utcnow(), queue, policy)
+                reconcile(session, utcnow(), queue, policy, suspects)
         except Exception:
             log.exception("reconcile.failed")
