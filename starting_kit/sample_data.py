@@ -39,6 +39,11 @@ WITHIN_DOMAIN_MIN_CLASSES = 34
 """Classes of "scripts" (more when n_classes is larger): the NeurIPS'21 70/15/15 split of 34
 classes is 24/5/5, enough for within-domain 5-way test tasks and 5-way meta-valid tasks; 30, the
 bare minimum, would rest on rounding 4.5 up."""
+FEWSTAB_MIN_IMAGES = 100
+"""Images per class of "spurious" (more when n_images is larger). FewSTAB's reference rule
+(gtzheng/FewSTAB `SpuriousTask`) asks each way for 15 query images lacking its attribute and
+carrying another selected one, from a query pool disjoint from the support pool: 40-image
+classes cannot give that (the reference used miniImageNet's 600 per class)."""
 ATTRIBUTE_AGREEMENT = 0.75
 """Probability that an image takes its class's preferred value of an attribute (the rest random)."""
 
@@ -263,7 +268,8 @@ def generate_collection(out_dir: Path, seed: int = 0, n_classes: int = 20, n_ima
         rng = np.random.default_rng([seed, ALL_DOMAINS.index(domain) if domain in ALL_DOMAINS
                                      else len(ALL_DOMAINS)])
         classes = max(n_classes, WITHIN_DOMAIN_MIN_CLASSES) if domain == "scripts" else n_classes
-        write_domain(out_dir, domain, rng, classes, n_images, image_format)
+        images = max(n_images, FEWSTAB_MIN_IMAGES) if domain == "spurious" else n_images
+        write_domain(out_dir, domain, rng, classes, images, image_format)
     splits = {"meta-train": [d for d in META_TRAIN if d in domains],
               "meta-test": [d for d in META_TEST if d in domains]}
     (out_dir / "info").mkdir(parents=True, exist_ok=True)

@@ -1,16 +1,26 @@
 """FewSTAB attribute-biased tasks (Zheng et al., "Benchmarking Spurious Bias in Few-Shot Image
-Classifiers", ECCV 2024): each way `i` gets its own attribute `a_i`; its support images carry
-`a_i`, its query images lack it and preferably carry the other ways' attributes, so a classifier
-that leans on `a_i` as a shortcut fails on the queries.
+Classifiers", ECCV 2024), following `SpuriousTask` of the reference code (gtzheng/FewSTAB):
+each way `i` gets its own attribute `a_i`; its support images carry `a_i`, its query images lack
+it and carry another way's attribute, so a classifier that leans on `a_i` as a shortcut fails.
 
-Hard conditions (never relaxed): the `a_i` are distinct; every support image of way `i` carries
-`a_i`; every query image of way `i` lacks it; support and query come from the run's disjoint
-pools. Relaxation ladder, each step taken only when the data cannot satisfy the one before:
-  - attribute level 0: `a_i` carried by >= n_s support-pool images of class `i` and lacking
-    from >= n_q of its query-pool images (the protocol's thresholds);
-  - attribute level 1: the thresholds drop to what the task needs (n_shots, n_queries);
-  - query level 0 (per way): all queries carry at least one other way's `a_j`;
-  - query level 1: every such image is used, the remaining queries lack `a_i` only.
+The reference's rules, step by step (`SpuriousTask.analyze_attributes` and `.generate`):
+  - eligibility: attribute a is eligible for class c when count_c(a) >= n_s and
+    |c| - count_c(a) >= n_q, with n_s the shot count (1 or 5) and n_q the queries per class (15);
+  - a task draws n_ways distinct eligible attributes uniformly (the reference replaces the count
+    weights by uniform ones), then, for each a_i in turn, a class among those eligible for a_i
+    *and* for another selected attribute, not already chosen;
+  - support: images with a_i and at most `t_s` of the other selected attributes, `t_s` starting at
+    0 and growing 0.2 per failed try (back to 0 once a class succeeds);
+  - query: images lacking a_i whose mean indicator over the other selected attributes present in
+    the class exceeds `t_q` (0: at least one of them; -1 after 5 failed tries in a row: any image
+    lacking a_i), and of those the n_q lowest by the score
+    sum over the class's non-selected eligible attributes of log(E[x, a] * p_a + 1e-10),
+    p_a the attribute's frequency among the candidates — deterministic, not random;
+  - any failure restarts the whole task.
+Adaptations to the platform: counts are taken in the run's disjoint pools (support images in the
+support pool, queries in the query pool) so no query image is ever a support image; attribute
+and class lists are sorted (the reference iterates Python sets); ties of the score keep image
+order (stable sort); the reference retries forever, here `MAX_TRIES` then a clear error.
 """
 
 from __future__ import annotations
@@ -22,126 +32,155 @@ import numpy as np
 
 from submission_api.sampling.episode import ClassPools, Episode, build_episode
 
+SUPPORT_THRESHOLD_STEP = 0.2
+"""Reference: `failed_attempts_support += 0.2` after a class's support could not be filled."""
+QUERY_FAILURES_BEFORE_ANY = 5
+"""Reference: after 5 failed query tries in a row, `query_threshold = -1` (any image without
+a_i)."""
+SCORE_EPSILON = 1e-10
+"""Reference: `np.log(E * p + 1e-10)`."""
+MAX_TRIES = 2000
+"""The reference loops until a task succeeds; a dataset that never allows one fails here."""
+
 
 @dataclass(frozen=True)
 class FewstabDraw:
-    """A FewSTAB episode with what it was built from: the attribute of each way, the attribute
-    level (0 or 1) and the query level of each way (see module docstring)."""
+    """A FewSTAB episode with the attribute of each way and how many tries it took."""
 
     episode: Episode
     attributes: tuple[str, ...]
-    attribute_level: int
-    query_levels: tuple[int, ...]
+    tries: int
 
 
-def compute_attribute_candidates(
+@dataclass(frozen=True)
+class FewstabIndex:
+    """What every task of one dataset's pools draws from: eligible attributes (sorted), the
+    classes each is eligible for, and each class's attribute vocabulary (attributes any of its
+    pooled images carries). Depends on the pools only: computed once per run and dataset."""
+
+    attributes: tuple[str, ...]
+    classes_of: dict[str, tuple[int, ...]]
+    vocabulary: tuple[frozenset[str], ...]
+
+
+def compute_fewstab_index(
     pools: ClassPools, attributes: Sequence[frozenset[str]], n_s: int, n_q: int
-) -> list[list[str]]:
-    """Per class, the sorted attributes carried by >= n_s support-pool images and lacking from
-    >= n_q query-pool images."""
-    out = []
-    for support, query in zip(pools.support, pools.query, strict=True):
-        carried: dict[str, int] = {}
-        for i in support:
-            for a in attributes[i]:
-                carried[a] = carried.get(a, 0) + 1
-        lacking = {a: sum(a not in attributes[i] for i in query) for a in carried}
-        out.append(sorted(a for a, n in carried.items() if n >= n_s and lacking[a] >= n_q))
-    return out
+) -> FewstabIndex:
+    """Eligibility (module docstring): a for c when >= n_s support-pool images of c carry a and
+    >= n_q query-pool images of c lack it."""
+    classes_of: dict[str, list[int]] = {}
+    vocabulary = []
+    for c, (support, query) in enumerate(zip(pools.support, pools.query, strict=True)):
+        vocab = frozenset().union(*(attributes[i] for i in np.concatenate([support, query])))
+        vocabulary.append(vocab)
+        for a in sorted(vocab):
+            carried = sum(a in attributes[i] for i in support)
+            lacking = sum(a not in attributes[i] for i in query)
+            if carried >= n_s and lacking >= n_q:
+                classes_of.setdefault(a, []).append(c)
+    return FewstabIndex(tuple(sorted(classes_of)), {a: tuple(v) for a, v in classes_of.items()},
+                        tuple(vocabulary))
 
 
-def sample_distinct_attributes(
-    candidates: list[list[str]], n_ways: int, rng: np.random.Generator
-) -> list[tuple[int, str]] | None:
-    """Up to `n_ways` (class, attribute) pairs with distinct attributes, classes tried in random
-    order and kept when an augmenting path (Kuhn's matching) fits them in; None if fewer."""
-    order = {c: [str(a) for a in rng.permutation(cands)]
-             for c, cands in enumerate(candidates) if cands}
-    owner: dict[str, int] = {}
-
-    def assign(c: int, visited: set[str]) -> bool:
-        for a in order[c]:
-            if a not in visited:
-                visited.add(a)
-                if a not in owner or assign(owner[a], visited):
-                    owner[a] = c
-                    return True
-        return False
-
-    chosen = []
-    for c in rng.permutation(sorted(order)).tolist():
-        if assign(c, set()):
-            chosen.append(c)
-            if len(chosen) == n_ways:
-                by_class = {cls: a for a, cls in owner.items()}
-                return [(cls, by_class[cls]) for cls in chosen]
-    return None
+def compute_query_scores(indicators: np.ndarray) -> np.ndarray:
+    """Reference score of each candidate query: sum_a log(E[x, a] * p_a + 1e-10), p_a the mean
+    of column a. `indicators`: [n_candidates, n_attributes] of 0/1."""
+    if indicators.shape[1] == 0:
+        return np.zeros(indicators.shape[0])
+    frequency = indicators.mean(axis=0)
+    return np.log(indicators * frequency.reshape(1, -1) + SCORE_EPSILON).sum(axis=1)
 
 
-def _sample_queries(
-    query_pool: np.ndarray, attributes: Sequence[frozenset[str]], own: str, others: set[str],
-    n_queries: int, rng: np.random.Generator,
-) -> tuple[np.ndarray, int]:
-    lacking = [i for i in query_pool.tolist() if own not in attributes[i]]
-    biased = [i for i in lacking if attributes[i] & others]
-    if len(biased) >= n_queries:
-        return rng.choice(np.asarray(biased, np.int64), n_queries, replace=False), 0
-    rest = np.asarray([i for i in lacking if not attributes[i] & others], np.int64)
-    fill = rng.choice(rest, n_queries - len(biased), replace=False)
-    return np.concatenate([np.asarray(biased, np.int64), fill]), 1
+def _indicators(images: np.ndarray, names: Sequence[str],
+                attributes: Sequence[frozenset[str]]) -> np.ndarray:
+    return np.array([[a in attributes[i] for a in names] for i in images.tolist()],
+                    dtype=np.float64).reshape(len(images), len(names))
 
 
-def compute_attribute_ladder(
-    pools: ClassPools, attributes: Sequence[frozenset[str]], n_shots: int, n_queries: int,
-    n_s: int, n_q: int,
-) -> tuple[list[list[str]], ...]:
-    """Candidates of every class at attribute level 0 (n_s, n_q) and level 1 (n_shots,
-    n_queries). Depends on the pools only: compute once per run and dataset."""
-    return tuple(compute_attribute_candidates(pools, attributes, s, q)
-                 for s, q in ((n_s, n_q), (n_shots, n_queries)))
+class _Thresholds:
+    """The reference's relaxation state, kept across the retries of one task."""
+
+    def __init__(self) -> None:
+        self.support, self.query, self.query_failures = 0.0, 0.0, 0
 
 
-def _sample_attribute_pairs(
-    ladder: tuple[list[list[str]], ...], rng: np.random.Generator, n_ways: int
-) -> tuple[list[tuple[int, str]] | None, int]:
-    """Climb the attribute ladder: the first level that gives `n_ways` distinct pairs."""
-    for level, candidates in enumerate(ladder):
-        pairs = sample_distinct_attributes(candidates, n_ways, rng)
-        if pairs is not None:
-            return pairs, level
-    return None, len(ladder)
+def _draw_way(pools: ClassPools, attributes: Sequence[frozenset[str]], index: FewstabIndex,
+              selected: list[str], i: int, taken: list[int], n_shots: int, n_queries: int,
+              state: _Thresholds, rng: np.random.Generator
+              ) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """Class, support and queries of way `i`, or None when this try fails."""
+    own = selected[i]
+    others_classes = {c for j, b in enumerate(selected) if j != i for c in index.classes_of[b]}
+    remaining = sorted((set(index.classes_of[own]) & others_classes) - set(taken))
+    if not remaining:
+        return None
+    c = remaining[int(rng.integers(len(remaining)))]
+    others = [b for j, b in enumerate(selected) if j != i and b in index.vocabulary[c]]
+    if not others:
+        return None
+    support_pool = pools.support[c]
+    carries = _indicators(support_pool, [own], attributes)[:, 0] == 1
+    crowded = _indicators(support_pool, others, attributes).sum(axis=1)
+    candidates = support_pool[carries & (crowded <= state.support)]
+    if len(candidates) < n_shots:
+        state.support += SUPPORT_THRESHOLD_STEP
+        return None
+    state.support = 0.0
+    support = rng.choice(candidates, n_shots, replace=False)
+    query_pool = pools.query[c]
+    lacks = _indicators(query_pool, [own], attributes)[:, 0] == 0
+    biased = _indicators(query_pool, others, attributes).mean(axis=1) > state.query
+    candidates = query_pool[lacks & biased]
+    if len(candidates) < n_queries:
+        state.query_failures += 1
+        if state.query_failures == QUERY_FAILURES_BEFORE_ANY:
+            state.query = -1.0
+        return None
+    state.query_failures, state.query = 0, 0.0
+    rest = [a for a in index.attributes if a not in selected and a in index.vocabulary[c]]
+    scores = compute_query_scores(_indicators(candidates, rest, attributes))
+    return c, support, candidates[np.argsort(scores, kind="stable")[:n_queries]]
 
 
 def sample_fewstab_episode(
     pools: ClassPools, attributes: Sequence[frozenset[str]], rng: np.random.Generator,
     dataset: str, n_ways: int, n_shots: int, n_queries: int, n_s: int, n_q: int,
-    ladder: tuple[list[list[str]], ...] | None = None,
+    index: FewstabIndex | None = None,
 ) -> FewstabDraw:
-    """Draw one attribute-biased episode (group 'fewstab-A') following the module's ladder.
+    """Draw one attribute-biased episode (group 'fewstab-A') by the reference's rules.
 
-    `ladder`: `compute_attribute_ladder(...)` of these pools, to skip recomputing it per episode.
+    `index`: `compute_fewstab_index(pools, attributes, n_s, n_q)`, to skip recomputing it.
+    Invariants: distinct a_i; every support image of way i carries a_i, every query image lacks
+    it; support from the support pools, queries from the query pools.
 
     Raises:
-        ValueError: fewer than `n_ways` classes can get distinct attributes even at level 1.
+        ValueError: fewer than `n_ways` eligible attributes, or no task after `MAX_TRIES`.
     """
-    if ladder is None:
-        ladder = compute_attribute_ladder(pools, attributes, n_shots, n_queries, n_s, n_q)
-    pairs, level = _sample_attribute_pairs(ladder, rng, n_ways)
-    if pairs is None:
+    index = index or compute_fewstab_index(pools, attributes, n_s, n_q)
+    if len(index.attributes) < n_ways:
         raise ValueError(
-            f"Dataset {dataset!r}: fewer than {n_ways} classes have a distinct attribute carried "
-            f"by >= {n_shots} support-pool and lacking from >= {n_queries} query-pool images; "
-            "expected enough attribute annotations; lower n_ways or use another dataset."
+            f"Dataset {dataset!r}: {len(index.attributes)} attributes are carried by >= {n_s} "
+            f"support-pool and lacking from >= {n_q} query-pool images of some class, expected "
+            f">= n_ways={n_ways}; lower n_ways or use a dataset with more attribute annotations."
         )
-    chosen = [a for _, a in pairs]
-    support, query, levels = [], [], []
-    for c, a in pairs:
-        carriers = np.asarray([i for i in pools.support[c].tolist() if a in attributes[i]])
-        support.append(rng.choice(carriers, n_shots, replace=False))
-        picked, q_level = _sample_queries(pools.query[c], attributes, a, set(chosen) - {a},
-                                          n_queries, rng)
-        query.append(picked)
-        levels.append(q_level)
-    episode = build_episode(dataset, [c for c, _ in pairs], support, query, rng,
-                            n_shots=n_shots, group="fewstab-A")
-    return FewstabDraw(episode, tuple(chosen), level, tuple(levels))
+    state = _Thresholds()
+    for tries in range(1, MAX_TRIES + 1):
+        picked = rng.choice(len(index.attributes), n_ways, replace=False)
+        selected = [index.attributes[k] for k in picked.tolist()]
+        ways: list[tuple[int, np.ndarray, np.ndarray]] = []
+        for i in range(n_ways):
+            way = _draw_way(pools, attributes, index, selected, i, [w[0] for w in ways],
+                            n_shots, n_queries, state, rng)
+            if way is None:
+                break
+            ways.append(way)
+        if len(ways) == n_ways:
+            episode = build_episode(dataset, [w[0] for w in ways], [w[1] for w in ways],
+                                    [w[2] for w in ways], rng, n_shots=n_shots,
+                                    group="fewstab-A")
+            return FewstabDraw(episode, tuple(selected), tries)
+    raise ValueError(
+        f"Dataset {dataset!r}: no FewSTAB task in {MAX_TRIES} tries (each way needs a class "
+        f"eligible for its attribute and another selected one, {n_shots} support images with it "
+        f"and {n_queries} query images without it); lower n_ways or use another dataset."
+    )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from submission_api.protocols.fewstab import compute_attribute_ladder, sample_fewstab_episode
+from submission_api.protocols.fewstab import compute_fewstab_index, sample_fewstab_episode
 from submission_api.protocols.params import ProtocolParams
 from submission_api.protocols.splits import compute_held_out_images, compute_images_of_classes
 from submission_api.protocols.within_domain import (
@@ -94,14 +94,14 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
                                   pool_size)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
-    ladder = (compute_attribute_ladder(pools, ds.attributes, *shape[1:], *thresholds)
-              if "fewstab-A" in groups else None)
+    index = (compute_fewstab_index(pools, ds.attributes, *thresholds)
+             if "fewstab-A" in groups else None)
     episodes = []
     for group in groups:
         for _ in range(params.tasks_per_dataset):
             if group == "fewstab-A":
                 episodes.append(sample_fewstab_episode(
-                    pools, ds.attributes, rng, ds.name, *shape, *thresholds, ladder).episode)
+                    pools, ds.attributes, rng, ds.name, *shape, *thresholds, index).episode)
             else:
                 episodes.append(_draw(params, pools, rng, ds, group))
     return episodes

@@ -27,17 +27,11 @@ def build_dataset(name: str, class_sizes: Sequence[int], super_categories=None,
 
 
 def build_attributes(n_classes: int, per_class: int) -> list[frozenset[str]]:
-    """Class c: rank r carries a{c} when r % 3 == 0, a{c+1} when r % 4 == 1, 'x' when r even."""
-    out = []
-    for c in range(n_classes):
-        for r in range(per_class):
-            attrs = {"x"} if r % 2 == 0 else set()
-            if r % 3 == 0:
-                attrs.add(f"a{c}")
-            if r % 4 == 1:
-                attrs.add(f"a{(c + 1) % n_classes}")
-            out.append(frozenset(attrs))
-    return out
+    """Class c, image rank r: a{c + r % 4} alone when r % 4 < 3, none otherwise. Class c is
+    FewSTAB-eligible for a{c}, a{c+1}, a{c+2} exactly; the support images of each carry it alone
+    and the queries of one carry another, as the reference's rules ask."""
+    return [frozenset({f"a{(c + r % 4) % n_classes}"}) if r % 4 < 3 else frozenset()
+            for c in range(n_classes) for r in range(per_class)]
 
 
 def build_collection() -> Collection:
@@ -46,7 +40,7 @@ def build_collection() -> Collection:
         "tr2": build_dataset("tr2", [40] * 5),
         "va1": build_dataset("va1", [40] * 5),
         "te1": build_dataset("te1", [40] * 30, super_categories=[0, 1, 2] * 10),
-        "te2": build_dataset("te2", [60] * 8, attributes=build_attributes(8, 60)),
+        "te2": build_dataset("te2", [160] * 8, attributes=build_attributes(8, 160)),
     }
     splits = {"meta-train": ["tr1", "tr2"], "meta-valid": ["va1"], "meta-test": ["te1", "te2"]}
     return Collection(name="tiny", datasets=datasets, splits=splits)

@@ -1,4 +1,6 @@
-"""FewSTAB attribute-biased tasks: hard conditions, relaxation ladder, groups."""
+"""FewSTAB attribute-biased tasks, pinned to the reference `SpuriousTask` (gtzheng/FewSTAB):
+eligibility thresholds, class choice, support and query rules, the deterministic query score,
+the worst-class headline."""
 
 from __future__ import annotations
 
@@ -7,77 +9,74 @@ import pytest
 from protocol_fakes import build_attributes, build_dataset
 
 from submission_api.protocols import ProtocolParams, plan_test_episodes, sample_fewstab_episode
-from submission_api.protocols.fewstab import sample_distinct_attributes
-from submission_api.sampling import make_rng, sample_disjoint_pools
+from submission_api.protocols.fewstab import compute_fewstab_index, compute_query_scores
+from submission_api.sampling import ClassPools, make_rng, sample_disjoint_pools
 
 
 def _pools(ds, n_queries=15, seed=0):
     return sample_disjoint_pools(ds.labels, len(ds.class_names), n_queries, make_rng(seed))
 
 
-def _check_conditions(draw, attributes, pools):
-    ep = draw.episode
-    assert len(set(draw.attributes)) == ep.n_ways
-    for j, (c, a) in enumerate(zip(ep.class_ids, draw.attributes, strict=True)):
+def _check_reference_rules(draw, attributes, pools, index, n_queries):
+    ep, chosen = draw.episode, draw.attributes
+    assert len(set(chosen)) == ep.n_ways == len(set(ep.class_ids.tolist()))
+    for j, (c, a) in enumerate(zip(ep.class_ids.tolist(), chosen, strict=True)):
+        others = set(chosen) - {a}
+        # the class is eligible for a_j and for another selected attribute
+        assert c in index.classes_of[a] and any(c in index.classes_of[b] for b in others)
         support = ep.support_idx[ep.support_labels == j]
-        query = ep.query_idx[ep.query_labels == j]
+        query = np.sort(ep.query_idx[ep.query_labels == j])
         assert all(a in attributes[i] for i in support)
-        assert all(a not in attributes[i] for i in query)
         assert np.isin(support, pools.support[c]).all() and np.isin(query, pools.query[c]).all()
-        others = set(draw.attributes) - {a}
-        biased = [i for i in query if attributes[i] & others]
-        if draw.query_levels[j] == 0:
-            assert len(biased) == len(query)
-        else:  # every available biased query image was used before relaxing
-            pool_biased = [i for i in pools.query[c] if a not in attributes[i]
-                           and attributes[i] & others]
-            assert len(biased) == len(pool_biased) < len(query)
+        # queries: lack a_j, carry another selected attribute, the n_q lowest by the score
+        candidates = np.array([i for i in pools.query[c].tolist() if a not in attributes[i]
+                               and attributes[i] & (others & index.vocabulary[c])])
+        assert all(a not in attributes[i] and attributes[i] & others for i in query)
+        rest = [b for b in index.attributes if b not in chosen and b in index.vocabulary[c]]
+        marks = np.array([[b in attributes[i] for b in rest] for i in candidates.tolist()], float)
+        order = np.argsort(compute_query_scores(marks.reshape(len(candidates), len(rest))),
+                          kind="stable")
+        assert query.tolist() == np.sort(candidates[order[:n_queries]]).tolist()
 
 
 @pytest.mark.parametrize("n_shots", [1, 5])
-def test_support_carries_and_query_lacks_each_way_attribute(n_shots):
-    attributes = build_attributes(8, 60)
-    ds = build_dataset("d", [60] * 8, attributes=attributes)
+def test_episodes_follow_the_reference_rules(n_shots):
+    attributes = build_attributes(8, 160)
+    ds = build_dataset("d", [160] * 8, attributes=attributes)
     pools = _pools(ds)
+    index = compute_fewstab_index(pools, attributes, n_shots, 15)
     rng = make_rng(3)
     for _ in range(10):
-        draw = sample_fewstab_episode(pools, attributes, rng, "d", 5, n_shots, 15, 5, 15)
-        assert draw.episode.group == "fewstab-A" and draw.attribute_level == 0
+        draw = sample_fewstab_episode(pools, attributes, rng, "d", 5, n_shots, 15, n_shots, 15,
+                                      index)
+        assert draw.episode.group == "fewstab-A"
         assert np.bincount(draw.episode.query_labels).tolist() == [15] * 5
-        _check_conditions(draw, attributes, pools)
+        assert np.bincount(draw.episode.support_labels).tolist() == [n_shots] * 5
+        _check_reference_rules(draw, attributes, pools, index, 15)
 
 
-def test_queries_relax_when_no_image_carries_another_way_attribute():
-    attributes = [frozenset({f"a{c}"}) if r % 2 else frozenset() for c in range(6)
-                  for r in range(40)]
-    ds = build_dataset("d", [40] * 6, attributes=attributes)
-    pools = _pools(ds, n_queries=5)
-    draw = sample_fewstab_episode(pools, attributes, make_rng(1), "d", 5, 1, 5, 1, 5)
-    assert draw.query_levels == (1,) * 5
-    _check_conditions(draw, attributes, pools)
+def test_eligibility_uses_the_shot_count_not_5():
+    """An attribute carried by 2 support images of a class is eligible for 1-shot tasks
+    (count >= n_s = 1) but not for 5-shot ones: the old 5/15 rule refused it for both."""
+    attributes = [frozenset({"rare"}) if r < 2 else frozenset() for r in range(40)]
+    pools = ClassPools(support=(np.arange(20),), query=(np.arange(20, 40),), disjoint=True)
+    assert compute_fewstab_index(pools, attributes, 1, 15).classes_of == {"rare": (0,)}
+    assert compute_fewstab_index(pools, attributes, 5, 15).classes_of == {}
 
 
-def test_attribute_thresholds_relax_to_what_the_task_needs():
-    attributes = build_attributes(8, 60)
-    ds = build_dataset("d", [60] * 8, attributes=attributes)
-    pools = _pools(ds)
-    draw = sample_fewstab_episode(pools, attributes, make_rng(2), "d", 5, 1, 15, 29, 15)
-    assert draw.attribute_level == 1
-    _check_conditions(draw, attributes, pools)
+def test_query_score_is_the_reference_log_sum():
+    marks = np.array([[1, 0], [1, 1], [0, 0]], float)
+    p = marks.mean(axis=0)
+    expected = np.log(marks * p + 1e-10).sum(axis=1)
+    assert np.allclose(compute_query_scores(marks), expected)
+    assert np.argsort(compute_query_scores(marks), kind="stable").tolist() == [2, 0, 1]
 
 
-def test_no_distinct_attributes_is_a_clear_error():
+def test_too_few_eligible_attributes_is_a_clear_error():
     attributes = [frozenset({"same"}) if r % 2 else frozenset() for r in range(200)]
     ds = build_dataset("d", [40] * 5, attributes=attributes)
-    with pytest.raises(ValueError, match="fewer than 5 classes have a distinct attribute"):
+    with pytest.raises(ValueError, match="1 attributes are carried"):
         sample_fewstab_episode(_pools(ds, 5), attributes, make_rng(0), "d", 5, 1, 5, 1, 5)
-
-
-def test_distinct_matching_reassigns_attributes_when_needed():
-    # class 0 could take a or b, class 1 only a: a matching must give 0 -> b, 1 -> a.
-    for seed in range(10):
-        pairs = sample_distinct_attributes([["a", "b"], ["a"]], 2, make_rng(seed))
-        assert dict(pairs) == {0: "b", 1: "a"}
 
 
 def test_plan_gives_biased_then_random_tasks_from_shared_run_pools(collection):

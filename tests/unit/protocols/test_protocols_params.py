@@ -21,9 +21,11 @@ def test_defaults_are_filled_per_protocol(name, tasks, shape):
     assert (params.n_ways, params.n_shots, params.n_queries) == shape
 
 
-def test_fewstab_thresholds_default_to_5_and_15():
-    params = ProtocolParams(name="fewstab", n_shots=5)
-    assert (params.fewstab_n_s, params.fewstab_n_q) == (5, 15)
+@pytest.mark.parametrize("shots", [1, 5])
+def test_fewstab_thresholds_are_the_shot_count_and_15_queries(shots):
+    """Reference `SpuriousTask(n_s=shots, n_q=15)`: n_s is the task's shot count, not 5."""
+    params = ProtocolParams(name="fewstab", n_shots=shots)
+    assert (params.fewstab_n_s, params.fewstab_n_q) == (shots, 15)
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
