@@ -5,7 +5,8 @@ entry, see docs/internals.md). Several workers on one host share the cache, so e
 built under an exclusive file lock, downloaded to a temporary name, verified against its hash and
 renamed into place: a reader never sees half an entry. A cached entry that no longer matches its
 hash (disk fault, manual edit) is removed and fetched again; a download that does not match is a
-`CacheCorruptError` (the platform's fault, never the participant's).
+`CacheCorruptError` (the platform's fault, never the participant's). Submission zips are
+evicted least recently used first beyond the cache's bounds (worker/cache_eviction.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from submission_api.data.compiled import CompiledDataError, open_compiled, verify_compiled
 from submission_api.safe_tar import extract_tar
 from submission_api.submission_zip import UnsafeZipError, safe_extract
+from worker.cache_eviction import evict_submissions
 from worker.client import ClaimedRun, DatasetRef, InternalClient
 from worker.pipeline.errors import CacheCorruptError, ParticipantFault
 
@@ -67,6 +69,7 @@ def fetch_submission(client: InternalClient, claimed: ClaimedRun, run_token: str
     target = folder / f"{sha}.zip"
     with cache_lock(cache_dir, f"submission-{sha}"):
         if target.is_file() and compute_sha256(target) == sha:
+            os.utime(target)  # mtime order is use order, for eviction
             return target
         if target.exists():
             log.warning("run.cache.corrupt", extra={"path": str(target)})
@@ -81,6 +84,7 @@ def fetch_submission(client: InternalClient, claimed: ClaimedRun, run_token: str
             os.replace(temp, target)
         finally:
             temp.unlink(missing_ok=True)
+    evict_submissions(cache_dir, keep=target)
     return target
 
 

@@ -49,7 +49,7 @@ def run_script(docker_client, tmp_path: Path) -> RunScript:
     """
 
     def run(source: str, *args: str, mechanism: str = "auto", cancel=None,
-            **limit_overrides) -> SandboxResult:
+            code_dir: Path | None = None, **limit_overrides) -> SandboxResult:
         submission = tmp_path / "submission"
         bundle = tmp_path / "bundle"
         submission.mkdir(exist_ok=True)
@@ -61,7 +61,8 @@ def run_script(docker_client, tmp_path: Path) -> RunScript:
                                   "log_cap_bytes": 64 * 1024, **limit_overrides})
         spec = SandboxSpec(image=IMAGE, command=("python3", "/submission/main.py", *args),
                            submission_dir=submission, bundle_dir=bundle,
-                           output_dir=tmp_path / "output", env={"ARENA_TEST": "1"})
+                           output_dir=tmp_path / "output", env={"ARENA_TEST": "1"},
+                           code_dir=code_dir)
         return run_sandbox(docker_client, spec, limits, output_mechanism=mechanism, cancel=cancel)
 
     return run

@@ -62,13 +62,20 @@ def test_only_output_and_tmp_are_writable(run_script, tmp_path):
     for name in ("submission", "bundle"):  # world-writable: only the read-only mount protects
         (tmp_path / name).mkdir()
         (tmp_path / name).chmod(0o777)
-    result = run_script(WRITES)
+    # The code mount is a throwaway stand-in for submission_api, never the package itself: a
+    # failed check must not leave a probe in the source tree (it was once committed there).
+    code = tmp_path / "code" / "submission_api"
+    code.mkdir(parents=True)
+    (code / "__init__.py").write_text("")
+    code.chmod(0o777)
+    result = run_script(WRITES, code_dir=code)
     assert result.exit_code == 0, result.stderr
     outcome = json.loads(result.stdout)
     writable = sorted(folder for folder, what in outcome.items() if what == "written")
     assert writable == ["/output", "/tmp"], outcome
     assert sorted(os.listdir(tmp_path / "submission")) == ["main.py"]
     assert sorted(os.listdir(tmp_path / "bundle")) == ["bundle.txt"]
+    assert sorted(os.listdir(code)) == ["__init__.py"]
 
 
 FORK_BOMB = """
