@@ -117,16 +117,25 @@ class InternalClient:
 
     def __init__(self, base_url: str, *, timeout_s: float = 60.0, attempts: int = 5,
                  backoff_s: float = 1.0, transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 list_images: Callable[[], list[str] | None] | None = None) -> None:
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
         self._attempts, self._backoff_s, self._sleep = attempts, backoff_s, sleep
+        self._list_images = list_images
 
     def close(self) -> None:
         self._http.close()
 
     def claim(self, run_id: RunId, token: str, worker: str) -> ClaimedRun | None:
-        """Take the run's lease; `None` when it is finished or leased by someone else (409)."""
-        body = {"worker": worker}
+        """Take the run's lease; `None` when it is finished or leased by someone else (409).
+
+        The claim also reports the sandbox images this worker's engine holds (when it has a
+        `list_images`), which the server checks a phase's image against.
+        """
+        body: dict[str, Any] = {"worker": worker}
+        images = self._list_images() if self._list_images is not None else None
+        if images is not None:
+            body["images"] = images
         response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())
 
@@ -140,9 +149,15 @@ class InternalClient:
         """Publish the final state; `False` when the token is stale (nothing was written)."""
         return self._call("POST", f"/internal/runs/{run_id}/finish", token, json=body) is not None
 
-    def release(self, run_id: RunId, token: str, fencing_token: int, error: str) -> bool:
-        """Hand the run back after a platform fault (never charged); `False` when stale."""
-        body = {"fencing_token": fencing_token, "error": error}
+    def release(self, run_id: RunId, token: str, fencing_token: int, error: str,
+                detail: str | None = None) -> bool:
+        """Hand the run back after a platform fault (never charged); `False` when stale.
+
+        `error` is the short cause the participant reads; `detail` is for operators only.
+        """
+        body: dict[str, Any] = {"fencing_token": fencing_token, "error": error}
+        if detail is not None:
+            body["detail"] = detail
         return self._call("POST", f"/internal/runs/{run_id}/release", token, json=body) is not None
 
     def download_submission(self, run_id: RunId, token: str, dest: Path) -> None:

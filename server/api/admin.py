@@ -43,10 +43,13 @@ def organized_phase_ids(session, user: User) -> set[int]:
 def workers(user: Organizer, session: SessionDep, now: NowDep,
             settings: SettingsDep) -> list[WorkerOut]:
     """Every worker heard from; `silent` when not heard from for two lease periods. For an
-    organizer, a run of another competition shows as `busy` with no run id."""
+    organizer, a run of another competition shows as `busy` with no run id, and the details of
+    the last platform fault are for admins only."""
     rows = list_workers(session, now, 2 * settings.lease_seconds)
     if user.role != "admin":
         rows = mask_foreign_runs(session, user, rows)
+        # A fault's details name hosts, paths and other competitions' runs: operators only.
+        rows = [{**w, "last_fault": None} for w in rows]
     return [WorkerOut(**w) for w in rows]
 
 

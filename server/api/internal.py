@@ -78,7 +78,7 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
     """Take the run's lease; everything the worker needs to evaluate it comes back."""
     run = run_service.claim_run(session, run.id, body.worker, now, policy)
     record_worker(session, body.worker, now, run_id=run.id, stage="preparing", claimed=True,
-                  gpus=body.gpus)
+                  gpus=body.gpus, images=body.images)
     submission = session.get(Submission, run.submission_id)
     phase = session.get(Phase, submission.phase_id)
     session.commit()
@@ -135,17 +135,21 @@ def finish(run: RunAuth, body: FinishRequest, session: WriteSessionDep, now: Now
 def release(run: RunAuth, body: ReleaseRequest, session: WriteSessionDep, now: NowDep,
             policy: Policy, queue: Annotated[JobQueue, Depends(get_queue)],
             settings: Annotated[Settings, Depends(get_settings)]) -> RunStateOut:
-    """A platform fault: back to queued with a fresh token (never charged), then re-enqueued."""
+    """A platform fault: back to queued with a fresh token (never charged), then re-enqueued
+    after a back-off that doubles with each fault of the run."""
     run_id, owner = run.id, run.lease_owner
     token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
-    record_worker(session, owner, now, run_id=None, stage=None)
+    record_worker(session, owner, now, run_id=None, stage=None,
+                  fault=(body.detail or body.error)[:20_000])
     phase_queue = session.execute(
         select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
         .where(Submission.id == run.submission_id)).scalar_one()
-    state = session.get(Run, run_id).state
+    released = session.get(Run, run_id)
+    state, failures = released.state, released.platform_failures
     session.commit()
     if token:
-        enqueue_quietly(queue, [(run_id, token, phase_queue or settings.default_queue)])
+        enqueue_quietly(queue, [(run_id, token, phase_queue or settings.default_queue)],
+                        countdown_s=run_service.compute_release_backoff(failures, policy))
     return RunStateOut(run_id=run_id, state=state, requeued=bool(token))
 
 

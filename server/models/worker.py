@@ -1,13 +1,14 @@
 """Workers as the server sees them: the name each reports in its claim, when it was last heard
-from, which run it holds and what hardware it announced. Written on claim, heartbeat, finish
-and release; read by the organizers' worker status view."""
+from, which run it holds, what hardware and sandbox images it announced, and its last platform
+fault. Written on claim, heartbeat, finish and release; read by the organizers' worker status
+view and by the check of a phase's image."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, String
+from sqlalchemy import JSON, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from server.models.base import Base, UTCDateTime, utcnow
@@ -24,3 +25,9 @@ class Worker(Base):
     stage: Mapped[str | None] = mapped_column(String(16))
     gpus: Mapped[list[Any]] = mapped_column(JSON, default=list)
     runs_claimed: Mapped[int] = mapped_column(Integer, default=0)
+    images: Mapped[list[str] | None] = mapped_column(JSON)
+    """Sandbox images its Docker engine holds, as last reported; None: never reported (or the
+    unsandboxed local executor, which runs no image)."""
+    last_fault: Mapped[str | None] = mapped_column(Text)
+    """The details of the last platform fault it released a run for (operators only)."""
+    last_fault_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -12,6 +12,10 @@ class ClaimRequest(BaseModel):
     worker: str = Field(min_length=1, max_length=200)
     gpus: list[Any] | None = Field(default=None, max_length=64,
                                    description="optional: the GPUs this worker holds")
+    images: list[Annotated[str, Field(max_length=255)]] | None = Field(
+        default=None, max_length=1000,
+        description="optional: the sandbox images this worker's engine holds (checked against "
+        "a phase's image when the phase is created)")
 
 
 class ClaimedRun(BaseModel):
@@ -69,7 +73,10 @@ class FinishRequest(BaseModel):
 
 class ReleaseRequest(BaseModel):
     fencing_token: int
-    error: str = Field(max_length=20_000)
+    error: str = Field(max_length=20_000, description="the short cause, shown on the run")
+    detail: str | None = Field(default=None, max_length=20_000,
+                               description="optional: the details for operators only (engine "
+                               "URLs, host paths), kept on the worker's row")
 
 
 class RunStateOut(BaseModel):

@@ -62,6 +62,11 @@ class WorkerOut(BaseModel):
     gpus: list[Any]
     runs_claimed: int
     silent: bool
+    images: list[str] | None = Field(default=None, description="sandbox images its engine "
+                                     "holds, as last reported; null: never reported")
+    last_fault: str | None = Field(default=None, description="details of the last platform "
+                                   "fault it released a run for (admins only)")
+    last_fault_at: datetime | None = None
 
 
 class AuditOut(BaseModel):

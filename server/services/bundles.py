@@ -19,6 +19,7 @@ from server.bundles.schema import PhaseSpec
 from server.core.errors import ConflictError, InvalidInputError
 from server.models import AuditLog, Competition, Phase, User
 from server.services.datasets import usable_hashes
+from server.services.workers import check_image_known
 
 
 def phase_values(spec: PhaseSpec, data: dict[str, Any]) -> dict[str, Any]:
@@ -60,6 +61,19 @@ def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: Use
                         "not by you); "
                         "register it (POST /api/v1/datasets) or let `arena competition "
                         "create` compile and register the collection"))
+    raise_problems(problems)
+
+
+def check_images_known(session: Session, parsed: ParsedBundle) -> None:
+    """Every phase's sandbox image must be one a worker reported (services/workers.py); errors
+    name the bundle line."""
+    problems = []
+    for index, phase in enumerate(parsed.spec.phases):
+        try:
+            check_image_known(session, phase.image, f"phase {phase.name!r}")
+        except InvalidInputError as error:
+            path = ("phases", index, "image")
+            problems.append(Problem(parsed.lines.line_of(path), where(path), str(error)))
     raise_problems(problems)
 
 
@@ -105,6 +119,7 @@ def create_from_bundle(session: Session, parsed: ParsedBundle, text: str, actor:
                             f"update` (PUT /api/v1/competitions/{slug}/bundle) or change the "
                             "slug", code="competition.exists")
     check_datasets_registered(session, parsed, actor)
+    check_images_known(session, parsed)
     comp = Competition(slug=slug, title=parsed.spec.title, owner_id=actor.id, created_at=now)
     _apply_competition(comp, parsed, text)
     session.add(comp)
@@ -130,6 +145,7 @@ def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle
                                 "— keep them, with status: closed if they are over",
                                 code="bundle.phase_removed")
     check_datasets_registered(session, parsed, actor)
+    check_images_known(session, parsed)
     _apply_competition(comp, parsed, text)
     added = _apply_phases(session, comp, parsed, now)
     session.add(AuditLog(actor_id=actor.id, action="competition.bundle.update",

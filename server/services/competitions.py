@@ -19,6 +19,7 @@ from server.core.errors import ConflictError, InvalidInputError, NotFoundError
 from server.models import AuditLog, Competition, Phase, User
 from server.schemas.competition import CompetitionCreate, PhaseCreate, PhaseData
 from server.services.datasets import usable_hashes
+from server.services.workers import check_image_known
 
 
 def _validate_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +52,7 @@ def _check_phase(session: Session, phase: Phase, actor: User) -> None:
         raise InvalidInputError(f"phase {phase.name!r} carries from phase {source.id} of "
                                 "another competition; a final phase carries from a phase of "
                                 "its own competition", code="phase.foreign_carry_from")
+    check_image_known(session, phase.image, f"phase {phase.name!r}")
     if phase.status != "open":
         return
     wanted = PhaseData.model_validate(phase.data or {}).hashes()

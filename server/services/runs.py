@@ -27,6 +27,7 @@ from server.core.errors import InvalidInputError, NotClaimableError, StaleLeaseE
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, TaskResult
 from server.services.submissions import refresh_submission
+from submission_api.log_text import cap_text
 
 STAGE_ORDER = {"queued": 0, "preparing": 1, "running": 2, "scoring": 3}
 FINISH_STATES = ("finished", "failed", "timed_out")
@@ -37,6 +38,18 @@ class LeasePolicy:
     lease_seconds: int = 120
     max_platform_failures: int = 3
     log_cap_bytes: int = 1024**2
+    release_backoff_s: float = 15.0
+    """Pause before a released run is offered again, doubled per platform failure: a fault
+    that lasts (a missing image, a full disk) spent all attempts within 0.8 s (issue 13)."""
+    release_backoff_max_s: float = 300.0
+
+
+def compute_release_backoff(platform_failures: int, policy: LeasePolicy) -> float:
+    """Seconds to wait before re-enqueueing a run released `platform_failures` times."""
+    if platform_failures <= 0:
+        return 0.0
+    return min(policy.release_backoff_max_s,
+               policy.release_backoff_s * 2 ** (platform_failures - 1))
 
 
 @dataclass(frozen=True)
@@ -230,9 +243,6 @@ def storable_text(text: str | None) -> str | None:
 
 
 def cap_log(log: str, policy: LeasePolicy) -> str:
-    """Keep the tail of a long log (where errors are), marking the cut."""
-    data = log.encode("utf-8", errors="replace")
-    if len(data) <= policy.log_cap_bytes:
-        return log
-    tail = data[-policy.log_cap_bytes:].decode("utf-8", errors="ignore")
-    return f"[... {len(data) - policy.log_cap_bytes} earlier bytes cut ...]\n{tail}"
+    """Keep the head and the tail of a long log (its first lines and its final traceback),
+    marking the cut: the rule of every log cap (submission_api/log_text.py)."""
+    return cap_text(log, policy.log_cap_bytes)

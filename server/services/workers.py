@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from server.core.errors import InvalidInputError
 from server.models import Competition, Phase, Run, Submission, User, Worker
 
 
@@ -29,8 +30,10 @@ def _row(session: Session, name: str, now: datetime) -> Worker:
 
 def record_worker(session: Session, name: str | None, now: datetime, *,
                   run_id: int | None, stage: str | None, claimed: bool = False,
-                  gpus: list[Any] | None = None) -> None:
-    """Note that worker `name` was heard from, holding `run_id` at `stage` (None: idle)."""
+                  gpus: list[Any] | None = None, images: list[str] | None = None,
+                  fault: str | None = None) -> None:
+    """Note that worker `name` was heard from, holding `run_id` at `stage` (None: idle), with
+    the images it reported and the details of a platform fault it released a run for."""
     if not name:
         return
     worker = _row(session, name[:200], now)
@@ -40,7 +43,35 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
         worker.runs_claimed += 1
     if gpus is not None:
         worker.gpus = list(gpus)
+    if images is not None:
+        worker.images = sorted(set(images))
+    if fault is not None:
+        worker.last_fault, worker.last_fault_at = fault, now
     session.flush()
+
+
+def check_image_known(session: Session, image: str | None, where: str) -> None:
+    """Refuse a phase image that no worker reported having.
+
+    Workers report their engine's images with each claim; a phase naming an image none holds
+    would fail every run as a platform error (issue 13). When no worker has reported images
+    yet (a fresh deployment, or only the unsandboxed local executor), nothing can be checked.
+
+    Raises:
+        InvalidInputError: (`phase.unknown_image`) with the images workers do have.
+    """
+    if not image:
+        return
+    reported = [w for w in session.execute(select(Worker.images)
+                                           .where(Worker.images.is_not(None))).scalars()]
+    known = sorted({name for images in reported for name in images or []})
+    if not reported or image in known:
+        return
+    raise InvalidInputError(
+        f"{where} names the sandbox image {image!r}, which no worker has (workers report "
+        f"{known[:20]}); build or pull it on the workers first "
+        "(scripts/build_sandbox_image.sh), or name one of theirs, or leave the image unset "
+        "for the workers' default", code="phase.unknown_image")
 
 
 def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[dict[str, Any]]:
@@ -49,7 +80,8 @@ def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[d
     limit = now - timedelta(seconds=silent_after_s)
     return [{"name": w.name, "first_seen_at": w.first_seen_at, "last_seen_at": w.last_seen_at,
              "current_run_id": w.current_run_id, "stage": w.stage, "gpus": w.gpus or [],
-             "runs_claimed": w.runs_claimed, "silent": w.last_seen_at < limit}
+             "runs_claimed": w.runs_claimed, "silent": w.last_seen_at < limit,
+             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at}
             for w in rows]
 
 

@@ -182,10 +182,11 @@ def _enter_stage(heartbeat: Heartbeat, stage: str) -> bool:
 def _release(client: InternalClient, claimed: ClaimedRun, run_token: str,
              exc: BaseException) -> RunResult:
     """Hand the run back with a short cause (what the participant reads on the run); the
-    details (engine URLs, host paths) go to this worker's log only, for the operators."""
+    details (engine URLs, host paths) go to this worker's log and, through `detail`, to its row
+    on the server (admins only)."""
     detail = f"{type(exc).__name__}: {exc}"
     log.warning("run.platform_fault", extra={"run_id": claimed.run_id, "error": detail})
-    if release_run(client, claimed, run_token, compute_short_cause(exc)):
+    if release_run(client, claimed, run_token, compute_short_cause(exc), detail):
         return RunResult.RELEASED
     return RunResult.UNREACHABLE
 

@@ -17,6 +17,7 @@ from worker.pipeline.score import Outcome
 log = logging.getLogger(__name__)
 
 ERROR_CAP = 4000
+DETAIL_CAP = 20_000
 
 
 def publish_outcome(client: InternalClient, claimed: ClaimedRun, run_token: str,
@@ -33,12 +34,17 @@ def publish_outcome(client: InternalClient, claimed: ClaimedRun, run_token: str,
     return stored
 
 
-def release_run(client: InternalClient, claimed: ClaimedRun, run_token: str, error: str) -> bool:
-    """POST release after a platform fault; True when the server re-queued the run."""
+def release_run(client: InternalClient, claimed: ClaimedRun, run_token: str, error: str,
+                detail: str | None = None) -> bool:
+    """POST release after a platform fault; True when the server re-queued the run.
+
+    `error` is the short cause shown on the run; `detail` goes to the operators only.
+    """
     fields = {"run_id": claimed.run_id, "error": error[:ERROR_CAP]}
     try:
         released = client.release(claimed.run_id, run_token, claimed.fencing_token,
-                                  error[:ERROR_CAP])
+                                  error[:ERROR_CAP],
+                                  None if detail is None else detail[:DETAIL_CAP])
     except (ServerUnavailableError, ServerRejectedError) as exc:
         log.error("run.release.failed", extra={**fields, "release_error": str(exc)})
         return False

@@ -6,18 +6,28 @@ it), from settings. Each pool slot owns one GPU, picked by the slot's index in t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from worker.client import InternalClient
 from worker.pipeline.evaluate import Runtime
-from worker.pipeline.execute import Executor, compute_deployment_id, make_docker_executor
+from worker.pipeline.execute import (
+    ExecutionRequest,
+    ExecutionResult,
+    Executor,
+    compute_deployment_id,
+    make_docker_executor,
+)
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
+MAX_REPORTED_IMAGES = 1000
+"""The server's bound on a claim's image list (server/schemas/internal.py)."""
 
 
 def compute_slot_gpus(settings: WorkerSettings, slot: int) -> tuple[str, ...]:
@@ -61,6 +71,43 @@ def sync_sandbox_code(target: Path | None) -> Path | None:
     return destination
 
 
+def note_ignored_image(execute: Executor) -> Executor:
+    """Wrap the unsandboxed local executor so that each run's log says the phase's image was
+    not used: the run record must not suggest the phase's environment was honoured."""
+
+    def run(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
+        result = execute(request, cancel)
+        note = (f"[arena] unsandboxed local mode: this run used the worker's own Python, not "
+                f"the phase's sandbox image {request.image!r}.\n")
+        return dataclasses.replace(result, stderr=note + result.stderr)
+
+    return run
+
+
+def make_image_lister(settings: WorkerSettings) -> Callable[[], list[str] | None]:
+    """What a claim reports as this worker's images: the tags its Docker engine holds, read
+    afresh at each claim (an image may be built or pulled meanwhile); None for the local
+    executor or when no engine answers (the server then checks nothing against this worker)."""
+    clients: list[Any] = []
+
+    def list_images() -> list[str] | None:
+        if settings.executor == "local":
+            return None
+        if not clients:
+            client = connect_docker()
+            if client is None:
+                return None
+            clients.append(client)
+        try:
+            tags = {tag for image in clients[0].images.list() for tag in image.tags}
+        except Exception as exc:  # noqa: BLE001 - a report is optional; the claim goes on
+            log.warning("worker.images.unreadable", extra={"error": repr(exc)})
+            return None
+        return sorted(tags)[:MAX_REPORTED_IMAGES]
+
+    return list_images
+
+
 def build_executor(settings: WorkerSettings) -> Executor:
     """The sandbox when configured or reachable; the unsandboxed local mode otherwise.
 
@@ -70,14 +117,14 @@ def build_executor(settings: WorkerSettings) -> Executor:
     from worker.local_executor import make_local_executor
 
     if settings.executor == "local":
-        return make_local_executor()
+        return note_ignored_image(make_local_executor())
     docker_client = connect_docker()
     if docker_client is not None:
         return make_docker_executor(docker_client, sync_sandbox_code(settings.sandbox_code_dir))
     if settings.executor == "docker":
         raise RuntimeError("ARENA_WORKER_EXECUTOR=docker but no Docker engine answers; start "
                            "one (scripts/ensure_docker.sh) or set ARENA_WORKER_EXECUTOR=auto.")
-    return make_local_executor()
+    return note_ignored_image(make_local_executor())
 
 
 def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
@@ -86,7 +133,8 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
     from submission_api.runner.scorer import score_output
 
     client = InternalClient(settings.server_url, timeout_s=settings.http_timeout_s,
-                            attempts=settings.http_attempts, backoff_s=settings.http_backoff_s)
+                            attempts=settings.http_attempts, backoff_s=settings.http_backoff_s,
+                            list_images=make_image_lister(settings))
     return Runtime(
         client=client, execute=build_executor(settings), prepare_run=prepare_run,
         parse_protocol=parse_protocol, score_output=score_output,

@@ -219,3 +219,20 @@ def test_a_fifo_in_output_does_not_hang_scoring_in_watchdog_mode(run_script, tmp
     thread.join(30.0)
     assert not thread.is_alive(), "scoring blocked on a FIFO in the output"
     assert seen == [{}, "bad_predictions"]
+
+
+def test_a_missing_image_gives_the_participant_a_short_cause_and_operators_the_details(
+        docker_client, tmp_path):
+    """Issue 13 (10): the participant read the Docker API URL, operator scripts and "the run
+    should be retried"; that is the operators' part now."""
+    for folder in ("submission", "bundle"):
+        (tmp_path / folder).mkdir()
+    spec = SandboxSpec(image="metadl-arena/no-such-image:0", command=("python3", "-V"),
+                       submission_dir=tmp_path / "submission", bundle_dir=tmp_path / "bundle",
+                       output_dir=tmp_path / "output")
+    with pytest.raises(SandboxPlatformError) as caught:
+        run_sandbox(docker_client, spec, SandboxLimits(memory_mb=64, wall_time_s=30.0))
+    short = caught.value.short_cause
+    assert short == ("the sandbox image 'metadl-arena/no-such-image:0' is not available on the "
+                     "worker that took this run")
+    assert "scripts/" in str(caught.value) and "docker" not in short.lower()

@@ -238,3 +238,4 @@ def test_a_released_run_carries_the_short_cause_not_the_details(fake_client, tmp
     assert run(fake_client, tmp_path, FakeExecutor(error=fault)) is RunResult.RELEASED
     assert fake_client.named("release") == ["the sandbox image 'x:1' is not installed on worker "
                                             "'host/0'"]
+    assert fake_client.release_details == [f"PlatformFault: {fault}"]  # for operators only

@@ -70,6 +70,7 @@ class FakeClient:
     finish_answer: bool = True
     fail_downloads: bool = False
     release_fails: bool = False
+    release_details: list[str | None] = field(default_factory=list)
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
     def claim(self, run_id: Any, token: str, worker: str) -> ClaimedRun | None:
@@ -84,8 +85,10 @@ class FakeClient:
         self.calls.append(("finish", body))
         return self.finish_answer
 
-    def release(self, run_id: Any, token: str, fencing_token: int, error: str) -> bool:
+    def release(self, run_id: Any, token: str, fencing_token: int, error: str,
+                detail: str | None = None) -> bool:
         self.calls.append(("release", error))
+        self.release_details.append(detail)
         if self.release_fails:
             raise ServerUnavailableError("release failed 5 times")
         return True
