@@ -31,9 +31,27 @@ class LineMap:
         return 1
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader, whose impossible dates (`2022-13-45`) are YAML errors with a line,
+    not a bare ValueError from `datetime` that would escape as a traceback."""
+
+
+def _timestamp(loader: _Loader, node: yaml.ScalarNode) -> Any:
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+    except ValueError as exc:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value!r} is not a date ({exc}); expected YYYY-MM-DD or "
+            "YYYY-MM-DDTHH:MM:SSZ (UTC)", node.start_mark) from exc
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
 def load_with_lines(text: str) -> tuple[Any, LineMap]:
-    """Parse one YAML document; raises yaml.YAMLError (with its own mark) on bad syntax."""
-    loader = yaml.SafeLoader(text)
+    """Parse one YAML document; raises yaml.YAMLError (with its own mark) on bad syntax or an
+    impossible date."""
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

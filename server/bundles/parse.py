@@ -9,14 +9,16 @@ says to use the CLI or write `name@hash` references.
 
 from __future__ import annotations
 
+import difflib
+import typing
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from server.bundles.lines import LineMap, Path, load_with_lines
-from server.bundles.schema import BundleSpec, DataRef, DataSpec
+from server.bundles.schema import NAME, SLUG, BundleSpec, DataRef, DataSpec
 from server.core.errors import InvalidInputError
 
 ROLES = (("meta_train", "meta-train"), ("meta_valid", "meta-valid"), ("meta_test", "meta-test"))
@@ -65,7 +67,12 @@ def parse_bundle(text: str, resolved: dict[str, Any] | None = None) -> ParsedBun
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        raise_problems([Problem(line, "syntax", f"not valid YAML ({exc}); fix the syntax")])
+        if isinstance(exc, yaml.constructor.ConstructorError) and exc.problem:
+            raise_problems([Problem(line, "value", exc.problem)])
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise_problems([Problem(line, "syntax", f"not valid YAML: {problem}; check the "
+                                "indentation, colons and quotes on this line or the one "
+                                "before")])
     if not isinstance(raw, dict):
         raise_problems([Problem(1, "document", f"got a {type(raw).__name__}; expected a "
                                 "mapping with slug, title and phases")])
@@ -94,7 +101,51 @@ def _problem(err: dict[str, Any], lines: LineMap) -> Problem:
     received = err.get("input")
     shown = "" if isinstance(received, dict | list) or received is None else (
         f" (got {received!r})")
-    return Problem(lines.line_of(path), where(path), f"{err['msg']}{shown}")
+    if err["type"] == "extra_forbidden":
+        allowed = fields_at(BundleSpec, path[:-1])
+        close = difflib.get_close_matches(str(path[-1]), allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else (
+            f"expected one of {sorted(allowed)}" if allowed else "remove it")
+        return Problem(lines.line_of(path), where(path),
+                       f"unknown key {path[-1]!r}; {hint}")
+    fix = PATTERN_FIXES.get((err.get("ctx") or {}).get("pattern", ""), "")
+    return Problem(lines.line_of(path), where(path), f"{err['msg']}{shown}{fix}")
+
+
+PATTERN_FIXES = {SLUG: "; use lowercase letters, digits and '-', starting with a letter or digit",
+                 NAME: "; use letters, digits, '_', '.' and '-', starting with a letter or digit"}
+
+
+def fields_at(model: type[BaseModel], path: Path) -> list[str]:
+    """The keys a bundle accepts at `path` (e.g. ("phases", 0, "quotas")): the fields (and
+    aliases) of the schema model found there, or [] when the path leaves the models."""
+    current: Any = model
+    for part in path:
+        current = _model_of(current)
+        if current is None:
+            return []
+        if isinstance(part, int):
+            continue  # an item of a list: its model is the list's
+        field = current.model_fields.get(str(part)) or next(
+            (f for f in current.model_fields.values() if f.alias == part), None)
+        if field is None:
+            return []
+        current = field.annotation
+    current = _model_of(current)
+    if current is None:
+        return []
+    return sorted({f.alias or name for name, f in current.model_fields.items()})
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside `annotation` (X, X | None, list[X], dict[str, X])."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _resolve_data(spec: DataSpec, path: Path, lines: LineMap, resolved: dict[str, Any],

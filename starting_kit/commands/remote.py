@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,7 @@ from starting_kit.commands.remote_views import (
     quota_words,
     status_table,
 )
+from submission_api.log_text import escape_controls
 
 # ---- commands -------------------------------------------------------------------------------
 
@@ -48,7 +50,7 @@ def _reported() -> Iterator[None]:
     try:
         yield
     except RemoteError as exc:
-        console.print(Text.assemble(("error: ", "bold red"), str(exc)))
+        console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         raise typer.Exit(1) from exc
 
 
@@ -154,7 +156,9 @@ def logs_command(submission: int = typer.Argument(..., help="Submission id."),
     with _reported():
         logs = _client(server, token).get(f"/api/v1/submissions/{submission}/logs")
     for run in logs["runs"]:
-        typer.echo(f"===== run {run['index']} ({run['state']}) =====\n{run['log']}")
+        # Participant output: ESC, BEL, CR shown as text, never acted on by the terminal.
+        typer.echo(f"===== run {run['index']} ({run['state']}) =====\n"
+                   f"{escape_controls(run['log'])}")
 
 
 def leaderboard_command(phase: int = typer.Option(..., "--phase", help="Phase id."),
@@ -190,17 +194,24 @@ def select_command(submission: int = typer.Argument(..., help="Submission id."),
 
 def _send_bundle(bundle: Path, method: str, server: str | None, token: str | None,
                  cache: Path | None) -> None:
-    import yaml
-
     with _reported():
         client = _client(server, token)
         body = bundle_request(client, bundle, cache or Path.home() / ".cache" / "metadl-arena")
-        slug = (yaml.safe_load(body["yaml"]) or {}).get("slug", "")
+        found = re.search(r"^slug:\s*['\"]?([^'\"\s#]+)", body["yaml"], re.MULTILINE)
         url = ("/api/v1/competitions/bundle" if method == "POST"
-               else f"/api/v1/competitions/{slug}/bundle")
-        comp = client.call(method, url, json=body).json()
-    phases = ", ".join(f"{p['name']} (id {p['id']})" for p in comp["phases"])
-    console.print(f"competition {comp['slug']} (id {comp['id']}): {phases}")
+               else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle")
+        try:
+            comp = client.call(method, url, json=body).json()
+        except RemoteError as exc:
+            if not exc.problems:
+                raise
+            # file:line: where: what — the form editors and terminals link to the line
+            raise RemoteError("\n".join(
+                [f"{bundle}: {len(exc.problems)} problem(s); fix them and run the command "
+                 "again:", *(f"  {bundle}:{p['line']}: {p['where']}: {p['message']}"
+                             for p in exc.problems)])) from exc
+    phases = ", ".join(f"{p['name']} (id {p['id']}, {p['status']})" for p in comp["phases"])
+    console.print(Text(f"competition {comp['slug']} (id {comp['id']}): {phases}"))
 
 
 @competition_app.command("create")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,13 +22,18 @@ from typing import Any, BinaryIO
 import httpx
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.text import Text
 
 TERMINAL = ("finished", "failed", "timed_out", "cancelled")
 console = Console(stderr=True)
 
 
 class RemoteError(Exception):
-    """A failed call, explained for a person."""
+    """A failed call, explained for a person; `problems` are a bundle's (line, where, what)."""
+
+    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
 
 
 def credentials_path() -> Path:
@@ -90,7 +94,7 @@ class ArenaClient:
             raise RemoteError(f"cannot reach the server at {self.http.base_url} ({exc}); is "
                               "it up, and is --server right?") from exc
         if response.status_code >= 400:
-            raise RemoteError(explain(response))
+            raise RemoteError(explain(response), problems=_problems(response))
         return response
 
     def get(self, url: str, **kwargs: Any) -> Any:
@@ -133,10 +137,20 @@ def explain(response: httpx.Response) -> str:
     hint = {403: " — this needs another role or ownership; ask the organizers if it should "
                  "not", 429: " — wait, or submit a better one later (`arena phases` shows "
                  "your quota left)"}.get(response.status_code, "")
-    lines = [f"{response.status_code} {code}: {message}{hint}"]
-    lines += [f"  {e['line']}: {e['where']}: {e['message']}"
-              for e in (error.get("details") or {}).get("errors", []) if isinstance(e, dict)]
-    return "\n".join(lines)
+    problems = [e for e in (error.get("details") or {}).get("errors", []) if isinstance(e, dict)]
+    if problems:  # the message repeats them all on one line: list them once, one a line
+        return "\n".join([f"{response.status_code} {code}: {len(problems)} problem(s)",
+                          *(f"  line {e['line']}: {e['where']}: {e['message']}"
+                            for e in problems)])
+    return f"{response.status_code} {code}: {message}{hint}"
+
+
+def _problems(response: httpx.Response) -> list[dict[str, Any]]:
+    try:
+        details = (response.json().get("error") or {}).get("details") or {}
+    except (ValueError, AttributeError):
+        return []
+    return [e for e in details.get("errors", []) if isinstance(e, dict)]
 
 
 def zip_if_folder(source: Path, workdir: Path) -> Path:
@@ -181,37 +195,21 @@ def follow(client: ArenaClient, submission_id: int, poll_s: float = 5.0,
         sleep(poll_s)
 
 
-def register_collection(client: ArenaClient, folder: Path, cache: Path,
-                        names: set[str]) -> dict[str, Any]:
-    """Compile a local collection and register the datasets a bundle needs; returns
-    `{"datasets": {name: hash}, "splits": {...}}` for the bundle request."""
-    from submission_api.data import load_collection
-    from submission_api.data.metaalbum import read_splits
-
-    splits, _ = read_splits(folder)
-    wanted = set(names) | {n for group in (splits or {}).values() for n in group}
-    collection = load_collection(folder, cache, only=sorted(wanted))
-    hashes = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, dataset in sorted(collection.datasets.items()):
-            tar_path = Path(tmp) / f"{name}.tar"
-            with tarfile.open(tar_path, "w") as tar:
-                for item in sorted(dataset.root.iterdir()):
-                    tar.add(item, arcname=item.name)
-            row = client.upload("/api/v1/datasets", tar_path, {}, show=False)
-            hashes[name] = row["content_hash"]
-    return {"datasets": hashes, "splits": collection.splits}
-
-
 def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, Any]:
-    """The bundle text plus every local collection it names, compiled and registered."""
+    """The bundle text plus every local collection it names, compiled and registered.
+
+    A bundle that is not even YAML is sent as it is: the server lists its problems with their
+    lines. Dataset names missing from their local collection are refused here, before any
+    dataset is compiled or uploaded, each with its line and the closest existing name."""
     import yaml
+
+    from starting_kit.commands.bundle_client import check_local_datasets, register_collection
 
     text = bundle.read_text(encoding="utf-8")
     try:
         raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise RemoteError(f"{bundle} is not valid YAML: {exc}") from exc
+    except (yaml.YAMLError, ValueError):  # ValueError: an impossible date such as 2022-13-45
+        raw = {}
     paths: dict[str, set[str]] = {}
     for phase in raw.get("phases") or [] if isinstance(raw, dict) else []:
         data = phase.get("data") if isinstance(phase, dict) else None
@@ -219,10 +217,11 @@ def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, 
             names = paths.setdefault(str(data["path"]), set())
             for role in ("meta_train", "meta_valid", "meta_test"):
                 names |= {str(r).split("@")[0] for r in data.get(role) or [] if isinstance(r, str)}
+    check_local_datasets(bundle, text, paths)
     resolved = {}
     for rel, names in paths.items():
         folder = (bundle.parent / rel).resolve()
-        console.print(f"compiling and registering {folder}")
+        console.print(Text(f"compiling and registering {folder}"))
         resolved[rel] = register_collection(client, folder, cache, names)
     return {"yaml": text, "resolved": resolved}
 

@@ -1,0 +1,78 @@
+"""The local side of `arena competition create|update`: the collections a bundle names are
+checked (every dataset name present, else file, line and the closest name), compiled and
+registered before the bundle is sent, so a typo costs no upload and prints no traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starting_kit.commands.remote_client import RemoteError
+
+if TYPE_CHECKING:
+    from starting_kit.commands.remote_client import ArenaClient
+
+
+def register_collection(client: ArenaClient, folder: Path, cache: Path,
+                        names: set[str]) -> dict[str, Any]:
+    """Compile a local collection and register the datasets a bundle needs; returns
+    `{"datasets": {name: hash}, "splits": {...}}` for the bundle request."""
+    from submission_api.data import load_collection
+    from submission_api.data.metaalbum import read_splits
+    from submission_api.data.problems import DataProblemsError
+
+    splits, _ = read_splits(folder)
+    wanted = set(names) | {n for group in (splits or {}).values() for n in group}
+    try:
+        collection = load_collection(folder, cache, only=sorted(wanted))
+    except DataProblemsError as exc:
+        raise RemoteError(f"the collection {folder} cannot be compiled:\n{exc}") from exc
+    hashes = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, dataset in sorted(collection.datasets.items()):
+            tar_path = Path(tmp) / f"{name}.tar"
+            with tarfile.open(tar_path, "w") as tar:
+                for item in sorted(dataset.root.iterdir()):
+                    tar.add(item, arcname=item.name)
+            row = client.upload("/api/v1/datasets", tar_path, {}, show=False)
+            hashes[name] = row["content_hash"]
+    return {"datasets": hashes, "splits": collection.splits}
+
+
+def check_local_datasets(bundle: Path, text: str, paths: dict[str, set[str]]) -> None:
+    """Raise RemoteError listing every dataset name that its local collection lacks (file,
+    line, the names it has, did you mean), or a collection folder that does not exist."""
+    from submission_api.data.metaalbum import list_dataset_dirs
+
+    problems = []
+    for rel, names in paths.items():
+        folder = (bundle.parent / rel).resolve()
+        if not folder.is_dir():
+            problems.append((_line_of(text, f"path: {rel}"), f"data.path {rel!r}: no folder "
+                             f"{folder}; generate one with `arena data generate {folder}` or "
+                             "fix the path (relative to the bundle file)"))
+            continue
+        present = sorted(d.name for d in list_dataset_dirs(folder))
+        for name in sorted(names - set(present)):
+            close = difflib.get_close_matches(name, present, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"it has {present}"
+            problems.append((_line_of(text, name), f"dataset {name!r} is not in the local "
+                             f"collection {folder}; {hint}"))
+    if problems:
+        raise RemoteError("\n".join([f"{bundle}: {len(problems)} problem(s)",
+                                     *(f"  {bundle}:{line}: {what}" for line, what in
+                                       sorted(problems))]))
+
+
+def _line_of(text: str, needle: str) -> int:
+    """The 1-based line of the first whole-word occurrence of `needle` (1 when absent)."""
+    pattern = re.compile(rf"(?<![\w-]){re.escape(needle)}(?![\w-])")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.search(line.split("#", 1)[0]):
+            return number
+    return 1
