@@ -9,6 +9,7 @@ import difflib
 import re
 import tarfile
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,3 +77,45 @@ def _line_of(text: str, needle: str) -> int:
         if pattern.search(line.split("#", 1)[0]):
             return number
     return 1
+
+
+DATE_LINE = re.compile(r"^(?P<key>\s*(?:-\s+)?(?:starts_at|ends_at):\s*)(?P<value>['\"]?"
+                       r"\d{4}-\d\d-\d\d[^\s#'\"]*['\"]?)", re.MULTILINE)
+
+
+def shift_dates(text: str, start: datetime) -> tuple[str, timedelta]:
+    """The bundle text with every phase date moved by one offset, so that the earliest date
+    becomes `start` (durations and the order of phases are kept; comments stay). Returns the
+    new text and the offset. A bundle with no dates is returned unchanged."""
+    found = [(m, _parse_date(m.group("value").strip("'\""))) for m in DATE_LINE.finditer(text)]
+    dates = [d for _m, d in found if d is not None]
+    if not dates:
+        return text, timedelta(0)
+    offset = start - min(dates)
+
+    def moved(match: re.Match) -> str:
+        value = _parse_date(match.group("value").strip("'\""))
+        if value is None:
+            return match.group(0)
+        return match.group("key") + (value + offset).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return DATE_LINE.sub(moved, text), offset
+
+
+def parse_start(value: str) -> datetime:
+    """`now`, or a date/time (UTC unless it says otherwise); raises RemoteError otherwise."""
+    if value.strip().lower() == "now":
+        return datetime.now(UTC).replace(microsecond=0)
+    parsed = _parse_date(value)
+    if parsed is None:
+        raise RemoteError(f"--start got {value!r}; expected 'now' or a date like 2031-01-15 "
+                          "or 2031-01-15T09:00:00Z")
+    return parsed
+
+
+def _parse_date(value: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from starting_kit.commands.bundle_client import parse_start, shift_dates
 from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,
@@ -37,6 +38,8 @@ from submission_api.log_text import escape_controls
 
 SERVER = typer.Option(None, "--server", envvar="ARENA_SERVER", help="Server URL.")
 TOKEN = typer.Option(None, "--token", envvar="ARENA_TOKEN", help="API token.")
+START = typer.Option(None, "--start", help="Move every phase date by one offset so the first "
+                     "is this one: 'now' or a date (e.g. to run an example bundle today).")
 competition_app = typer.Typer(help="Create, update and show competitions (organizers).",
                               no_args_is_help=True)
 
@@ -193,10 +196,14 @@ def select_command(submission: int = typer.Argument(..., help="Submission id."),
 
 
 def _send_bundle(bundle: Path, method: str, server: str | None, token: str | None,
-                 cache: Path | None) -> None:
+                 cache: Path | None, start: str | None = None) -> None:
     with _reported():
         client = _client(server, token)
         body = bundle_request(client, bundle, cache or Path.home() / ".cache" / "metadl-arena")
+        if start is not None:
+            body["yaml"], offset = shift_dates(body["yaml"], parse_start(start))
+            console.print(Text(f"phase dates moved by {offset.days} days so that the first "
+                               f"one is {parse_start(start):%Y-%m-%d %H:%M} UTC"))
         found = re.search(r"^slug:\s*['\"]?([^'\"\s#]+)", body["yaml"], re.MULTILINE)
         url = ("/api/v1/competitions/bundle" if method == "POST"
                else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle")
@@ -217,17 +224,19 @@ def _send_bundle(bundle: Path, method: str, server: str | None, token: str | Non
 @competition_app.command("create")
 def competition_create(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                        cache: Path | None = typer.Option(None, help="Compiled-data cache."),
+                       start: str | None = START,
                        server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Create a competition from a bundle; local collections are compiled and registered."""
-    _send_bundle(bundle, "POST", server, token, cache)
+    _send_bundle(bundle, "POST", server, token, cache, start)
 
 
 @competition_app.command("update")
 def competition_update(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                        cache: Path | None = typer.Option(None, help="Compiled-data cache."),
+                       start: str | None = START,
                        server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Apply a bundle to the competition with the bundle's slug."""
-    _send_bundle(bundle, "PUT", server, token, cache)
+    _send_bundle(bundle, "PUT", server, token, cache, start)
 
 
 @competition_app.command("show")

@@ -67,3 +67,17 @@ def test_an_unknown_dataset_suggests_the_closest_name_and_uploads_nothing(
     code, out = create(arena_cli, env, bundle_dir, BUNDLE.replace("[glyphs]", "[glyph]"))
     assert code == 1 and "did you mean 'glyphs'?" in out
     assert env.client.get("/api/v1/competitions").json() == []
+
+
+def test_the_cpu_example_bundle_gives_an_open_phase_with_start(env, arena_cli, bundle_dir):  # noqa: F811
+    example = Path(__file__).resolve().parents[3] / "examples" / "neurips22"
+    text = (example / "competition-cpu.yaml").read_text()
+    _, headers = env.user("olga", role="organizer")
+    (bundle_dir / "competition-cpu.yaml").write_text(text)
+    code, out = arena_cli("competition", "create", str(bundle_dir / "competition-cpu.yaml"),
+                          "--cache", str(bundle_dir / "cache"), "--start",
+                          env.clock.now.strftime("%Y-%m-%dT%H:%M:%SZ"), token=_token(headers))
+    assert code == 0, out
+    phases = {p["name"]: p for p in env.client.get("/api/v1/phases").json()}
+    assert phases["public"]["status"] == "open" and phases["public"]["accepting_submissions"]
+    assert phases["feedback"]["status"] == "upcoming"
