@@ -1,9 +1,10 @@
 """Capture a container's stdout and stderr without letting a flood reach the worker's memory.
 
 The driver attaches to the container before starting it and a thread drains the stream for the
-whole run: the first `cap` bytes of each stream are kept, the rest is read and dropped. Reading
-must go on past the cap, because an attach client that stops reading blocks the container's
-writes (the run would then hang until its wall-clock limit instead of finishing).
+whole run: the head and the tail of each stream are kept within `cap` bytes
+(submission_api/log_text.py, the rule every log cap follows), the middle is read and dropped.
+Reading must go on past the cap, because an attach client that stops reading blocks the
+container's writes (the run would then hang until its wall-clock limit instead of finishing).
 """
 
 from __future__ import annotations
@@ -12,37 +13,17 @@ import logging
 import threading
 from collections.abc import Iterable
 
+from submission_api.log_text import HeadTailBuffer
+
 log = logging.getLogger(__name__)
-
-
-class CappedBuffer:
-    """Keeps the first `cap` bytes appended; counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.dropped = 0
-
-    def append(self, chunk: bytes) -> None:
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        self.dropped += max(0, len(chunk) - max(room, 0))
-
-    @property
-    def truncated(self) -> bool:
-        return self.dropped > 0
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
 
 
 class LogPump:
     """Drains a demultiplexed attach stream of `(stdout, stderr)` chunks on a daemon thread."""
 
     def __init__(self, frames: Iterable[tuple[bytes | None, bytes | None]], cap: int) -> None:
-        self.stdout = CappedBuffer(cap)
-        self.stderr = CappedBuffer(cap)
+        self.stdout = HeadTailBuffer(cap)
+        self.stderr = HeadTailBuffer(cap)
         self.error: BaseException | None = None
         self._frames = frames
         self._thread = threading.Thread(target=self._drain, name="sandbox-logs", daemon=True)

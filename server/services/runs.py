@@ -27,6 +27,7 @@ from server.core.errors import InvalidInputError, NotClaimableError, StaleLeaseE
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, TaskResult
 from server.services.submissions import refresh_submission
+from submission_api.log_text import cap_text
 
 STAGE_ORDER = {"queued": 0, "preparing": 1, "running": 2, "scoring": 3}
 FINISH_STATES = ("finished", "failed", "timed_out")
@@ -242,9 +243,6 @@ def storable_text(text: str | None) -> str | None:
 
 
 def cap_log(log: str, policy: LeasePolicy) -> str:
-    """Keep the tail of a long log (where errors are), marking the cut."""
-    data = log.encode("utf-8", errors="replace")
-    if len(data) <= policy.log_cap_bytes:
-        return log
-    tail = data[-policy.log_cap_bytes:].decode("utf-8", errors="ignore")
-    return f"[... {len(data) - policy.log_cap_bytes} earlier bytes cut ...]\n{tail}"
+    """Keep the head and the tail of a long log (its first lines and its final traceback),
+    marking the cut: the rule of every log cap (submission_api/log_text.py)."""
+    return cap_text(log, policy.log_cap_bytes)

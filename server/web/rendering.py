@@ -30,6 +30,7 @@ from server.core.config import Settings
 from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
 from server.core.security import csrf_token
 from server.services.timeline import format_duration
+from submission_api.log_text import escape_controls
 
 log = logging.getLogger("arena.web")
 SERVER_DIR = Path(__file__).resolve().parent.parent
@@ -64,6 +65,7 @@ def _environment() -> Jinja2Templates:
     templates.env.filters["score"] = format_score
     templates.env.filters["when"] = format_time
     templates.env.filters["markdown"] = render_markdown
+    templates.env.filters["controls"] = escape_controls  # participant output: no raw ESC/CR
     templates.env.filters["duration"] = lambda td: "" if td is None else format_duration(
         td.total_seconds())
     return templates

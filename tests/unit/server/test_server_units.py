@@ -36,9 +36,10 @@ def test_submission_state_follows_its_runs(runs, expected):
     assert (state, reason, score) == expected
 
 
-def test_long_logs_keep_their_tail():
-    capped = cap_log("a" * 100 + "END", LeasePolicy(log_cap_bytes=10))
-    assert capped.endswith("aaaaaaaEND") and "93 earlier bytes cut" in capped
+def test_long_logs_keep_their_head_and_tail():
+    capped = cap_log("TOP" + "a" * 100 + "END", LeasePolicy(log_cap_bytes=10))
+    assert capped.startswith("TOPaa") and capped.endswith("aaEND")
+    assert "96 bytes cut here" in capped
 
 
 @pytest.mark.parametrize(("exc", "status", "code"), [
