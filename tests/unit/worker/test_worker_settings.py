@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
 
 from worker import local_executor
 from worker.pipeline import wiring
+from worker.pipeline.execute import ExecutionResult
 from worker.pipeline.wiring import build_executor, build_runtime, compute_slot_gpus
 from worker.settings import WorkerSettings
 
@@ -35,12 +37,18 @@ def test_each_pool_slot_owns_one_gpu():
     assert compute_slot_gpus(WorkerSettings(), 0) == ()
 
 
+REQUEST = SimpleNamespace(image="metadl-arena/sandbox:cpu")
+RAN = ExecutionResult(exit_code=0, oom_killed=False, timed_out=False, wall_time_s=1.0,
+                      stdout="ran", stderr="")
+
+
 def test_local_executor_setting_builds_the_unsandboxed_executor(monkeypatch: pytest.MonkeyPatch):
     calls = []
-    monkeypatch.setattr(local_executor, "run_local", lambda *args: calls.append(args) or "ran")
+    monkeypatch.setattr(local_executor, "run_local", lambda *args: calls.append(args) or RAN)
     executor = build_executor(WorkerSettings(executor="local"))
-    assert executor("request", "cancel") == "ran"
-    assert calls[0][:2] == ("request", "cancel")
+    result = executor(REQUEST, "cancel")
+    assert result.stdout == "ran" and "unsandboxed local mode" in result.stderr
+    assert calls[0][:2] == (REQUEST, "cancel")
 
 
 def test_docker_setting_without_an_engine_refuses_to_start(monkeypatch: pytest.MonkeyPatch):
@@ -51,8 +59,8 @@ def test_docker_setting_without_an_engine_refuses_to_start(monkeypatch: pytest.M
 
 def test_auto_setting_without_an_engine_falls_back_to_local_mode(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(wiring, "connect_docker", lambda: None)
-    monkeypatch.setattr(local_executor, "run_local", lambda *args: "ran")
-    assert build_executor(WorkerSettings(executor="auto"))("request", "cancel") == "ran"
+    monkeypatch.setattr(local_executor, "run_local", lambda *args: RAN)
+    assert build_executor(WorkerSettings(executor="auto"))(REQUEST, "cancel").stdout == "ran"
 
 
 def test_runtime_names_the_slot_and_uses_the_settings_folders(tmp_path: Path):
