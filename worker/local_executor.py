@@ -19,9 +19,10 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from worker.pipeline.execute import PARTICIPANT_MODULE, ExecutionRequest, ExecutionResult, Executor
+from worker.pipeline.execute import ExecutionRequest, ExecutionResult, Executor, run_two_stages
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +41,10 @@ def make_local_executor(python: str = sys.executable) -> Executor:
     return execute
 
 
-def build_command(request: ExecutionRequest, python: str) -> list[str]:
-    """The sandbox's command with host paths instead of its mount points."""
-    return [python, "-m", PARTICIPANT_MODULE, "--submission", str(request.submission_dir),
-            "--bundle", str(request.bundle_dir), "--output", str(request.output_dir)]
-
-
 def build_environment(request: ExecutionRequest, home: Path) -> dict[str, str]:
     """A small, explicit environment: the worker's own (and its secrets) is not passed on."""
     threads = str(request.threads)
-    return {"PATH": os.defpath, "HOME": str(home), "LC_ALL": "C.UTF-8",
+    return {"PATH": os.defpath, "HOME": str(home), "TMPDIR": str(home), "LC_ALL": "C.UTF-8",
             "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
             "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
             "CUDA_VISIBLE_DEVICES": ",".join(request.gpu_ids)}
@@ -57,18 +52,30 @@ def build_environment(request: ExecutionRequest, home: Path) -> dict[str, str]:
 
 def run_local(request: ExecutionRequest, cancel: threading.Event,
               python: str = sys.executable) -> ExecutionResult:
-    """Run the participant side until it exits, its time limit passes, or `cancel` is set."""
-    return run_command(build_command(request, python), request, cancel)
+    """Run both stages (as the sandbox does, with host paths) until they end, the time limit
+    passes, or `cancel` is set."""
+    def run_stage(stage: str, command: tuple[str, ...], limit_s: float, _bundle: Path | None,
+                  _mounts: tuple[tuple[Path, str], ...], output_dir: Path) -> ExecutionResult:
+        # Meta-test tasks get the scratch folder the supervisor empties after each one as HOME.
+        home = output_dir if stage == "meta-test" else None
+        return run_command(list(command), replace(request, time_limit_s=limit_s), cancel, home)
+
+    paths = {"python": python, "submission": str(request.submission_dir),
+             "bundle": str(request.bundle_dir), "output": str(request.output_dir),
+             "learner": str(request.learner_dir), "channel": str(request.channel_dir),
+             "scratch": str(request.meta_test_output_dir)}
+    return run_two_stages(request, cancel, run_stage, paths)
 
 
-def run_command(command: list[str], request: ExecutionRequest,
-                cancel: threading.Event) -> ExecutionResult:
+def run_command(command: list[str], request: ExecutionRequest, cancel: threading.Event,
+                home: Path | None = None) -> ExecutionResult:
     """Run `command` in the submission folder under the request's wall-clock limit."""
     with tempfile.TemporaryDirectory(prefix="arena-local-") as scratch:
         scratch_dir = Path(scratch)
         out_path, err_path = scratch_dir / "stdout", scratch_dir / "stderr"
-        home = scratch_dir / "home"
-        home.mkdir()
+        if home is None:
+            home = scratch_dir / "home"
+            home.mkdir()
         started = time.monotonic()
         with out_path.open("wb") as out, err_path.open("wb") as err:
             process = subprocess.Popen(

@@ -1,14 +1,16 @@
-"""The file contract between the two sides of a run (docs/internals.md): the meta-test bundle the
-participant side reads (support images and labels, query images — never query labels, dataset or
-class names) and the answers only the scoring side holds.
+"""What the trusted side of a run keeps about its test tasks: the task plan, written by
+`prepare_run` into the answers folder and never shown to participant code.
 
-Images are stored once, uint8 `[n, 128, 128, 3]`, concatenated over tasks; each task names its
-offsets. Writing streams task by task through one reusable task-sized buffer, so the writer's
-memory stays flat however many tasks a run has and however large its datasets are
-(docs/performance.md): rows of a compiled dataset are read with `pread` in file order (no pages of
-the dataset stay mapped into the process) and appended with plain file writes (no page of the
-bundle is mapped either; a written memory map would count every bundle page in the writer's
-resident set until it is closed).
+A task is index lists into the compiled datasets (support and query image indices, their labels),
+not pixels: disk written per run does not grow with the number of tasks, and the pixels of task i
+exist only in the message that carries task i to its own process (`task_server`). Images are read
+from a compiled dataset with `pread`, in file order, into one reusable task-sized buffer, so no
+page of a dataset stays mapped in the trusted process and its memory stays flat however many
+tasks a run has (docs/performance.md).
+
+Answers folder: `tasks.json` (one `AnswerTask` per task), `datasets.json` (name -> compiled
+entry folder), `support_index.npy`, `support_labels.npy`, `query_index.npy`, `query_labels.npy`
+(concatenated over tasks; each task names its offsets).
 """
 
 from __future__ import annotations
@@ -22,43 +24,26 @@ from pathlib import Path
 
 import numpy as np
 
-from submission_api.data import CompiledDataset
+from submission_api.data import CompiledDataset, open_compiled
 from submission_api.sampling import Episode
 
 IMAGE_SHAPE = (128, 128, 3)
-META_TEST = "meta_test"
-
-
-@dataclass(frozen=True)
-class BundleTask:
-    """Where one test task's arrays lie in the bundle; all the participant side learns of it."""
-
-    id: int
-    n_ways: int
-    n_shots: int
-    n_support: int
-    n_query: int
-    support_offset: int
-    query_offset: int
+PLAN_ARRAYS = ("support_index", "support_labels", "query_index", "query_labels")
 
 
 @dataclass(frozen=True)
 class AnswerTask:
-    """What the scoring side keeps about one task."""
+    """What the trusted side keeps about one task."""
 
     id: int
     dataset: str
     group: str
     n_ways: int
     n_shots: int
+    support_offset: int
+    n_support: int
     query_offset: int
     n_query: int
-
-
-def _open_images(path: Path, count: int, mode: str) -> np.ndarray:
-    if count == 0:
-        return np.zeros((0, *IMAGE_SHAPE), dtype=np.uint8)
-    return np.memmap(path, dtype=np.uint8, mode=mode, shape=(count, *IMAGE_SHAPE))
 
 
 class _RowReader:
@@ -82,7 +67,7 @@ class _RowReader:
         for j in np.argsort(indices, kind="stable").tolist():
             if os.preadv(fd, [out[j]], start + int(indices[j]) * row) != row:
                 raise OSError(f"{images.filename}: short read of image {indices[j]}; the "
-                              "compiled entry changed while the bundle was written.")
+                              "compiled entry changed while the run was served.")
 
     def _file_of(self, images: np.ndarray) -> int | None:
         # Only a memory map that owns its mapping has a known file offset (a slice of one
@@ -101,89 +86,87 @@ class _RowReader:
         self._files.clear()
 
 
-def write_meta_test(
-    episodes: Sequence[Episode],
-    datasets: dict[str, CompiledDataset],
-    bundle_dir: Path,
-    answers_dir: Path,
-) -> list[BundleTask]:
-    """Write the meta-test part of a bundle and the matching answers.
+def write_task_plan(episodes: Sequence[Episode], datasets: dict[str, CompiledDataset],
+                    answers_dir: Path) -> list[AnswerTask]:
+    """Write the run's test tasks as index lists into `answers_dir`; return them.
 
     Raises:
         KeyError: an episode names a dataset not in `datasets`.
     """
-    test_dir = bundle_dir / META_TEST
-    test_dir.mkdir(parents=True, exist_ok=True)
     answers_dir.mkdir(parents=True, exist_ok=True)
-    n_support = sum(len(e.support_idx) for e in episodes)
-    n_query = sum(len(e.query_idx) for e in episodes)
-    largest = max((max(len(e.support_idx), len(e.query_idx)) for e in episodes), default=0)
-    buffer = np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8)
-    support_labels = np.empty(n_support, dtype=np.int64)
-    query_labels = np.empty(n_query, dtype=np.int64)
-    tasks, answers, s_at, q_at = [], [], 0, 0
-    reader = _RowReader()
-    try:
-        with open(test_dir / "support_images.u8", "wb") as support, \
-                open(test_dir / "query_images.u8", "wb") as query:
-            for task_id, episode in enumerate(episodes):
-                images = datasets[episode.dataset].images
-                s_n, q_n = len(episode.support_idx), len(episode.query_idx)
-                for indices, target in ((episode.support_idx, support),
-                                        (episode.query_idx, query)):
-                    rows = buffer[: len(indices)]
-                    reader.read(images, np.asarray(indices, dtype=np.int64), rows)
-                    target.write(memoryview(rows).cast("B"))
-                support_labels[s_at : s_at + s_n] = episode.support_labels
-                query_labels[q_at : q_at + q_n] = episode.query_labels
-                tasks.append(
-                    BundleTask(task_id, episode.n_ways, episode.n_shots, s_n, q_n, s_at, q_at)
-                )
-                answers.append(
-                    AnswerTask(task_id, episode.dataset, episode.group, episode.n_ways,
-                               episode.n_shots, q_at, q_n)
-                )
-                s_at, q_at = s_at + s_n, q_at + q_n
-    finally:
-        reader.close()
-    np.save(test_dir / "support_labels.npy", support_labels)
-    (test_dir / "tasks.json").write_text(json.dumps([asdict(t) for t in tasks]))
-    np.save(answers_dir / "query_labels.npy", query_labels)
-    (answers_dir / "tasks.json").write_text(json.dumps([asdict(a) for a in answers]))
+    tasks, parts = [], {name: [] for name in PLAN_ARRAYS}
+    s_at = q_at = 0
+    for task_id, episode in enumerate(episodes):
+        size = len(datasets[episode.dataset].labels)
+        for name in ("support_idx", "query_idx"):
+            index = np.asarray(getattr(episode, name))
+            if len(index) and (index.min() < 0 or index.max() >= size):
+                raise IndexError(f"task {task_id}: {name} outside dataset {episode.dataset!r} "
+                                 f"of {size} images")
+        s_n, q_n = len(episode.support_idx), len(episode.query_idx)
+        parts["support_index"].append(episode.support_idx)
+        parts["support_labels"].append(episode.support_labels)
+        parts["query_index"].append(episode.query_idx)
+        parts["query_labels"].append(episode.query_labels)
+        tasks.append(AnswerTask(task_id, episode.dataset, episode.group, episode.n_ways,
+                                episode.n_shots, s_at, s_n, q_at, q_n))
+        s_at, q_at = s_at + s_n, q_at + q_n
+    for name, chunks in parts.items():
+        array = np.concatenate(chunks).astype(np.int64) if chunks else np.zeros(0, np.int64)
+        np.save(answers_dir / f"{name}.npy", array)
+    (answers_dir / "tasks.json").write_text(json.dumps([asdict(t) for t in tasks]))
+    used = sorted({t.dataset for t in tasks})
+    (answers_dir / "datasets.json").write_text(
+        json.dumps({name: str(datasets[name].root) for name in used}))
     return tasks
 
 
 @dataclass(frozen=True)
-class MetaTestBundle:
-    """The participant side's read-only view of the meta-test tasks."""
+class TaskPlan:
+    """The trusted side's view of a run's test tasks (index arrays memory-mapped: flat RSS)."""
 
-    tasks: list[BundleTask]
-    support_images: np.ndarray
-    support_labels: np.ndarray
-    query_images: np.ndarray
+    tasks: list[AnswerTask]
+    arrays: dict[str, np.ndarray]
+    dataset_roots: dict[str, Path]
 
-    def support(self, task: BundleTask) -> tuple[np.ndarray, np.ndarray]:
-        """uint8 images `[n_support, 128, 128, 3]` and int64 labels `[n_support]`."""
-        window = slice(task.support_offset, task.support_offset + task.n_support)
-        return self.support_images[window], self.support_labels[window]
-
-    def query(self, task: BundleTask) -> np.ndarray:
-        """uint8 images `[n_query, 128, 128, 3]`."""
-        return self.query_images[task.query_offset : task.query_offset + task.n_query]
+    def window(self, name: str, task: AnswerTask) -> np.ndarray:
+        kind = name.split("_")[0]
+        start, count = ((task.support_offset, task.n_support) if kind == "support"
+                        else (task.query_offset, task.n_query))
+        return np.asarray(self.arrays[name][start : start + count])
 
 
-def read_meta_test(bundle_dir: Path) -> MetaTestBundle:
-    """Open the meta-test part of a bundle (memory maps; nothing loaded up front)."""
-    test_dir = bundle_dir / META_TEST
-    tasks = [BundleTask(**t) for t in json.loads((test_dir / "tasks.json").read_text())]
-    n_support = sum(t.n_support for t in tasks)
-    n_query = sum(t.n_query for t in tasks)
-    return MetaTestBundle(
-        tasks=tasks,
-        support_images=_open_images(test_dir / "support_images.u8", n_support, "r"),
-        support_labels=np.load(test_dir / "support_labels.npy"),
-        query_images=_open_images(test_dir / "query_images.u8", n_query, "r"),
-    )
+def read_task_plan(answers_dir: Path) -> TaskPlan:
+    tasks = [AnswerTask(**t) for t in json.loads((answers_dir / "tasks.json").read_text())]
+    arrays = {name: np.load(answers_dir / f"{name}.npy", mmap_mode="r") for name in PLAN_ARRAYS}
+    roots = {k: Path(v) for k, v in json.loads((answers_dir / "datasets.json").read_text()).items()}
+    return TaskPlan(tasks, arrays, roots)
+
+
+class TaskImages:
+    """Cuts one task's images out of the compiled datasets into reusable buffers."""
+
+    def __init__(self, plan: TaskPlan) -> None:
+        self.plan = plan
+        self.datasets = {name: open_compiled(root, name=name)
+                         for name, root in plan.dataset_roots.items()}
+        largest = max((max(t.n_support, t.n_query) for t in plan.tasks), default=0)
+        self._support = np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8)
+        self._query = np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8)
+        self._reader = _RowReader()
+
+    def cut(self, task: AnswerTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """uint8 support images `[n_support,128,128,3]`, int64 support labels `[n_support]` and
+        uint8 query images `[n_query,128,128,3]` (views of buffers reused by the next call)."""
+        images = self.datasets[task.dataset].images
+        support = self._support[: task.n_support]
+        query = self._query[: task.n_query]
+        self._reader.read(images, self.plan.window("support_index", task), support)
+        self._reader.read(images, self.plan.window("query_index", task), query)
+        return support, self.plan.window("support_labels", task), query
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 def read_answers(answers_dir: Path) -> tuple[list[AnswerTask], np.ndarray]:

@@ -1,8 +1,8 @@
-"""The participant side of a run: imports the submission, meta-trains it on the meta-train view,
-saves the learner once, and for every test task loads a fresh learner, fits the support set and
-writes the query predictions. On the platform this runs inside the sandbox; `arena run` runs it
-as a subprocess. It reads only `bundle/` and the submission, and writes only `output/`: the query
-labels are never in reach.
+"""The meta-train side of a run: imports the submission, meta-trains it on the meta-train view and
+saves the learner once into `output/learner`. On the platform this runs in its own sandbox; `arena
+run` runs it as a subprocess. It reads only `bundle/` and the submission and writes only
+`output/`; no test task exists anywhere it can reach. Meta-test happens afterwards, one task per
+process (`submission_api.runner.supervisor`), with this learner mounted read-only.
 
 Usage: python -m submission_api.runner.participant --submission DIR --bundle DIR --output DIR
 """
@@ -65,9 +65,10 @@ class StatusWriter:
         )
 
 
-def seed_everything(phase_seed: int, run_seed: int) -> np.random.Generator:
-    """Seed Python, NumPy and torch from the run's seeds; return the meta-train data generator."""
-    state = np.random.SeedSequence([phase_seed, run_seed]).generate_state(2)
+def seed_everything(participant_seed: int) -> np.random.Generator:
+    """Seed Python, NumPy and torch from the run's participant seed; return the meta-train data
+    generator. The test seed is never known here (run.json carries only this one)."""
+    state = np.random.SeedSequence([participant_seed]).generate_state(2)
     random.seed(int(state[0]))
     np.random.seed(int(state[0]) % (2**32))
     torch.manual_seed(int(state[0]))
@@ -146,68 +147,27 @@ def meta_train(
         raise StageFailed(stage, None, error) from error
 
 
-def _to_array(predictions: Any) -> np.ndarray:
-    if isinstance(predictions, torch.Tensor):
-        predictions = predictions.detach().cpu().numpy()
-    array = np.asarray(predictions)
-    if array.dtype == object:
-        raise TypeError(
-            f"predict returned an array of Python objects ({type(predictions).__name__}); "
-            "return a numeric numpy array of labels [n] or scores [n, n_ways]"
-        )
-    return array
-
-
-def meta_test(my_learner: type, bundle_dir: Path, output_dir: Path, status: StatusWriter) -> None:
-    """Predict every test task with a fresh learner loaded from output/learner."""
-    from submission_api.data import images_to_tensor
-    from submission_api.runner.bundle import read_meta_test
-
-    bundle = read_meta_test(bundle_dir)
-    predictions_dir = output_dir / "predictions"
-    predictions_dir.mkdir(exist_ok=True)
-    for done, task in enumerate(bundle.tasks):
-        status.progress("meta_test", done, len(bundle.tasks))
-        images, labels = bundle.support(task)
-        y = torch.from_numpy(np.array(labels, dtype=np.int64))
-        support = (images_to_tensor(np.asarray(images)), y, y.clone(), task.n_ways, task.n_shots)
-        stage = "load"
-        try:
-            learner = my_learner()
-            learner.load(str(output_dir / "learner"))
-            stage = "fit"
-            predictor = learner.fit(support)
-            stage = "predict"
-            array = _to_array(predictor.predict(images_to_tensor(np.asarray(bundle.query(task)))))
-            np.save(predictions_dir / f"task_{task.id:05d}.npy", array, allow_pickle=False)
-        except Exception as error:  # noqa: BLE001 - reported with its stage and task
-            raise StageFailed(stage, task.id, error) from error
-    status.progress("meta_test", len(bundle.tasks), len(bundle.tasks))
-
-
 def run(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
-    """Run both phases; return the process exit code (0 done, 1 participant failure)."""
+    """Import, meta-train and save; return the process exit code (0 done, 1 participant failure)."""
     output_dir.mkdir(parents=True, exist_ok=True)
     status = StatusWriter(output_dir)
     info = json.loads((bundle_dir / "run.json").read_text())
     torch.set_num_threads(max(1, int(info.get("threads", 1))))
-    rng = seed_everything(int(info["phase_seed"]), int(info["run_seed"]))
+    rng = seed_everything(int(info["participant_seed"]))
     try:
         status.status("import")
         try:
-            my_meta_learner, my_learner = import_submission(submission_dir)
+            my_meta_learner, _ = import_submission(submission_dir)
         except BaseException as error:  # noqa: BLE001 - SystemExit at import is a failure too
             raise StageFailed("import", None, error) from error
         status.status("meta_fit")
         meta_train(my_meta_learner, submission_dir, bundle_dir, output_dir, rng, status)
-        status.status("meta_test")
-        meta_test(my_learner, bundle_dir, output_dir, status)
     except StageFailed as failed:
         trace = "".join(traceback.format_exception(failed.cause))
         status.status(
             failed.stage, str(failed.cause) or type(failed.cause).__name__, trace, failed.task
         )
-        print(f"[arena] {failed} (task {failed.task})\n{trace}", file=sys.stderr, flush=True)
+        print(f"[arena] {failed} (stage {failed.stage})\n{trace}", file=sys.stderr, flush=True)
         return 1
     status.status("done")
     return 0

@@ -1,6 +1,7 @@
 """Preparation of one run, on the side that holds the labels (the worker, or `arena run`): the
-meta-train and meta-valid views (only what the protocol lets the participant see) and the meta-test
-bundle, plus the answers kept back for scoring.
+meta-train and meta-valid views (only what the protocol lets the participant see), written into the
+bundle, and the test tasks as index lists into the compiled datasets (the task plan), written into
+the answers folder, which never reaches participant code.
 
 A view that holds a whole compiled dataset is hard-linked from the cache (no copy); one that holds
 part of it (held-out images, within-domain class splits) is written as a new compiled entry, so
@@ -24,7 +25,7 @@ from submission_api.protocols import (
     plan_meta_valid_view,
     plan_test_episodes,
 )
-from submission_api.runner.bundle import BundleTask, write_meta_test
+from submission_api.runner.bundle import AnswerTask, write_task_plan
 
 VIEW_FOLDERS = {"meta-train": "meta_train", "meta-valid": "meta_valid"}
 
@@ -35,7 +36,7 @@ class PreparedRun:
 
     bundle_dir: Path
     answers_dir: Path
-    tasks: list[BundleTask]
+    tasks: list[AnswerTask]
     meta_train_images: int
 
 
@@ -76,10 +77,12 @@ def prepare_run(
     answers_dir: Path,
     threads: int = 1,
 ) -> PreparedRun:
-    """Write `bundle_dir` (participant side, read-only there) and `answers_dir` (scoring side).
+    """Write `bundle_dir` (meta-train side, read-only there) and `answers_dir` (trusted side).
 
     Args:
-        seed: `(phase_seed, run_seed)`; test tasks depend on nothing else.
+        seed: `(test_seed, participant_seed)`. Test tasks depend on the test seed alone (the
+            phase's, secret on the platform); only the participant seed reaches the participant
+            side (run.json), which seeds meta-train sampling and participant code.
         threads: CPU threads the participant side may use (pins torch's, so local and platform
             runs compute alike).
     """
@@ -94,11 +97,10 @@ def prepare_run(
         plan_meta_valid_view(protocol, collection),
         bundle_dir / VIEW_FOLDERS["meta-valid"],
     )
-    episodes = plan_test_episodes(protocol, collection, seed)
-    tasks = write_meta_test(episodes, collection.datasets, bundle_dir, answers_dir)
+    episodes = plan_test_episodes(protocol, collection, int(seed[0]))
+    tasks = write_task_plan(episodes, collection.datasets, answers_dir)
     run_info = {
-        "phase_seed": seed[0],
-        "run_seed": seed[1],
+        "participant_seed": int(seed[1]),
         "protocol": protocol.name,
         "threads": threads,
         "n_tasks": len(tasks),

@@ -142,16 +142,27 @@ def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
         ) from error
 
 
-def check_meta_test(answers_dir: Path) -> None:
-    """Raise ParticipantFailure when meta-test, as the trusted side saw it, did not end well."""
+def meta_test_failure(answers_dir: Path) -> ParticipantFailure | None:
+    """The failure meta-test ended with, as the trusted side saw it; None if it reported none."""
     from submission_api.runner.task_server import read_report
 
+    report = read_report(answers_dir)
+    if report is None or report.reason is None:
+        return None
+    return ParticipantFailure(report.reason, report.message or report.reason, report.traceback)
+
+
+def check_meta_test(answers_dir: Path) -> None:
+    """Raise ParticipantFailure unless every test task was answered (trusted side's report)."""
+    from submission_api.runner.task_server import read_report
+
+    failure = meta_test_failure(answers_dir)
+    if failure is not None:
+        raise failure
     report = read_report(answers_dir)
     if report is None:
         raise ParticipantFailure("crashed", "meta-test never started: the learner was not saved "
                                  "or the meta-test side did not run; see the log.")
-    if report.reason is not None:
-        raise ParticipantFailure(report.reason, report.message or report.reason, report.traceback)
     if report.tasks_done != report.n_tasks:
         raise ParticipantFailure("crashed", f"meta-test ended after {report.tasks_done} of "
                                  f"{report.n_tasks} test tasks; see the log.")

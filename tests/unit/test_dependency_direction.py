@@ -53,7 +53,7 @@ import submission_api.runner.participant as participant
 from submission_api.config import load_submission_config
 from submission_api.data import open_compiled, images_to_tensor
 from submission_api.sampling.meta_train import build_meta_generators
-from submission_api.runner.bundle import read_meta_test
+import submission_api.runner.supervisor, submission_api.runner.task_process
 from submission_api.logger import Logger
 heavy = {"scipy", "matplotlib", "rich", "jinja2", "typer", "httpx", "yaml"} | FRAMEWORKS
 print(sorted(m for m in heavy if m in sys.modules))

@@ -149,7 +149,7 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     answers_dir.chmod(0o700)  # defence in depth: only the worker's user reads the labels
     output_dir.mkdir()
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
-                            rt.log_cap_bytes, rt.default_image, rt.deployment)
+                            rt.log_cap_bytes, rt.default_image, rt.deployment, answers_dir)
     if not _enter_stage(heartbeat, "running"):
         return None
     log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})

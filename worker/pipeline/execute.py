@@ -1,9 +1,12 @@
 """Execute step: run the participant side under the phase's limits while keeping the lease alive.
 
 An executor takes an `ExecutionRequest` (host folders, limits, GPUs) and a cancel event and
-returns a fixed `ExecutionResult` record; it decides no verdict (the score step does). Two exist:
-the Docker sandbox (`make_docker_executor`, the default) and the unsandboxed local mode
-(`worker.local_executor`, trusted code only). A `Heartbeat` thread extends the lease for the
+returns a fixed `ExecutionResult` record; it decides no verdict (the score step does). Both
+executors run the two stages of `submission_api.runner.stages`: meta-train in one sandbox, then
+meta-test in a second one that sees the submission and the learner read-only and receives the
+test tasks one at a time from a task server in this process (nothing of the tasks is mounted).
+Two exist: the Docker sandbox (`make_docker_executor`, the default) and the unsandboxed local
+mode (`worker.local_executor`, trusted code only). A `Heartbeat` thread extends the lease for the
 whole run; when the server answers 409 the run was taken away, so the heartbeat sets the cancel
 event, the executor kills the participant side and nothing is published.
 """
@@ -15,19 +18,28 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from submission_api.runner.stages import (
+    compute_task_seed,
+    meta_test_command,
+    meta_train_command,
+    read_run_info,
+    run_meta_test,
+)
 from worker.client import ClaimedRun
 from worker.pipeline.errors import PlatformFault
 from worker.sandbox_result import SandboxResult
 
 log = logging.getLogger(__name__)
 
-PARTICIPANT_MODULE = "submission_api.runner.participant"
-SANDBOX_COMMAND = ("python3", "-m", PARTICIPANT_MODULE, "--submission", "/submission",
-                   "--bundle", "/bundle", "--output", "/output")
+SANDBOX_COMMAND = tuple(meta_train_command("python3", "/submission", "/bundle", "/output"))
+"""The meta-train stage's command in the sandbox."""
+CHANNEL_TARGET, LEARNER_TARGET = "/channel", "/learner"
+META_TEST_SCRATCH = ("/tmp", "/output")
+"""What the supervisor empties after every task (with /dev/shm and IPC, swept by kind)."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +60,29 @@ class ExecutionRequest:
     """Container name, so a heartbeat that lost the lease can find the container and kill it."""
     deployment: str = "local"
     """Which deployment (server) the run belongs to; part of the container name."""
+    answers_dir: Path | None = None
+    """The trusted side's task plan; the meta-test stage's task server reads it."""
 
     @property
     def threads(self) -> int:
         return max(1, int(self.cpus))
+
+    @property
+    def learner_dir(self) -> Path:
+        return self.output_dir / "learner"
+
+    @property
+    def meta_test_output_dir(self) -> Path:
+        """The meta-test stage's writable folder: scratch, emptied after every task."""
+        return self.output_dir.parent / "meta_test_output"
+
+    @property
+    def channel_dir(self) -> Path:
+        return self.output_dir.parent / "channel"
+
+    @property
+    def task_seed(self) -> int:
+        return compute_task_seed(read_run_info(self.bundle_dir))
 
 
 ExecutionResult = SandboxResult
@@ -76,7 +107,7 @@ def compute_deployment_id(server_url: str) -> str:
 def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, output_dir: Path,
                   gpu_ids: tuple[str, ...], log_cap_bytes: int,
                   default_image: str = "metadl-arena/sandbox:cpu",
-                  deployment: str = "local") -> ExecutionRequest:
+                  deployment: str = "local", answers_dir: Path | None = None) -> ExecutionRequest:
     """The execution request of a claimed run on this worker slot (`default_image` when the
     phase names none).
 
@@ -93,7 +124,7 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
         cpus=claimed.resources.cpus, memory_mb=claimed.resources.memory_mb,
         gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
         # A random suffix: a container left by a killed attempt must not block the name.
-        deployment=deployment,
+        deployment=deployment, answers_dir=answers_dir,
         name=f"{container_prefix(deployment, claimed.run_id)}{claimed.fencing_token}-"
              f"{uuid.uuid4().hex[:8]}")
 
@@ -141,28 +172,95 @@ class Heartbeat:
                 return
 
 
+def merge_stages(train: ExecutionResult, test: ExecutionResult) -> ExecutionResult:
+    """One record for both stages: limits hit in either, meta-test's exit, both logs."""
+    return ExecutionResult(
+        exit_code=test.exit_code, oom_killed=train.oom_killed or test.oom_killed,
+        timed_out=test.timed_out, wall_time_s=train.wall_time_s + test.wall_time_s,
+        stdout=train.stdout + test.stdout, stderr=train.stderr + test.stderr,
+        stdout_truncated=train.stdout_truncated or test.stdout_truncated,
+        stderr_truncated=train.stderr_truncated or test.stderr_truncated,
+        output_exceeded=train.output_exceeded or test.output_exceeded,
+        cancelled=train.cancelled or test.cancelled)
+
+
+StageRunner = Callable[[str, tuple[str, ...], float, Path | None, tuple[tuple[Path, str], ...],
+                        Path], ExecutionResult]
+"""`(stage, command, time limit, bundle_dir, read-only mounts, output_dir) -> result`."""
+
+
+def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
+                   run_stage: StageRunner, paths: dict[str, str]) -> ExecutionResult:
+    """Meta-train, then meta-test with the task server, through `run_stage`.
+
+    `paths` names the folders as the participant side sees them: `submission`, `bundle`,
+    `output`, `learner`, `channel` (a folder), `scratch` (colon-separated) and `python`.
+    """
+    if request.answers_dir is None:
+        raise PlatformFault("the execution request names no answers folder; build it with "
+                            "build_request(..., answers_dir=...)")
+    train_command = tuple(meta_train_command(paths["python"], paths["submission"],
+                                             paths["bundle"], paths["output"]))
+    train = run_stage("meta-train", train_command, request.time_limit_s, request.bundle_dir, (),
+                      request.output_dir)
+    if not train.ok or cancel.is_set():
+        return train
+    remaining = request.time_limit_s - train.wall_time_s
+    if remaining <= 0:
+        return replace(train, timed_out=True)
+    _make_readable(request.learner_dir)
+    scratch_out = request.meta_test_output_dir
+    scratch_out.mkdir(exist_ok=True)
+    mounts = ((request.learner_dir, paths["learner"]), (request.channel_dir, paths["channel"]))
+
+    def launch(control: Path) -> ExecutionResult:
+        command = tuple(meta_test_command(paths["python"], f"{paths['channel']}/{control.name}",
+                                          paths["submission"],
+                                          paths["learner"], paths["scratch"].split(":"),
+                                          request.task_seed, request.threads))
+        return run_stage("meta-test", command, remaining, None, mounts, scratch_out)
+
+    test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch)
+    return merge_stages(train, test)
+
+
+def _make_readable(tree: Path) -> None:
+    """The learner was copied out by this (root or worker) user; the sandbox user reads it."""
+    for path in [tree, *tree.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
 def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Executor:
-    """An executor that runs the request in the Docker sandbox (`worker.sandbox.run_sandbox`);
+    """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own)."""
     from worker.sandbox import SandboxPlatformError, run_sandbox
     from worker.sandbox_config import SandboxLimits, SandboxSpec
 
     def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
         threads = str(request.threads)
-        spec = SandboxSpec(
-            image=request.image, command=SANDBOX_COMMAND, submission_dir=request.submission_dir,
-            bundle_dir=request.bundle_dir, output_dir=request.output_dir, name=request.name,
-            code_dir=code_dir,
-            env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
-        limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
-                               wall_time_s=request.time_limit_s, gpus=request.gpu_ids,
-                               log_cap_bytes=request.log_cap_bytes)
+
+        def run_stage(stage: str, command: tuple[str, ...], limit_s: float,
+                      bundle_dir: Path | None, mounts: tuple[tuple[Path, str], ...],
+                      output_dir: Path) -> ExecutionResult:
+            spec = SandboxSpec(
+                image=request.image, command=command, submission_dir=request.submission_dir,
+                bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
+                code_dir=code_dir, read_only_mounts=mounts,
+                env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+            limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
+                                   wall_time_s=limit_s, gpus=request.gpu_ids,
+                                   log_cap_bytes=request.log_cap_bytes)
+            try:
+                return run_sandbox(docker_client, spec, limits, cancel=cancel)
+            except SandboxPlatformError as exc:
+                raise PlatformFault(f"sandbox platform error: {exc}") from exc
+
         reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
-        try:
-            result = run_sandbox(docker_client, spec, limits, cancel=cancel)
-        except SandboxPlatformError as exc:
-            raise PlatformFault(f"sandbox platform error: {exc}") from exc
-        return result
+        paths = {"python": "python3", "submission": "/submission", "bundle": "/bundle",
+                 "output": "/output", "learner": LEARNER_TARGET, "channel": CHANNEL_TARGET,
+                 "scratch": ":".join(META_TEST_SCRATCH)}
+        return run_two_stages(request, cancel, run_stage, paths)
 
     return execute
 

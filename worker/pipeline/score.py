@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from submission_api.runner.scorer import STAGE_REASONS, ParticipantFailure, read_status
+from submission_api.runner.scorer import (
+    STAGE_REASONS,
+    ParticipantFailure,
+    meta_test_failure,
+    read_status,
+)
 from worker.pipeline.errors import ParticipantFault
 from worker.pipeline.execute import ExecutionResult
 
@@ -60,7 +65,9 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
                        "write only predictions and a compact learner.", log=log)
     try:
         if result.exit_code != 0:
-            raise failure_from_status(output_dir, result.exit_code)
+            # What the trusted task server saw of meta-test outranks the participant's status.json.
+            raise (meta_test_failure(answers_dir)
+                   or failure_from_status(output_dir, result.exit_code))
         scored = score_within(score_output, output_dir, answers_dir, result.wall_time_s)
     except ParticipantFailure as failure:
         return failure_outcome(failure.reason, failure.message, failure.trace, log)

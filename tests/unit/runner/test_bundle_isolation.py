@@ -1,77 +1,75 @@
-"""The meta-test bundle the participant side reads holds no query labels, no dataset or class
-names, and no query image of a run is ever a support image of that run."""
+"""What preparation leaves where: the bundle the meta-train side reads holds no test task at all
+(no pixels, labels, indices, dataset or class names of meta-test); the task plan the trusted side
+keeps is index lists, not pixels; and no query image of a run is ever a support image of it."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import numpy as np
 
 from submission_api.data import load_collection
 from submission_api.protocols import ProtocolParams
-from submission_api.runner.bundle import read_answers, read_meta_test
+from submission_api.runner.bundle import TaskImages, read_answers, read_task_plan
 from submission_api.runner.prepare import prepare_run
 
 
-def prepare(tmp_path, tiny_collection, arena_cache, name="cross-domain"):
+def prepare(tmp_path, tiny_collection, arena_cache, name="cross-domain", tasks=4):
     collection = load_collection(tiny_collection, arena_cache)
-    params = ProtocolParams.from_dict({"name": name, "tasks_per_dataset": 4})
+    params = ProtocolParams.from_dict({"name": name, "tasks_per_dataset": tasks})
     prepare_run(collection, params, (1, 2), tmp_path / "bundle", tmp_path / "answers")
     return collection
 
 
-def test_the_bundle_holds_only_the_contracted_files(tmp_path, tiny_collection, arena_cache):
-    prepare(tmp_path, tiny_collection, arena_cache)
-
-    meta_test = sorted(p.name for p in (tmp_path / "bundle" / "meta_test").iterdir())
-    assert meta_test == ["query_images.u8", "support_images.u8", "support_labels.npy", "tasks.json"]
-    tasks = json.loads((tmp_path / "bundle" / "meta_test" / "tasks.json").read_text())
-    assert set(tasks[0]) == {
-        "id",
-        "n_ways",
-        "n_shots",
-        "n_support",
-        "n_query",
-        "support_offset",
-        "query_offset",
-    }
-    assert not list((tmp_path / "bundle").rglob("query_labels*"))
-
-
-def test_meta_test_datasets_are_not_in_the_meta_train_view(tmp_path, tiny_collection, arena_cache):
+def test_the_bundle_holds_no_test_task(tmp_path, tiny_collection, arena_cache):
     collection = prepare(tmp_path, tiny_collection, arena_cache)
 
-    view = sorted(p.name for p in (tmp_path / "bundle" / "meta_train").iterdir())
-    assert view == sorted(collection.splits["meta-train"])
-    assert not set(view) & set(collection.splits["meta-test"])
+    bundle = tmp_path / "bundle"
+    assert sorted(p.name for p in bundle.iterdir()) == ["meta_train", "meta_valid", "run.json"]
+    names = {p.name for p in bundle.rglob("*")}
+    assert not names & set(collection.splits["meta-test"])
+    info = json.loads((bundle / "run.json").read_text())
+    assert set(info) == {"participant_seed", "protocol", "threads", "n_tasks"}
+    assert info["participant_seed"] == 2  # the test seed (1) is never written for the sandbox
+
+
+def test_the_task_plan_is_index_lists_not_pixels(tmp_path, tiny_collection, arena_cache):
+    prepare(tmp_path, tiny_collection, arena_cache, tasks=50)
+
+    answers = tmp_path / "answers"
+    sizes = sum(p.stat().st_size for p in answers.rglob("*") if p.is_file())
+    plan = read_task_plan(answers)
+    n_images = sum(t.n_support + t.n_query for t in plan.tasks)
+    assert sizes < n_images * 64  # a few int64 per image, nowhere near 49,152 bytes of pixels
+    assert not list(answers.rglob("*.u8"))
 
 
 def test_no_query_image_of_a_run_is_ever_shown_as_support(tmp_path, tiny_collection, arena_cache):
     prepare(tmp_path, tiny_collection, arena_cache)
-    bundle = read_meta_test(tmp_path / "bundle")
+    plan = read_task_plan(tmp_path / "answers")
 
-    def digests(images: np.ndarray) -> set[str]:
-        return {hashlib.sha256(image.tobytes()).hexdigest() for image in images}
-
-    support = digests(bundle.support_images)
-    query = digests(bundle.query_images)
+    support, query = set(), set()
+    for task in plan.tasks:
+        support |= {(task.dataset, int(i)) for i in plan.window("support_index", task)}
+        query |= {(task.dataset, int(i)) for i in plan.window("query_index", task)}
     assert support and query
     assert not support & query
 
 
-def test_answers_match_the_bundle_task_by_task(tmp_path, tiny_collection, arena_cache):
-    prepare(tmp_path, tiny_collection, arena_cache)
-    bundle = read_meta_test(tmp_path / "bundle")
+def test_cut_images_are_the_compiled_rows_of_each_task(tmp_path, tiny_collection, arena_cache):
+    collection = prepare(tmp_path, tiny_collection, arena_cache)
+    plan = read_task_plan(tmp_path / "answers")
+    images = TaskImages(plan)
     answers, labels = read_answers(tmp_path / "answers")
-
-    assert [t.id for t in bundle.tasks] == [a.id for a in answers]
-    for task, answer in zip(bundle.tasks, answers, strict=True):
-        window = labels[answer.query_offset : answer.query_offset + answer.n_query]
-        assert task.n_query == answer.n_query == len(window)
-        assert np.bincount(window, minlength=task.n_ways).min() > 0  # every way has queries
-        _, support_labels = bundle.support(task)
-        assert (
-            np.bincount(support_labels, minlength=task.n_ways).tolist()
-            == [task.n_shots] * task.n_ways
-        )
+    try:
+        for task, answer in zip(plan.tasks, answers, strict=True):
+            support, support_labels, query = images.cut(task)
+            data = collection.datasets[task.dataset].images
+            assert np.array_equal(support, data[plan.window("support_index", task)])
+            assert np.array_equal(query, data[plan.window("query_index", task)])
+            window = labels[answer.query_offset : answer.query_offset + answer.n_query]
+            assert np.bincount(window, minlength=task.n_ways).min() > 0  # every way has queries
+            assert (np.bincount(support_labels, minlength=task.n_ways).tolist()
+                    == [task.n_shots] * task.n_ways)
+    finally:
+        images.close()

@@ -82,18 +82,19 @@ def test_a_finished_run_writes_scores_predictions_and_report(
     assert (tmp_path / "out" / "logs" / "meta_train" / "performance.csv").exists()
 
 
-def test_the_same_seeds_give_the_same_score_and_another_seed_other_tasks(
-    tmp_path, tiny_collection, arena_cache
-):
+def test_test_tasks_depend_on_the_phase_seed_only(tmp_path, tiny_collection, arena_cache):
     sub = write_submission(tmp_path / "sub")
     first = run(tmp_path / "a", sub, tiny_collection, arena_cache, seed=7).scores
-    second = run(tmp_path / "b", sub, tiny_collection, arena_cache, seed=7).scores
-    other = run(tmp_path / "c", sub, tiny_collection, arena_cache, seed=8).scores
+    other_run = run(tmp_path / "b", sub, tiny_collection, arena_cache, seed=8).scores
+    other_phase = run(tmp_path / "c", sub, tiny_collection, arena_cache, seed=7,
+                      phase_seed=5).scores
 
-    assert first["tasks"] == second["tasks"]
-    assert [t["ways"] for t in first["tasks"]] != [t["ways"] for t in other["tasks"]] or [
-        t["score"] for t in first["tasks"]
-    ] != [t["score"] for t in other["tasks"]]
+    def shapes(scores: dict) -> list[tuple[int, int]]:
+        return [(t["ways"], t["shots"]) for t in scores["tasks"]]
+
+    # MetaDL: a submission's runs meet the same test tasks; the phase's seed alone draws them.
+    assert first["tasks"] == other_run["tasks"]
+    assert shapes(first) != shapes(other_phase)
 
 
 @pytest.mark.parametrize(
@@ -133,18 +134,36 @@ def test_an_endless_meta_fit_is_stopped_at_the_time_limit(tmp_path, tiny_collect
     assert (result.state, result.reason) == ("timed_out", "time_limit")
 
 
-def test_predictions_linked_elsewhere_are_refused(tmp_path, tiny_collection, arena_cache):
-    # A prediction file replaced by a link to the answers must not be read through the link.
-    result = run(tmp_path, write_submission(tmp_path / "sub"), tiny_collection, arena_cache)
+def test_predictions_are_read_from_the_trusted_side_only(tmp_path, tiny_collection, arena_cache):
+    # Whatever lies in output/predictions (meta-train could write there) is never scored.
+    result = run(tmp_path, write_submission(tmp_path / "sub"), tiny_collection, arena_cache,
+                 keep_work=True)
     assert result.state == "finished"
-    prediction = tmp_path / "out" / "predictions" / "task_00000.npy"
-    prediction.unlink()
-    prediction.symlink_to(tmp_path / "out" / ".work" / "answers" / "query_labels.npy")
+    answers = tmp_path / "out" / ".work" / "answers"
+    (tmp_path / "out" / "predictions" / "task_00000.npy").write_bytes(b"garbage")
 
     from submission_api.runner.scorer import ParticipantFailure, score_output
 
+    assert score_output(tmp_path / "out", answers).summary["mean"] == result.scores["score"]
+    # Defence in depth: even the trusted folder is read without following links.
+    prediction = answers / "predictions" / "task_00000.npy"
+    prediction.unlink()
+    prediction.symlink_to(answers / "query_labels.npy")
     with pytest.raises(ParticipantFailure, match="link"):
-        score_output(tmp_path / "out", tmp_path / "out" / ".work" / "answers")
+        score_output(tmp_path / "out", answers)
+
+
+def test_the_work_folder_is_removed_after_success_and_failure(
+    tmp_path, tiny_collection, arena_cache
+):
+    finished = run(tmp_path / "a", write_submission(tmp_path / "sub"), tiny_collection,
+                   arena_cache)
+    failed = run(tmp_path / "b", write_submission(tmp_path / "bad", meta_fit_extra="1 / 0"),
+                 tiny_collection, arena_cache)
+
+    assert (finished.state, failed.state) == ("finished", "failed")
+    assert not (tmp_path / "a" / "out" / ".work").exists()
+    assert not (tmp_path / "b" / "out" / ".work").exists()
 
 
 def test_a_neurips22_zip_with_its_own_api_copy_runs_unchanged(

@@ -30,7 +30,7 @@ def claimed_with(gpus: int = 0):
 
 def request_for(tmp_path: Path, gpu_ids: tuple[str, ...] = ()) -> ExecutionRequest:
     return build_request(claimed_with(len(gpu_ids)), tmp_path / "s", tmp_path / "b",
-                         tmp_path / "o", gpu_ids, 4096)
+                         tmp_path / "o", gpu_ids, 4096, answers_dir=tmp_path / "a")
 
 
 def test_request_takes_limits_from_the_phase_and_gpus_from_the_slot(tmp_path: Path):
@@ -135,10 +135,11 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
     request = request_for(tmp_path, gpu_ids=("1",))
     result = make_docker_executor(FakeDocker())(request, threading.Event())
     spec, limits = seen["spec"], seen["limits"]
+    # A failed meta-train stage ends the run; its sandbox is the only one started.
     assert spec.command == SANDBOX_COMMAND and spec.image == "arena/sandbox:cpu"
     assert (spec.submission_dir, spec.bundle_dir, spec.output_dir) == (
         (tmp_path / "s").resolve(), (tmp_path / "b").resolve(), (tmp_path / "o").resolve())
-    assert spec.name == request.name and spec.env["OMP_NUM_THREADS"] == "3"
+    assert spec.name == f"{request.name}-meta-train" and spec.env["OMP_NUM_THREADS"] == "3"
     assert (limits.memory_mb, limits.cpus, limits.wall_time_s, limits.gpus) == (
         2048, 3.5, 90, ("1",))
     assert (result.exit_code, result.stderr, result.stderr_truncated) == (3, "err", True)
@@ -166,7 +167,7 @@ def test_containers_left_by_a_killed_attempt_of_the_run_are_reaped(monkeypatch, 
               f"arena-0badc0de-run-{request.run_id}-3-x")
     docker_client = FakeDocker((mine, *others))
     monkeypatch.setattr(worker.sandbox, "run_sandbox",
-                        lambda client, spec, limits, cancel=None: sandbox_result())
+                        lambda client, spec, limits, cancel=None: sandbox_result(exit_code=1))
     make_docker_executor(docker_client)(request, threading.Event())
     assert docker_client.containers.removed == [mine]
 

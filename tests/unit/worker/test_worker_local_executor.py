@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import worker.local_executor
 from worker.local_executor import (
-    build_command,
     build_environment,
     make_local_executor,
     run_command,
+    run_local,
 )
-from worker.pipeline.execute import ExecutionRequest
+from worker.pipeline.execute import ExecutionRequest, ExecutionResult
 
 
 def make_request(tmp_path: Path, time_limit_s: float = 60, log_cap_bytes: int = 1024,
@@ -95,9 +96,22 @@ def test_child_sees_no_worker_secrets(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.stdout == "None\n"
 
 
-def test_command_is_the_participant_runner_on_host_paths(tmp_path: Path):
-    command = build_command(make_request(tmp_path), "/usr/bin/python3")
-    assert command == ["/usr/bin/python3", "-m", "submission_api.runner.participant",
+def test_meta_train_stage_is_the_participant_runner_on_host_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    seen = []
+
+    def fake_run_command(command, request, cancel, home=None):
+        seen.append(command)
+        return ExecutionResult(exit_code=1, oom_killed=False, timed_out=False, wall_time_s=0.1,
+                               stdout="", stderr="")
+
+    monkeypatch.setattr(worker.local_executor, "run_command", fake_run_command)
+    request = make_request(tmp_path)
+    request = ExecutionRequest(**{**request.__dict__, "answers_dir": tmp_path / "answers"})
+    result = run_local(request, threading.Event(), "/usr/bin/python3")
+    # A failed meta-train ends the run: no meta-test stage is started.
+    assert result.exit_code == 1 and len(seen) == 1
+    assert seen[0] == ["/usr/bin/python3", "-m", "submission_api.runner.participant",
                        "--submission", str(tmp_path), "--bundle", str(tmp_path / "bundle"),
                        "--output", str(tmp_path / "output")]
 

@@ -1,0 +1,159 @@
+"""The wire format between the trusted side and one test task's process: a JSON header followed by
+raw numpy arrays, over a unix stream socket that exists for that task alone.
+
+The receiver never trusts the peer: the header is bounded, each array's dtype must be a plain
+number type (no objects, no pickles), and the total payload is bounded before a byte of it is
+read, so a hostile peer can neither make the trusted side allocate without limit nor run code.
+Control messages (trusted side <-> supervisor) are single datagrams on a SOCK_SEQPACKET socket,
+some carrying the task's socket as an SCM_RIGHTS file descriptor.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+HEADER_MAX_BYTES = 1 << 16
+CONTROL_MAX_BYTES = 1 << 16
+_LENGTH = struct.Struct("!I")
+
+
+class ChannelError(Exception):
+    """The peer sent nothing, or not all of it, before the deadline or the end of the stream."""
+
+
+class MalformedMessage(ChannelError):
+    """The peer sent a message that breaks the format or its bounds."""
+
+
+def _check_dtype(spec: object) -> np.dtype:
+    try:
+        dtype = np.dtype(str(spec))
+    except TypeError as error:
+        raise MalformedMessage(f"array dtype {spec!r} is not a numpy dtype") from error
+    if dtype.kind not in "biuf" or dtype.hasobject or dtype.itemsize > 8 or dtype.fields:
+        raise MalformedMessage(f"array dtype {dtype} is not allowed; expected a plain integer, "
+                           "boolean or float type")
+    return dtype
+
+
+def send_message(sock: socket.socket, header: dict[str, Any],
+                 arrays: Sequence[np.ndarray] = ()) -> None:
+    """Send `header` and `arrays` (each sent as its C-ordered bytes)."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    meta = {**header, "arrays": [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]}
+    blob = json.dumps(meta).encode()
+    if len(blob) > HEADER_MAX_BYTES:
+        raise ChannelError(f"message header of {len(blob)} bytes; at most {HEADER_MAX_BYTES}")
+    sock.sendall(_LENGTH.pack(len(blob)) + blob)
+    for array in arrays:
+        if array.nbytes:
+            sock.sendall(memoryview(array).cast("B"))
+
+
+def _recv_into(sock: socket.socket, view: memoryview, deadline: float | None) -> None:
+    got = 0
+    while got < len(view):
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelError("no complete message before the deadline")
+            sock.settimeout(remaining)
+        try:
+            n = sock.recv_into(view[got:])
+        except TimeoutError as error:
+            raise ChannelError("no complete message before the deadline") from error
+        if n == 0:
+            raise ChannelError("the peer closed the connection in the middle of a message"
+                               if got else "the peer closed the connection")
+        got += n
+
+
+def receive_message(sock: socket.socket, max_payload_bytes: int,
+                    deadline: float | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Receive one message: its header and arrays.
+
+    Raises:
+        ChannelError: EOF, deadline passed, header or payload out of bounds, bad dtype or shape.
+    """
+    length = bytearray(_LENGTH.size)
+    _recv_into(sock, memoryview(length), deadline)
+    (size,) = _LENGTH.unpack(length)
+    if size > HEADER_MAX_BYTES:
+        raise MalformedMessage(f"message header of {size} bytes; at most {HEADER_MAX_BYTES}")
+    blob = bytearray(size)
+    _recv_into(sock, memoryview(blob), deadline)
+    try:
+        header = json.loads(blob)
+    except ValueError as error:
+        raise MalformedMessage(f"message header is not JSON: {error}") from error
+    if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
+        raise MalformedMessage("message header is not a JSON object with an 'arrays' list")
+    specs = []
+    total = 0
+    for spec in header.pop("arrays", []):
+        if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list):
+            raise MalformedMessage(f"array description {spec!r}; expected dtype and shape")
+        shape = spec["shape"]
+        if len(shape) > 8 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                     for d in shape):
+            raise MalformedMessage(f"array shape {shape!r}; expected at most 8 non-negative ints")
+        dtype = _check_dtype(spec.get("dtype"))
+        total += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+        if total > max_payload_bytes:
+            raise MalformedMessage(f"message payload over {max_payload_bytes} bytes "
+                               f"(an array of shape {shape} and dtype {dtype})")
+        specs.append((dtype, tuple(shape)))
+    arrays = []
+    for dtype, shape in specs:
+        array = np.empty(shape, dtype=dtype)
+        if array.nbytes:
+            _recv_into(sock, memoryview(array).cast("B"), deadline)
+        arrays.append(array)
+    return header, arrays
+
+
+def send_control(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    """Send one control datagram, with file descriptors attached when given."""
+    blob = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(sock, [blob], list(fds))
+    else:
+        sock.send(blob)
+
+
+def receive_control(sock: socket.socket, deadline: float | None = None,
+                    max_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
+    """Receive one control datagram and any attached descriptors.
+
+    Raises:
+        ChannelError: EOF, deadline passed or a malformed message.
+    """
+    if deadline is not None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ChannelError("no control message before the deadline")
+        sock.settimeout(remaining)
+    try:
+        blob, fds, _flags, _addr = socket.recv_fds(sock, CONTROL_MAX_BYTES, max(max_fds, 1))
+    except TimeoutError as error:
+        raise ChannelError("no control message before the deadline") from error
+    if max_fds == 0:
+        for fd in fds:  # nobody may smuggle descriptors to a side that expects none
+            socket.close(fd)
+        fds = []
+    if not blob:
+        raise ChannelError("the peer closed the control connection")
+    try:
+        message = json.loads(blob)
+    except ValueError as error:
+        raise ChannelError(f"control message is not JSON: {error}") from error
+    if not isinstance(message, dict):
+        raise ChannelError("control message is not a JSON object")
+    return message, list(fds)

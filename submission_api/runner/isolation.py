@@ -1,0 +1,256 @@
+"""What keeps one test task's process from learning anything from another (docs/internals.md,
+"Threat model"): the supervisor's own protections, the sweep it makes after each task, and the
+confinement each task's process enters before any participant code runs.
+
+- The supervisor is not dumpable (no same-user ptrace or /proc/<pid>/mem, fd, environ reads) and
+  is a child subreaper, so every process a task leaves behind, however it daemonizes, becomes
+  the supervisor's child and is killed before the next task is released.
+- After each task, the writable areas are emptied and the IPC objects the task created (System V
+  shared memory, queues and semaphores; POSIX shared memory and message queues) are removed.
+- A task's process confines itself with Landlock where the kernel has it (Linux >= 5.13): writes
+  only beneath the scratch areas (which the sweep empties), no TCP, no abstract unix sockets or
+  signals reaching outside its own domain, no ptrace of other processes. In the platform's
+  sandbox these are defence in depth (the container already has no network and a read-only
+  root); on a participant's machine (`arena run`) they are what keeps the run honest.
+
+Linux only; every call degrades to a no-op elsewhere, and says so in `describe()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import stat
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+IPC_RMID = 0
+SYSV_TABLES = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}
+SWEEP_ROUNDS = 200
+
+# Landlock (include/uapi/linux/landlock.h); the syscall numbers are the same on every arch.
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+FS_WRITE_FILE = 1 << 1
+FS_WRITE_RIGHTS_V1 = sum(1 << bit for bit in (1, 4, 5, 6, 7, 8, 9, 10, 11, 12))
+FS_REFER = 1 << 13      # ABI 2
+FS_TRUNCATE = 1 << 14   # ABI 3
+NET_TCP = 0b11          # ABI 4: bind and connect
+SCOPE_ALL = 0b11        # ABI 6: abstract unix sockets and signals
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> bool:
+    libc = _libc()
+    return libc is not None and libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def protect_supervisor() -> None:
+    """No same-user process may ptrace this one or read its memory; orphans become its children."""
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def set_dumpable(dumpable: bool) -> None:
+    """The trusted side drops this while it serves tasks (same protection, same reason)."""
+    _prctl(PR_SET_DUMPABLE, int(dumpable))
+
+
+def _children_of(pid: int) -> list[int]:
+    """Every process whose parent is `pid` (read from /proc; a racing exit is skipped)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_descendants() -> int:
+    """SIGKILL every descendant of this process and reap it; return how many were killed.
+
+    The caller must be a subreaper (`protect_supervisor`): a grandchild whose parent dies is
+    reparented to it, so repeating until no child is left catches every escape by fork.
+    """
+    me, killed = os.getpid(), 0
+    for _ in range(SWEEP_ROUNDS):
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        children = _children_of(me)
+        if not children:
+            return killed
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.001)
+    raise RuntimeError(f"processes left after {SWEEP_ROUNDS} sweeps: {_children_of(me)}")
+
+
+def empty_folder(folder: Path) -> None:
+    """Remove everything inside `folder` (kept), whatever modes the task set."""
+    def unlock(func, path, _exc):  # noqa: ANN001 - shutil's onerror signature
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+        with contextlib.suppress(OSError):
+            func(path)
+
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(folder):
+            path = os.path.join(folder, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path, onerror=unlock)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+
+@dataclass(frozen=True)
+class IpcSnapshot:
+    """IPC objects that existed before the first task: never touched (on a participant's machine
+    they belong to other programs)."""
+
+    sysv: frozenset[tuple[str, int]]
+    posix: frozenset[str]
+
+
+POSIX_IPC_DIRS = ("/dev/shm", "/dev/mqueue")
+
+
+def _sysv_objects() -> list[tuple[str, int, int]]:
+    """(table, id, owner uid) of every visible System V object."""
+    found = []
+    for table in SYSV_TABLES:
+        try:
+            lines = Path(f"/proc/sysvipc/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # shm: key shmid perms size cpid lpid nattch uid ...; msg/sem: key id perms ... uid
+            uid_column = {"shm": 7, "msg": 7, "sem": 4}[table]
+            found.append((table, int(fields[1]), int(fields[uid_column])))
+    return found
+
+
+def _posix_objects() -> list[str]:
+    found = []
+    for folder in POSIX_IPC_DIRS:
+        with contextlib.suppress(OSError):
+            found.extend(os.path.join(folder, name) for name in os.listdir(folder))
+    return found
+
+
+def snapshot_ipc() -> IpcSnapshot:
+    return IpcSnapshot(frozenset((t, i) for t, i, _ in _sysv_objects()),
+                       frozenset(_posix_objects()))
+
+
+def remove_new_ipc(before: IpcSnapshot) -> int:
+    """Remove the IPC objects of this user created since `before`; return how many."""
+    libc, uid, removed = _libc(), os.getuid(), 0
+    if libc is None:
+        return 0
+    for table, ident, owner in _sysv_objects():
+        if owner == uid and (table, ident) not in before.sysv:
+            call = getattr(libc, SYSV_TABLES[table])
+            args = (ident, 0, IPC_RMID, None) if table == "sem" else (ident, IPC_RMID, None)
+            removed += call(*args) == 0
+    for path in _posix_objects():
+        if path in before.posix:
+            continue
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)
+            if info.st_uid == uid:
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+                removed += 1
+    return removed
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (or forbids it, e.g. seccomp)."""
+    libc = _libc()
+    if libc is None:
+        return 0
+    version = libc.syscall(LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, int(version))
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def confine(writable: Iterable[Path], device_dir: Path = Path("/dev")) -> int:
+    """Confine this process (and what it starts) with Landlock: writes only beneath `writable`
+    (plus opening devices for writing, which CUDA needs), no TCP, no reaching abstract sockets or
+    signalling processes outside this task. Returns the ABI used (0: not available, no effect).
+    """
+    abi = landlock_abi()
+    libc = _libc()
+    if abi < 1 or libc is None:
+        return 0
+    fs = FS_WRITE_RIGHTS_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
+    attr = _RulesetAttr(fs, NET_TCP if abi >= 4 else 0, SCOPE_ALL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        return 0
+    try:
+        rules = [(Path(p), fs) for p in writable]
+        rules.append((device_dir, FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0)))
+        for path, rights in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rule = _PathBeneath(rights, fd)
+                libc.syscall(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH,
+                             ctypes.byref(rule), 0)
+            finally:
+                os.close(fd)
+        if not _prctl(PR_SET_NO_NEW_PRIVS, 1):
+            return 0
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            return 0
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def describe() -> str:
+    """One line for logs: which protections this machine gives a task."""
+    abi = landlock_abi()
+    return (f"Landlock ABI {abi}" if abi else "no Landlock (writes outside scratch not blocked)")

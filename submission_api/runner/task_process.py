@@ -1,0 +1,97 @@
+"""One test task's process, forked by the supervisor: confine, import the submission, load the
+learner, read this task (and only this one) from its socket, fit, predict, answer, exit.
+
+Seeds depend on the run's participant seed and the task id only, so a task computes the same in
+any process, locally or on the platform, whatever ran before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from submission_api.runner.channel import ChannelError, receive_message, send_message
+
+TASK_MAX_BYTES = 1 << 31
+"""The trusted side is the only peer; this bounds a corrupted stream, not an attacker."""
+
+
+def seed_task(seed: int, task_id: int) -> None:
+    import torch
+
+    state = np.random.SeedSequence([seed, task_id]).generate_state(1)
+    random.seed(int(state[0]))
+    np.random.seed(int(state[0]) % (2**32))
+    torch.manual_seed(int(state[0]))
+
+
+def to_prediction_array(predictions: Any) -> np.ndarray:
+    """A numeric array from what `predict` returned (tensor, array or list)."""
+    import torch
+
+    if isinstance(predictions, torch.Tensor):
+        predictions = predictions.detach().cpu().numpy()
+    array = np.asarray(predictions)
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"predict returned {type(predictions).__name__} of dtype {array.dtype}; return a "
+            "numeric numpy array of labels [n] or scores [n, n_ways]")
+    return array
+
+
+def _answer_error(sock: socket.socket, stage: str, error: BaseException) -> None:
+    trace = "".join(traceback.format_exception(error))
+    with contextlib.suppress(OSError):
+        send_message(sock, {"type": "error", "stage": stage,
+                            "error": (str(error) or type(error).__name__)[:4000],
+                            "traceback": trace[-20000:]})
+
+
+def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch: list[Path],
+             seed: int, threads: int) -> int:
+    """Everything one task's process does; returns its exit code (0: predictions sent)."""
+    from submission_api.runner import isolation
+
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    isolation.confine(scratch)
+    import torch
+
+    from submission_api.data import images_to_tensor
+    from submission_api.runner.participant import import_submission
+
+    torch.set_num_threads(max(1, threads))
+    seed_task(seed, task_id)
+    stage = "import"
+    try:
+        _, my_learner = import_submission(submission)
+        stage = "load"
+        learner = my_learner()
+        learner.load(str(learner_dir))
+        stage = "receive"
+        header, (support_images, support_labels, query_images) = receive_message(
+            sock, TASK_MAX_BYTES)
+        y = torch.from_numpy(support_labels.astype(np.int64))
+        support = (images_to_tensor(support_images), y, y.clone(), int(header["n_ways"]),
+                   int(header["n_shots"]))
+        del support_images
+        stage = "fit"
+        predictor = learner.fit(support)
+        stage = "predict"
+        array = to_prediction_array(predictor.predict(images_to_tensor(query_images)))
+        send_message(sock, {"type": "predictions"}, [array])
+    except (ChannelError, ValueError) as error:
+        if stage == "receive":
+            return 3  # the trusted side went away: nothing to answer
+        _answer_error(sock, stage, error)
+        return 1
+    except BaseException as error:  # noqa: BLE001 - any participant failure is reported
+        _answer_error(sock, stage, error)
+        return 1
+    return 0

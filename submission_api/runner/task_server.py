@@ -1,0 +1,229 @@
+"""The trusted side of meta-test: holds the run's test tasks and releases them one at a time.
+
+Runs in a thread of the process that prepared the run (the worker, or `arena run`) and never
+imports participant code. It listens on a unix socket in a folder the participant side can reach,
+accepts exactly one connection (the supervisor's, made before any participant code runs), then
+removes the socket so nothing else can connect. For each task it makes a fresh socket pair, hands
+one end to the supervisor (which forks the task's process with it), writes that task's arrays,
+reads back the predictions, and releases the next task only after the supervisor reports the
+task's process gone and its traces swept.
+
+What comes back is untrusted: predictions are bounded in size and must be plain numbers; they are
+saved with `np.save` into a folder only the trusted side writes (`answers/predictions/`), and the
+outcome (tasks done, or the failing task, its stage and message) goes to `answers/meta_test.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from submission_api.runner import isolation
+from submission_api.runner.bundle import AnswerTask, TaskImages, read_task_plan
+from submission_api.runner.channel import (
+    ChannelError,
+    MalformedMessage,
+    receive_control,
+    receive_message,
+    send_control,
+    send_message,
+)
+
+CONTROL_SOCKET = "control.sock"
+REPORT_FILE = "meta_test.json"
+PREDICTIONS = "predictions"
+STAGE_REASONS = {"import": "import_error", "load": "fit_error", "fit": "fit_error",
+                 "predict": "predict_error", "receive": "predict_error"}
+
+
+@dataclass
+class MetaTestReport:
+    """How meta-test ended, as the trusted side saw it."""
+
+    tasks_done: int = 0
+    n_tasks: int = 0
+    failed_task: int | None = None
+    reason: str | None = None
+    stage: str | None = None
+    message: str | None = None
+    traceback: str | None = None
+    isolation: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None and self.tasks_done == self.n_tasks
+
+
+def read_report(answers_dir: Path) -> MetaTestReport | None:
+    path = answers_dir / REPORT_FILE
+    if not path.is_file():
+        return None
+    return MetaTestReport(**json.loads(path.read_text()))
+
+
+def prediction_limit(task: AnswerTask) -> int:
+    """Largest prediction payload accepted: float64 scores `[n_query, n_ways]`."""
+    return 8 * task.n_query * max(task.n_ways, 1)
+
+
+class TaskServer:
+    """Serve a prepared run's test tasks to one supervisor; use as a context manager around the
+    launch of the meta-test side (`with TaskServer(...) as server: launch(server.socket_path)`).
+    """
+
+    def __init__(self, answers_dir: Path, channel_dir: Path, deadline: float,
+                 progress_path: Path | None = None) -> None:
+        self.answers_dir, self.deadline = answers_dir, deadline
+        self.progress_path = progress_path
+        self.channel_dir = channel_dir
+        self.socket_path = channel_dir / CONTROL_SOCKET
+        self.report = MetaTestReport()
+        self._closing = threading.Event()
+        self._listener: socket.socket | None = None
+        self._control: socket.socket | None = None
+        self._thread = threading.Thread(target=self._serve, name="arena-task-server", daemon=True)
+
+    def __enter__(self) -> TaskServer:
+        self.channel_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.channel_dir, 0o755)
+        self.socket_path.unlink(missing_ok=True)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._listener.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o666)  # the sandbox user is not ours; the folder is private
+        self._listener.listen(1)
+        (self.answers_dir / PREDICTIONS).mkdir(exist_ok=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self, wait_s: float = 10.0) -> MetaTestReport:
+        """Stop serving (the launch is over), wait for the thread, write the report."""
+        self._closing.set()
+        for sock in (self._listener, self._control):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(wait_s)
+        for sock in (self._listener, self._control):
+            if sock is not None:
+                sock.close()
+        self.socket_path.unlink(missing_ok=True)
+        (self.answers_dir / REPORT_FILE).write_text(json.dumps(asdict(self.report)))
+        return self.report
+
+    def _remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _serve(self) -> None:
+        started = time.monotonic()
+        plan = read_task_plan(self.answers_dir)
+        self.report.n_tasks = len(plan.tasks)
+        images = TaskImages(plan)
+        isolation.set_dumpable(False)  # no same-user process may read the tasks from our memory
+        try:
+            self._accept()
+            for task in plan.tasks:
+                self._progress(started)
+                if not self._serve_task(task, images):
+                    break
+                self.report.tasks_done += 1
+            self._progress(started)
+            with contextlib.suppress(OSError, AttributeError):
+                send_control(self._control, {"type": "end"})
+        except (ChannelError, OSError) as error:
+            if not self._closing.is_set() and self.report.reason is None:
+                self._fail(None, "crashed", None, f"the meta-test side stopped answering: {error}")
+        finally:
+            isolation.set_dumpable(True)
+            images.close()
+            self.report.seconds = round(time.monotonic() - started, 3)
+
+    def _progress(self, started: float) -> None:
+        """progress.json for `arena run`'s bars (same fields as the meta-train side writes)."""
+        if self.progress_path is None:
+            return
+        temp = self.progress_path.with_name(f".{self.progress_path.name}.tmp")
+        temp.write_text(json.dumps({"stage": "meta_test", "done": self.report.tasks_done,
+                                    "total": self.report.n_tasks,
+                                    "elapsed_s": round(time.monotonic() - started, 3)}))
+        os.replace(temp, self.progress_path)
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        self._listener.settimeout(max(0.01, self._remaining()))
+        try:
+            control, _ = self._listener.accept()
+        except TimeoutError as error:
+            raise ChannelError("the meta-test supervisor never connected") from error
+        # Exactly one connection: the supervisor's, made before any participant code runs.
+        self._listener.close()
+        self.socket_path.unlink(missing_ok=True)
+        self._control = control
+        hello, _ = receive_control(control, self.deadline)
+        self.report.isolation = str(hello.get("isolation", ""))[:200]
+
+    def _serve_task(self, task: AnswerTask, images: TaskImages) -> bool:
+        """Release one task and collect its predictions; False when the run must stop."""
+        assert self._control is not None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with ours:
+            send_control(self._control, {"type": "task", "id": task.id}, [theirs.fileno()])
+            theirs.close()
+            support, labels, query = images.cut(task)
+            header = {"type": "task", "id": task.id, "n_ways": task.n_ways,
+                      "n_shots": task.n_shots}
+            answer: tuple[dict, list[np.ndarray]] | None = None
+            problem: Exception | None = None
+            try:
+                ours.settimeout(max(0.01, self._remaining()))
+                send_message(ours, header, [support, labels, query])
+                answer = receive_message(ours, prediction_limit(task), self.deadline)
+            except (ChannelError, OSError) as error:
+                problem = error
+        ended, _ = receive_control(self._control, self.deadline)
+        return self._record(task, answer, problem, ended)
+
+    def _record(self, task: AnswerTask, answer: tuple[dict, list[np.ndarray]] | None,
+                problem: Exception | None, ended: dict) -> bool:
+        if isinstance(problem, MalformedMessage):
+            self._fail(task.id, "bad_predictions", "predict",
+                       f"test task {task.id}: the predictions could not be accepted: {problem}; "
+                       f"expected labels [{task.n_query}] or scores [{task.n_query}, "
+                       f"{task.n_ways}] as a numeric array")
+            return False
+        if answer is not None and answer[0].get("type") == "predictions" and len(answer[1]) == 1:
+            np.save(self.answers_dir / PREDICTIONS / f"task_{task.id:05d}.npy", answer[1][0],
+                    allow_pickle=False)
+            return True
+        if answer is not None and answer[0].get("type") == "error":
+            stage = str(answer[0].get("stage"))
+            error = str(answer[0].get("error"))[:2000]
+            self._fail(task.id, STAGE_REASONS.get(stage, "predict_error"), stage,
+                       f"{stage} raised on test task {task.id}: {error}",
+                       str(answer[0].get("traceback") or "")[-20000:] or None)
+            return False
+        how = (f"was killed by signal {ended.get('signal')}" if ended.get("signal")
+               else f"exited with code {ended.get('exit_code')}")
+        detail = f" ({problem})" if problem else ""
+        reason = "out_of_memory" if ended.get("signal") == 9 else "crashed"
+        hint = (" — most likely out of memory" if reason == "out_of_memory"
+                else "; see the log for its output")
+        self._fail(task.id, reason, "meta_test", f"the process of test task {task.id} {how} "
+                   f"without sending valid predictions{detail}{hint}")
+        return False
+
+    def _fail(self, task_id: int | None, reason: str, stage: str | None, message: str,
+              trace: str | None = None) -> None:
+        self.report.failed_task, self.report.reason = task_id, reason
+        self.report.stage, self.report.message, self.report.traceback = stage, message, trace
