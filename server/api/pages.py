@@ -40,6 +40,7 @@ from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_er
 from server.models import TERMINAL_STATES, Phase, Submission, User
 from server.services import users as user_service
 from server.services.queue import JobQueue
+from server.services.scores import explain_phase_score
 from server.services.storage import Storage
 from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
@@ -181,6 +182,7 @@ def leaderboard_page(phase_id: int, request: Request, user: OptionalUser, sessio
                           user_id=user.id if user is not None else None)
     return render(request, "leaderboard.html", user, settings, phase=phase, staff=sees_all,
                   ranking=(phase.leaderboard or {}).get("ranking"), boards=boards,
+                  scoring=explain_phase_score(phase.protocol, phase.runs_per_submission),
                   per_page=per_page, page_numbers=page_numbers)
 
 

@@ -97,6 +97,12 @@ class LeaderboardEntry(BaseModel):
     average_rank: float | None = None
     is_baseline: bool = False
     is_selected: bool = False
+    sides: dict[str, float] | None = Field(
+        default=None, description="two-sided protocols: BaseGen and NovelGen (id-ood), wAcc-A, "
+        "wAcc-R and wAcc-gap (fewstab), each aggregated over runs like the score")
+    flips: list[int] | None = Field(
+        default=None, description="id-ood: submission ids whose order against this one differs "
+        "between BaseGen and NovelGen")
 
 
 class Leaderboard(BaseModel):

@@ -24,7 +24,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, User
-from server.services.scores import aggregate_runs, lower_is_better
+from server.services.scores import aggregate_runs, compute_phase_sides, lower_is_better
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
 
@@ -42,6 +42,7 @@ class Entry:
     average_rank: float | None = None
     is_baseline: bool = False
     is_selected: bool = False
+    sides: dict[str, float] = field(default_factory=dict)
 
 
 def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]:
@@ -127,7 +128,8 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
     out = {}
     for sid, runs in by_submission.items():
         result = aggregate_runs(runs, protocol)
-        out[sid] = {"ci95": runs[result.worst_run].ci95, "per_dataset": result.per_dataset}
+        out[sid] = {"ci95": runs[result.worst_run].ci95, "per_dataset": result.per_dataset,
+                    "sides": compute_phase_sides(runs, protocol)}
     return out
 
 
@@ -179,6 +181,7 @@ def build_entries(session: Session, ranked: list[Ranked], details: bool = True,
             created_at=row.created_at, user_id=row.user_id, league=row.league,
             ci95=float(ci) if isinstance(ci, int | float) else None,
             per_dataset=_per_dataset(summary), average_rank=item.average_rank,
+            sides=dict(summary.get("sides") or {}),
             is_baseline=row.is_baseline, is_selected=row.is_selected))
     return out
 

@@ -18,6 +18,7 @@ import pydantic_core
 from server.models import Competition, Phase
 from server.services.leaderboard import Entry, Ranked, build_entries, rank_leaderboard
 from server.services.scores import explain_phase_score
+from submission_api.scoring.aggregate import compute_order_flips
 
 CSV_FIXED = ["rank", "username", "league", "submission_id", "score", "ci95", "average_rank",
              "baseline", "selected", "submitted_at"]
@@ -52,6 +53,8 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
     entries = build_entries(session, window + pinned, details=hidden == "none",
                             protocol=phase.protocol)
     rows = [_row(e, hidden == "scores") for e in entries]
+    if hidden == "none" and (phase.protocol or {}).get("name") == "id-ood":
+        _mark_flips(rows)
     datasets = sorted({d for e in entries for d in e.per_dataset}) if hidden == "none" else []
     return {"phase_id": phase.id, "rule": phase.leaderboard_rule,
             "ranking": settings.get("ranking", "score"),
@@ -62,15 +65,25 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
             "entries": rows[:len(window)], "pinned": rows[len(window):]}
 
 
+def _mark_flips(rows: list[dict[str, Any]]) -> None:
+    """Each id-ood row's `flips`: the shown entries it passes on one of BaseGen / NovelGen and
+    trails on the other (Setlur et al. 2021)."""
+    both = [(r["submission_id"], r["sides"]["BaseGen"], r["sides"]["NovelGen"]) for r in rows
+            if {"BaseGen", "NovelGen"} <= set(r["sides"] or {})]
+    flips = compute_order_flips(both)
+    for row in rows:
+        row["flips"] = flips.get(row["submission_id"], [])
+
+
 def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
     row = {"rank": entry.rank, "username": entry.username, "submission_id": entry.submission_id,
            "score": entry.score, "created_at": entry.created_at, "league": entry.league,
            "ci95": entry.ci95, "per_dataset": entry.per_dataset,
            "average_rank": entry.average_rank, "is_baseline": entry.is_baseline,
-           "is_selected": entry.is_selected}
+           "is_selected": entry.is_selected, "sides": entry.sides or None, "flips": None}
     if hide_numbers:
         row |= {"rank": None, "score": None, "ci95": None, "per_dataset": None,
-                "average_rank": None}
+                "average_rank": None, "sides": None}
     return row
 
 

@@ -13,6 +13,7 @@ from submission_api.scoring.aggregate import (
     DEFAULT_AGGREGATION,
     LOWER_IS_BETTER,
     SubmissionScore,
+    compute_sides,
     compute_submission_score,
     describe_aggregation,
 )
@@ -60,3 +61,21 @@ def explain_phase_score(protocol: Mapping[str, Any] | None, runs_per_submission:
 def lower_is_better(protocol: Mapping[str, Any] | None) -> bool:
     """True when the phase ranks by a metric where smaller is better (FewSTAB's wAcc gap)."""
     return compute_phase_scoring(protocol)[0] in LOWER_IS_BETTER
+
+
+def compute_phase_sides(runs: Sequence[Any], protocol: Mapping[str, Any] | None
+                        ) -> dict[str, float]:
+    """The two-sided protocol's results (BaseGen/NovelGen, wAcc-A/wAcc-R/gap), each aggregated
+    over the runs like the score; {} for other protocols."""
+    name = str((protocol or {}).get("name", "cross-domain"))
+    _, aggregation = compute_phase_scoring(protocol)
+    cells = [compute_run_cells(getattr(r, "summary", None), r.score) for r in runs]
+    return compute_sides(cells, name, aggregation)
+
+
+def refresh_run_scores(runs: Sequence[Any], protocol: Mapping[str, Any] | None) -> None:
+    """Set each finished run's `score` to its value of the phase's ranking metric (NovelGen for
+    an id-ood phase, not the mean over every group)."""
+    for run in runs:
+        if run.state == "finished" and run.summary:
+            run.score = aggregate_runs([run], protocol).score

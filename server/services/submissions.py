@@ -26,7 +26,7 @@ from server.models import (
     Submission,
 )
 from server.models import User as UserModel
-from server.services.scores import aggregate_runs
+from server.services.scores import aggregate_runs, refresh_run_scores
 
 
 def derive_state(runs: list[Run], protocol: dict[str, Any] | None = None
@@ -60,7 +60,9 @@ def refresh_submission(session: Session, submission_id: int, now: datetime) -> S
         .execution_options(populate_existing=True)
     ).scalars())
     phase = session.get(Phase, submission.phase_id)
-    state, reason, message, score = derive_state(runs, phase.protocol if phase else None)
+    protocol = phase.protocol if phase else None
+    refresh_run_scores(runs, protocol)
+    state, reason, message, score = derive_state(runs, protocol)
     submission.state, submission.reason, submission.message = state, reason, message
     submission.score = score
     submission.finished_at = now if state in TERMINAL_STATES else None

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 
 from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import object_session
 
 from server.models import Phase, Run, Submission
+from server.services.leaderboard import compute_leaderboard
 from submission_api.report import render_detailed_results
 from submission_api.scoring.records import TaskRecord
 
@@ -29,6 +31,23 @@ def run_records(run: Run) -> list[TaskRecord]:
             for t in run.tasks]
 
 
+def id_vs_ood_points(submission: Submission, phase: Phase) -> list[tuple[str, float, float]]:
+    """(label, BaseGen, NovelGen) of the phase's leaderboard entries for the id-ood scatter, this
+    submission labelled "this submission"; only it when the phase hides its leaderboard."""
+    if (phase.protocol or {}).get("name") != "id-ood":
+        return []
+    session = object_session(submission)
+    entries = compute_leaderboard(session, phase) if session is not None else []
+    hidden = (phase.leaderboard or {}).get("hidden", "none") != "none"
+    points = []
+    for e in entries:
+        mine = e.submission_id == submission.id
+        if (mine or not hidden) and {"BaseGen", "NovelGen"} <= set(e.sides):
+            label = "this submission" if mine else e.username
+            points.append((label, e.sides["BaseGen"], e.sides["NovelGen"]))
+    return points
+
+
 def report_response(submission: Submission, run: Run, phase: Phase, *,
                     download: bool = False) -> HTMLResponse:
     """The rendered report; `download` asks the browser to save it instead of showing it."""
@@ -39,7 +58,8 @@ def report_response(submission: Submission, run: Run, phase: Phase, *,
     html = render_detailed_results(
         run.summary or {}, run_records(run),
         title=f"Submission {submission.id}, run {run.index}: detailed results", extra=extra,
-        protocol=(phase.protocol or {}).get("name"))
+        protocol=(phase.protocol or {}).get("name"),
+        id_vs_ood_points=id_vs_ood_points(submission, phase) or None)
     name = f"submission-{submission.id}-run-{run.index}.html"
     disposition = "attachment" if download else "inline"
     return HTMLResponse(html, headers={

@@ -19,7 +19,12 @@ from typing import Any
 
 import jinja2
 
-from submission_api.report.figures import plot_bars, plot_trend, png_data_uri
+from submission_api.report.figures import (
+    plot_bars,
+    plot_id_vs_ood_png,
+    plot_trend,
+    png_data_uri,
+)
 from submission_api.scoring.intervals import GroupStats
 from submission_api.scoring.records import TaskRecord
 from submission_api.scoring.summary import (
@@ -74,8 +79,13 @@ def render_detailed_results(
     *,
     protocol: str | None = None,
     duration_s: float | None = None,
+    id_vs_ood_points: Sequence[tuple[str, float, float]] | None = None,
 ) -> str:
-    """The page of `write_detailed_results` as a string (for a server to send directly)."""
+    """The page of `write_detailed_results` as a string (for a server to send directly).
+
+    `id_vs_ood_points`: `(label, BaseGen, NovelGen)` per entry for the BaseGen-vs-NovelGen
+    scatter (the platform passes the phase's leaderboard); default: this run alone.
+    """
     if isinstance(summary, Mapping):
         if duration_s is None and summary.get("duration_s") is not None:
             duration_s = float(summary["duration_s"])
@@ -91,6 +101,8 @@ def render_detailed_results(
         "id_ood_rows": [(g, summary.per_group[g]) for g in ID_OOD_GROUPS if g in summary.per_group],
         "fewstab_rows": _fewstab_rows(summary),
         "figures": _figures(summary),
+        "id_vs_ood": _id_vs_ood_figure(summary, id_vs_ood_points),
+        "headline": _headline(summary),
     }
     return _environment().get_template(TEMPLATE).render(context)
 
@@ -127,6 +139,27 @@ def _figures(summary: RunSummary) -> list[dict[str, str]]:
         for groups, plot, xlabel, caption in figures
         if groups
     ]
+
+
+def _headline(summary: RunSummary) -> tuple[str, GroupStats] | None:
+    """The result a two-sided protocol leads with instead of the mean over all tasks: NovelGen
+    (id-ood's default ranking metric), wAcc-A (FewSTAB's)."""
+    if "NovelGen" in summary.per_group:
+        return "NovelGen: mean normalized balanced accuracy on unseen-class tasks", \
+            summary.per_group["NovelGen"]
+    if FEWSTAB_BIASED in summary.wacc_per_group:
+        return "wAcc-A: worst-class accuracy per attribute-biased task, averaged", \
+            summary.wacc_per_group[FEWSTAB_BIASED]
+    return None
+
+
+def _id_vs_ood_figure(summary: RunSummary,
+                      points: Sequence[tuple[str, float, float]] | None) -> str | None:
+    """Data URI of the BaseGen-vs-NovelGen scatter, when the run has both groups."""
+    base, novel = summary.per_group.get("BaseGen"), summary.per_group.get("NovelGen")
+    if base is None or novel is None:
+        return None
+    return png_data_uri(plot_id_vs_ood_png(points or [("this run", base.mean, novel.mean)]))
 
 
 def _score(value: float | None) -> str:

@@ -105,27 +105,18 @@ def compute_ranks(values: Sequence[float]) -> list[int]:
     return [1 + sum(other > v for other in values) for v in values]
 
 
-def plot_id_vs_ood(points: Sequence[tuple[str, float, float]], out_path: str | Path) -> Path:
-    """Scatter each submission's in-distribution score against its out-of-distribution score.
+def plot_id_vs_ood_png(points: Sequence[tuple[str, float, float]], fmt: str = "png") -> bytes:
+    """Scatter each entry's BaseGen (in-distribution) score against its NovelGen
+    (out-of-distribution) score (Setlur et al. 2021: two results, never one mean).
 
     Each point is labelled `label (#id_rank -> #ood_rank)`; points whose rank differs between
     the two are drawn in orange, so ranking flips show at a glance. The diagonal marks equal
-    scores. The format follows `out_path`'s suffix (png or svg).
+    scores.
 
     Args:
-        points: `(label, id_score, ood_score)` per submission.
-        out_path: file to write.
-
-    Returns:
-        `out_path` as a Path.
+        points: `(label, id_score, ood_score)` per entry.
+        fmt: "png" or "svg".
     """
-    out_path = Path(out_path)
-    fmt = out_path.suffix.lstrip(".").lower() or "png"
-    if fmt not in ("png", "svg"):
-        raise ValueError(
-            f"received out_path {str(out_path)!r}; expected a .png or .svg file. "
-            "Fix: change the file suffix."
-        )
     fig = _new_figure(5.0, 4.5)
     ax = fig.add_subplot()
     id_ranks = compute_ranks([p[1] for p in points])
@@ -145,9 +136,26 @@ def plot_id_vs_ood(points: Sequence[tuple[str, float, float]], out_path: str | P
     ax.plot([low, high], [low, high], color="grey", linewidth=0.8, linestyle="--")
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    ax.set_xlabel("ID score (normalized accuracy)")
-    ax.set_ylabel("OOD score (normalized accuracy)")
+    ax.set_xlabel("BaseGen: ID score (normalized accuracy)")
+    ax.set_ylabel("NovelGen: OOD score (normalized accuracy)")
     ax.grid(alpha=0.3)
+    return _to_png(fig, fmt)
+
+
+def plot_id_vs_ood(points: Sequence[tuple[str, float, float]], out_path: str | Path) -> Path:
+    """Write `plot_id_vs_ood_png(points)` to `out_path`, in the format of its suffix (png, svg).
+
+    Returns:
+        `out_path` as a Path.
+    """
+    out_path = Path(out_path)
+    fmt = out_path.suffix.lstrip(".").lower() or "png"
+    if fmt not in ("png", "svg"):
+        raise ValueError(
+            f"received out_path {str(out_path)!r}; expected a .png or .svg file. "
+            "Fix: change the file suffix."
+        )
+    data = plot_id_vs_ood_png(points, fmt)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_bytes(_to_png(fig, fmt))
+    out_path.write_bytes(data)
     return out_path

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
 """`per_dataset_min`: MetaDL's rule (default). `min_of_run_means`: the worst run's mean."""
@@ -138,3 +139,40 @@ def _sides(metric: str) -> tuple[str, ...]:
     if metric not in METRICS:
         raise ValueError(f"ranking metric {metric!r} is unknown; expected one of {list(METRICS)}.")
     return METRICS[metric]
+
+
+SIDES = {"id-ood": ("BaseGen", "NovelGen"), "fewstab": ("wAcc-A", "wAcc-R", "wAcc-gap")}
+"""The results a two-sided protocol reports beside each other (Setlur et al. 2021: BaseGen and
+NovelGen, never one mean; Zheng et al. 2024: wAcc-A, wAcc-R and their gap)."""
+
+
+def compute_sides(runs: Sequence[RunCells], protocol: str,
+                  aggregation: str = DEFAULT_AGGREGATION) -> dict[str, float]:
+    """Each side of a two-sided protocol, aggregated over runs like the score; sides the runs
+    do not report are left out."""
+    out = {}
+    for side in SIDES.get(protocol, ()):
+        # wAcc-R is no ranking metric; aggregate it under wAcc-A's rule by renaming its cells
+        metric = "wAcc-A" if side == "wAcc-R" else side
+        cells = [{"wAcc-A": c.get("wAcc-R") or {}} for c in runs] if side == "wAcc-R" else runs
+        try:
+            out[side] = compute_submission_score(cells, metric, aggregation).score
+        except ValueError:
+            continue
+    return out
+
+
+def compute_order_flips(entries: Sequence[tuple[Any, float, float]]) -> dict[Any, list[Any]]:
+    """Pairs whose order differs between two results (Setlur et al. 2021's point: the better
+    submission on BaseGen may be the worse on NovelGen). `entries`: `(id, first, second)`.
+
+    Returns:
+        id -> the ids it is strictly ahead of on one result and strictly behind on the other.
+    """
+    flips: dict[Any, list[Any]] = {e[0]: [] for e in entries}
+    for i, (a, a1, a2) in enumerate(entries):
+        for b, b1, b2 in entries[i + 1:]:
+            if (a1 - b1) * (a2 - b2) < 0:
+                flips[a].append(b)
+                flips[b].append(a)
+    return flips
