@@ -54,7 +54,7 @@ mkdir -p "$wheels"
 stamp="$wheels/.requirements"
 if [ "${#requirements[@]}" -gt 0 ] && { [ "$force" = "--force" ] \
         || [ "$(cat "$stamp" 2>/dev/null)" != "${requirements[*]}" ]; }; then
-    [ "$target" = torchvision ] && arena_say "the torchvision image is large: ~3.5 GB of wheels \
+    [ "$target" = torchvision ] && arena_say "the torchvision image is large: ~3 GB of wheels \
 to fetch, a ~6 GB image, ~${need_gb} GB free disk at the peak of its build"
     arena_check_free_disk "$need_gb" "$cache" "$docker_root"
     pip="${ARENA_PIP:-$repo/.venv/bin/pip}"
