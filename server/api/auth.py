@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from server.api.deps import CurrentUser, NowDep, Organizer, WriteSessionDep
-from server.schemas.auth import TokenOut, TokenRequest, UserCreate, UserCreated, UserOut
+from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
+from server.schemas.auth import (
+    AccountOut,
+    Role,
+    TokenOut,
+    TokenRequest,
+    UserCreate,
+    UserCreated,
+    UserOut,
+)
+from server.services import accounts
 from server.services import users as user_service
 
 router = APIRouter(prefix="/api/v1", tags=["auth"])
@@ -28,6 +37,24 @@ def create_user(body: UserCreate, actor: Organizer, session: WriteSessionDep,
     token = user_service.issue_token(session, user, now=now) if body.issue_token else None
     session.commit()
     return UserCreated(**UserOut.model_validate(user).model_dump(), token=token)
+
+
+@router.get("/users", response_model=list[AccountOut])
+def list_users(actor: Organizer, session: SessionDep,
+               role: Role | None = None) -> list[AccountOut]:
+    """The accounts you manage (organizers: participants; admins: everyone)."""
+    return [AccountOut(**UserOut.model_validate(row["user"]).model_dump(),
+                       is_active=row["user"].is_active, tokens=row["tokens"])
+            for row in accounts.list_accounts(session, actor, role)]
+
+
+@router.post("/users/{user_id}/revoke", response_model=AccountOut)
+def revoke_user(user_id: int, actor: Organizer, session: WriteSessionDep,
+                now: NowDep) -> AccountOut:
+    """Deactivate an account and delete its tokens (audited); its submissions stay."""
+    user = accounts.revoke_account(session, actor, user_id, now)
+    session.commit()
+    return AccountOut(**UserOut.model_validate(user).model_dump(), is_active=False, tokens=0)
 
 
 @router.get("/me", response_model=UserOut)

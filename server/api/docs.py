@@ -10,13 +10,12 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse, Response
-
-from server.core.errors import NotFoundError
+from fastapi.responses import HTMLResponse
 
 router = APIRouter(include_in_schema=False)
 ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css",
           "redoc.standalone.js": "text/javascript", "favicon.png": "image/png"}
+"""Files of the package served under /static/ beside the site's own (server/api/pages.py)."""
 
 
 def assets_dir() -> Path:
@@ -30,9 +29,9 @@ def assets_dir() -> Path:
 def swagger_ui(request: Request) -> HTMLResponse:
     return get_swagger_ui_html(openapi_url=request.app.openapi_url,
                                title=f"{request.app.title} — API",
-                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                               swagger_css_url="/docs-assets/swagger-ui.css",
-                               swagger_favicon_url="/docs-assets/favicon.png")
+                               swagger_js_url="/static/swagger-ui-bundle.js",
+                               swagger_css_url="/static/swagger-ui.css",
+                               swagger_favicon_url="/static/favicon.png")
 
 
 @router.get("/redoc")
@@ -40,13 +39,5 @@ def redoc(request: Request) -> HTMLResponse:
     # with_google_fonts=False: the page must not reach out for fonts either.
     return get_redoc_html(openapi_url=request.app.openapi_url,
                           title=f"{request.app.title} — API reference",
-                          redoc_js_url="/docs-assets/redoc.standalone.js",
-                          redoc_favicon_url="/docs-assets/favicon.png", with_google_fonts=False)
-
-
-@router.get("/docs-assets/{name}")
-def docs_asset(name: str) -> Response:
-    if name not in ASSETS:
-        raise NotFoundError(f"no documentation asset {name!r}")
-    return FileResponse(assets_dir() / name, media_type=ASSETS[name],
-                        headers={"Cache-Control": "public, max-age=86400"})
+                          redoc_js_url="/static/redoc.standalone.js",
+                          redoc_favicon_url="/static/favicon.png", with_google_fonts=False)

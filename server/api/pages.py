@@ -21,6 +21,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from server.api import docs
 from server.api.competitions import visible_phase
 from server.api.deps import (
     SESSION_COOKIE,
@@ -79,6 +80,10 @@ STATIC_FILES = {"arena.css": "text/css", "arena.js": "text/javascript"}
 
 @router.get("/static/{name}")
 def static_file(name: str) -> Response:
+    """The site's stylesheet and script, and the API docs' packaged assets (server/api/docs.py)."""
+    if name in docs.ASSETS:
+        return FileResponse(docs.assets_dir() / name, media_type=docs.ASSETS[name],
+                            headers={"Cache-Control": "public, max-age=86400"})
     if name not in STATIC_FILES:
         raise NotFoundError(f"no static file {name!r}")
     return FileResponse(STATIC_DIR / name, media_type=STATIC_FILES[name],

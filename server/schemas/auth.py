@@ -27,6 +27,13 @@ class UserOut(BaseModel):
     created_at: datetime
 
 
+class AccountOut(UserOut):
+    """An account as its managers see it: active or revoked, and how many tokens it holds."""
+
+    is_active: bool
+    tokens: int = 0
+
+
 class UserCreated(UserOut):
     token: str | None = Field(default=None, description="API token, shown once")
 

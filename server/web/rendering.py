@@ -159,7 +159,7 @@ def page_user(request: Request):
 def wants_html(request: Request) -> bool:
     """A browser asking for a page: not an API or worker path, and HTML accepted."""
     path = request.url.path
-    return (not path.startswith(("/api/", "/internal/", "/docs-assets/"))
+    return (not path.startswith(("/api/", "/internal/", "/static/"))
             and "text/html" in request.headers.get("accept", ""))
 
 

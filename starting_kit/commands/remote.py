@@ -32,6 +32,7 @@ from starting_kit.commands.remote_views import (
     quota_words,
     status_table,
 )
+from starting_kit.commands.users import user_app
 from submission_api.log_text import escape_controls
 
 # ---- commands -------------------------------------------------------------------------------
@@ -257,3 +258,4 @@ def register(app: typer.Typer) -> None:
                           ("select", select_command)):
         app.command(name)(command)
     app.add_typer(competition_app, name="competition")
+    app.add_typer(user_app, name="user")

@@ -26,7 +26,6 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/docs"): PUBLIC,
-    ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
     ("GET", "/static/{name}"): PUBLIC,
     ("GET", "/login"): PUBLIC,
@@ -49,6 +48,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/submissions/{submission_id}/baseline"): NOBODY,
     ("POST", "/api/v1/auth/token"): PUBLIC,
     ("POST", "/api/v1/users"): STAFF,
+    ("GET", "/api/v1/users"): STAFF,  # organizers list participants, admins everyone
+    ("POST", "/api/v1/users/{user_id}/revoke"): STAFF,  # organizers revoke participants only
+    ("GET", "/api/v1/phases/{phase_id}/quota"): SIGNED_IN,
     ("GET", "/api/v1/me"): SIGNED_IN,
     ("GET", "/api/v1/competitions"): PUBLIC,
     ("POST", "/api/v1/competitions"): STAFF,

@@ -1,0 +1,49 @@
+"""Accounts as organizers manage them (`arena user list|revoke`, GET /api/v1/users): who may see
+and revoke whom. An organizer lists and revokes participants; an admin anyone but themselves (so
+the last way in is never locked by mistake). Revoking deactivates the account and deletes every
+token it holds — API tokens and web sessions — and is written to the audit log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
+from server.models import ApiToken, AuditLog, User
+
+
+def list_accounts(session: Session, actor: User, role: str | None = None) -> list[dict]:
+    """The accounts `actor` manages (participants for an organizer), with their token count."""
+    query = select(User, func.count(ApiToken.id)).outerjoin(
+        ApiToken, ApiToken.user_id == User.id).group_by(User.id).order_by(User.id)
+    if actor.role != "admin":
+        query = query.where(User.role == "participant")
+    if role is not None:
+        query = query.where(User.role == role)
+    return [{"user": user, "tokens": count} for user, count in session.execute(query).all()]
+
+
+def revoke_account(session: Session, actor: User, user_id: int, now: datetime) -> User:
+    """Deactivate user `user_id` and delete its tokens; raises NotFoundError, ForbiddenError."""
+    user = session.get(User, user_id)
+    if user is None:
+        raise NotFoundError(f"no user with id {user_id}; `arena user list` shows the accounts")
+    username = user.username
+    if user.id == actor.id:
+        raise InvalidInputError("you cannot revoke your own account; ask another admin",
+                                code="user.self_revoke")
+    if actor.role != "admin" and user.role != "participant":
+        raise ForbiddenError(f"{username!r} is an {user.role}; only an admin revokes "
+                             "organizers and admins")
+    tokens = session.execute(select(ApiToken).where(ApiToken.user_id == user.id)).scalars()
+    removed = 0
+    for token in tokens:
+        session.delete(token)
+        removed += 1
+    user.is_active = False
+    session.add(AuditLog(actor_id=actor.id, action="user.revoke", target=f"user:{user.id}",
+                         details={"tokens_deleted": removed}, at=now))
+    return user
