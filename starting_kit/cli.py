@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from submission_api.protocols import ProtocolParams
 
 app = typer.Typer(
     help="MetaDL Arena: few-shot image classification competitions.",
@@ -34,10 +38,28 @@ def run_command(
     output: Path = typer.Option(
         Path("arena_output"), "--output", help="Where results are written."
     ),
-    protocol: str = typer.Option("cross-domain", help=f"One of: {', '.join(PROTOCOLS)}."),
+    protocol: str | None = typer.Option(
+        None, help=f"One of: {', '.join(PROTOCOLS)} (default cross-domain, or the file's)."
+    ),
+    protocol_file: Path | None = typer.Option(
+        None, "--protocol-file", exists=True, dir_okay=False,
+        help="The phase's published protocol (JSON/YAML: the phase from /api/v1/phases/ID, a "
+        "bundle phase, or protocol parameters): evaluate exactly as that phase does.",
+    ),
     tasks_per_dataset: int | None = typer.Option(None, help="Test tasks per test dataset."),
-    seed: int = typer.Option(0, help="Run seed."),
-    phase_seed: int = typer.Option(0, help="Phase seed (the platform's phase setting)."),
+    ways: int | None = typer.Option(None, help="N ways (fixed-shape protocols)."),
+    shots: int | None = typer.Option(None, help="k shots (fixed-shape protocols)."),
+    queries: int | None = typer.Option(None, help="Queries per class (fixed-shape protocols)."),
+    metric: str | None = typer.Option(None, help="Ranking metric (id-ood: NovelGen, BaseGen, "
+                                      "BaseGen+NovelGen; fewstab: wAcc-A, wAcc-gap)."),
+    aggregation: str | None = typer.Option(
+        None, help="Over runs: per_dataset_min (MetaDL, default) or min_of_run_means."),
+    runs: int | None = typer.Option(
+        None, min=1, help="Runs, on the same test tasks with participant seeds 0..R-1 "
+        "(default 1, or the file's runs_per_submission)."),
+    seed: int = typer.Option(0, help="Participant seed (with --runs: of the first run)."),
+    phase_seed: int = typer.Option(0, help="Seeds the test tasks (the platform keeps its own "
+                                   "secret)."),
     time_limit: float | None = typer.Option(
         None, "--time-limit", help="Wall-clock limit in seconds."
     ),
@@ -50,39 +72,71 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
 ) -> None:
     """Meta-train and meta-test a submission locally, exactly as the platform scores it."""
-    from submission_api.protocols import ProtocolParams
+    from submission_api.protocols import ProtocolParamsError
+    from submission_api.protocols.published import (
+        compute_local_protocol,
+        read_published_protocol,
+    )
     from submission_api.runner.local import run_local
 
-    if protocol not in PROTOCOLS:
+    if protocol is not None and protocol not in PROTOCOLS:
         raise typer.BadParameter(
             f"got {protocol!r}; expected one of {', '.join(PROTOCOLS)}", param_hint="--protocol"
         )
-    overrides = {"tasks_per_dataset": tasks_per_dataset} if tasks_per_dataset else {}
-    params = ProtocolParams.from_dict({"name": protocol, "split_seed": phase_seed, **overrides})
+    overrides = {"name": protocol, "tasks_per_dataset": tasks_per_dataset, "n_ways": ways,
+                 "n_shots": shots, "n_queries": queries, "metric": metric,
+                 "aggregation": aggregation}
     try:
-        result = run_local(
-            submission,
-            data,
-            output,
-            protocol=params,
-            seed=seed,
-            phase_seed=phase_seed,
-            time_limit_s=time_limit,
-            threads=threads,
-            cache_dir=cache,
-            show_progress=not quiet,
-        )
+        published, file_runs = (read_published_protocol(protocol_file) if protocol_file
+                                else ({"name": "cross-domain"}, None))
+        params = compute_local_protocol(published, overrides, phase_seed)
+    except ProtocolParamsError as error:
+        console.print(f"[bold red]error:[/] {error}")
+        raise typer.Exit(2) from error
+    n_runs = runs or file_runs or 1
+    results = []
+    try:
+        for index in range(n_runs):
+            target = output if n_runs == 1 else output / f"run-{index}"
+            result = run_local(
+                submission, data, target, protocol=params, seed=seed + index,
+                phase_seed=phase_seed, time_limit_s=time_limit, threads=threads,
+                cache_dir=cache, show_progress=not quiet,
+            )
+            if result.state != "finished":
+                console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")
+                raise typer.Exit(1)
+            results.append(result.scores or {})
     except (ValueError, OSError) as error:  # bad data or parameters: say what and how to fix
         console.print(f"[bold red]error:[/] {error}")
         raise typer.Exit(2) from error
-    if result.state != "finished":
-        console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")
-        raise typer.Exit(1)
-    scores = result.scores or {}
+    if n_runs > 1:
+        _report_runs(results, params, output)
+        return
+    scores = results[0]
     half = scores.get("ci95")
     ci = f" ± {half:.3f} (95% CI)" if half is not None else ""
     console.print(f"[bold green]score {scores['score']:.4f}[/]{ci} over {scores['n_tasks']} tasks")
     console.print(f"results: {output / 'scores.json'}, {output / 'detailed_results.html'}")
+
+
+def _report_runs(results: list[dict], params: ProtocolParams, output: Path) -> None:
+    """Aggregate R local runs as the phase does and write `submission_score.json`."""
+    import json
+
+    from submission_api.scoring.aggregate import compute_submission_score
+    from submission_api.scoring.summary import read_metric_cells
+
+    cells = [read_metric_cells(r.get("summary") or {}) for r in results]
+    total = compute_submission_score(cells, params.metric, params.aggregation)
+    document = {"score": total.score, "metric": total.metric, "aggregation": total.aggregation,
+                "per_dataset": total.per_dataset, "run_values": list(total.run_values)}
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "submission_score.json").write_text(json.dumps(document, indent=2))
+    console.print(f"[bold green]score {total.score:.4f}[/] ({total.metric}, {total.aggregation} "
+                  f"over {len(results)} runs); runs: "
+                  + ", ".join(f"{v:.4f}" for v in total.run_values))
+    console.print(f"results: {output / 'submission_score.json'}, {output}/run-*/")
 
 
 @app.command("zip")
