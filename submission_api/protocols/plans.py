@@ -29,7 +29,7 @@ from submission_api.protocols.within_domain import (
     plan_within_domain_tests,
 )
 from submission_api.sampling.any_shot import sample_cross_domain_episode, sample_fixed_episode
-from submission_api.sampling.episode import ClassPools, Episode
+from submission_api.sampling.episode import ClassPools, Episode, check_episode
 from submission_api.sampling.meta_dataset import (
     MD_MAX_NUM_QUERY,
     compute_md_query_pool_size,
@@ -125,6 +125,35 @@ def plan_test_episodes(params: ProtocolParams, collection: Collection,
     'fewstab-R' (random tasks of the same shape, same pools) per dataset.
     """
     seed = _check_seed(test_seed)
+    check_roles(params, collection)
+    episodes = _plan(params, collection, seed)
+    for episode in episodes:  # every task a run prepares satisfies Episode's invariants
+        check_episode(episode)
+    return episodes
+
+
+def check_roles(params: ProtocolParams, collection: Collection) -> None:
+    """Refuse a test dataset that is also meta-train or meta-valid (it would be tested on
+    classes the participant trained or validated on); within-domain splits classes instead.
+
+    Raises:
+        ValueError: naming the datasets in two roles.
+    """
+    if params.name == "within-domain":
+        return
+    seen = set(_split(collection, "meta-train")) | set(_split(collection, "meta-valid"))
+    tested = set(params.datasets) if params.datasets is not None else set(
+        _split(collection, "meta-test"))
+    both = sorted(seen & tested)
+    if both:
+        raise ValueError(
+            f"Datasets {both} are test datasets and also meta-train or meta-valid in collection "
+            f"{collection.name!r}; expected each in one role; fix the phase's data or "
+            "meta_splits.txt (within-domain is the protocol that tests classes of seen datasets)."
+        )
+
+
+def _plan(params: ProtocolParams, collection: Collection, seed: int) -> list[Episode]:
     if params.name == "id-ood":
         return _plan_id_ood(params, collection, seed)
     episodes: list[Episode] = []

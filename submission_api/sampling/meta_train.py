@@ -46,6 +46,7 @@ class TaskGenerator:
     def __init__(self, datasets: list[Any], shape: TaskShape, rng: np.random.Generator,
                  views: Views = None) -> None:
         self.shape, self.rng = shape, rng
+        self.datasets = list(datasets)  # what total_classes counts (kit: all kept datasets)
         self.entries = []
         for ds in datasets:
             pools = compute_shared_pools(ds.labels, len(ds.class_names), _allowed(views, ds.name))
@@ -128,7 +129,11 @@ def compute_train_classes(
     datasets: Mapping[str, Any] | Sequence[Any], config: SubmissionConfig, views: Views = None
 ) -> tuple[int, int]:
     """`(train_classes, total_classes)` for `MyMetaLearner`, as the NeurIPS'22 kit computes them:
-    task mode: `train_config.N` (its `max_N` when N is null); batch mode: total classes."""
+    task mode: `train_config.N` (its `max_N` when N is null); batch mode: total classes.
+
+    Pass the meta-train generator's `datasets` (after `validation_datasets` moved some to
+    validation): the kit counts only the datasets left for meta-training.
+    """
     total = compute_total_classes(datasets, views)
     if config.train_data_format == "batch":
         return total, total

@@ -6,6 +6,10 @@ Two intervals are kept side by side, both as half-widths around the mean:
 - `md_ci95`: the Meta-Dataset paper's `1.96 * sigma / sqrt(n)` with numpy's default population
   standard deviation (ddof=0), as in `meta_dataset/learners/trainer.py` (Triantafillou et al.,
   2020); 0 for a single task, as there.
+Both treat tasks as independent samples. Tasks of one run are not: they draw their queries from
+the same per-class pools (a class's query images recur across tasks), so both intervals are
+optimistic — they measure the spread of task draws, not the uncertainty of the accuracy on the
+datasets. The report says so beside them.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,11 @@ from submission_api.protocols import (
     plan_test_episodes,
 )
 from submission_api.protocols.splits import compute_held_out_images, compute_within_domain_split
-from submission_api.sampling import check_episode, compute_episodes_digest
+from submission_api.sampling import (
+    check_episode,
+    compute_episodes_digest,
+    sample_fixed_episode,
+)
 
 
 def _assert_run_pools_disjoint(episodes):
@@ -158,3 +164,27 @@ def test_meta_dataset_on_a_dataset_with_fewer_than_5_classes_is_a_clear_error(co
     with pytest.raises(ValueError, match="'four' has 4 classes.*at least 5"):
         plan_test_episodes(ProtocolParams(name="meta-dataset", tasks_per_dataset=1), small,
                            test_seed=0)
+
+
+def test_a_dataset_both_meta_valid_and_meta_test_is_refused(collection):
+    from submission_api.data.collection import Collection
+
+    both = Collection(name="c", datasets=collection.datasets,
+                      splits={**collection.splits, "meta-valid": ["va1", "te1"]})
+    with pytest.raises(ValueError, match=r"Datasets \['te1'\] are test datasets and also"):
+        plan_test_episodes(ProtocolParams(tasks_per_dataset=1), both, test_seed=0)
+    within = ProtocolParams(name="within-domain", tasks_per_dataset=1, datasets=("te1",))
+    assert plan_test_episodes(within, both, test_seed=0)  # within-domain splits classes
+
+
+def test_every_planned_task_is_checked(collection, monkeypatch):
+    from submission_api.protocols import plans
+
+    def overlapping(pools, rng, dataset, *args):
+        ep = sample_fixed_episode(pools, rng, dataset, *args)
+        return dataclasses.replace(ep, query_idx=ep.support_idx.copy(),
+                                   query_labels=ep.support_labels.copy())
+
+    monkeypatch.setattr(plans, "sample_fixed_episode", overlapping)
+    with pytest.raises(ValueError, match="both support and query"):
+        plan_test_episodes(ProtocolParams(name="fixed", tasks_per_dataset=1), collection, 0)

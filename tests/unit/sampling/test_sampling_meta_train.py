@@ -152,3 +152,18 @@ def test_validation_datasets_apply_on_top_of_the_protocol_views(
     assert len(valid_names) == valid_expected
     source = {"v1", "v2"} if n_valid_view else {"a", "b", "c"} - train_names
     assert valid_names <= source
+
+
+def test_total_classes_leave_out_datasets_moved_to_validation(make_dataset):
+    """NeurIPS'22 kit: `total_classes` counts the meta-train datasets left after
+    `validation_datasets` took some out, not the ones moved to validation."""
+    datasets = [make_dataset("a", [25] * 6), make_dataset("b", [25] * 5),
+                make_dataset("c", [25] * 7)]
+    config = parse_submission_config({"validation_datasets": 1,
+                                      "train_config": {"k": 1, "query_images_per_class": 2}})
+    train_gen, valid_gen = build_meta_generators(datasets, [], config, make_rng(4))
+    kept = {ds.name for ds in train_gen.datasets}
+    assert len(kept) == 2 and valid_gen is not None
+    expected = sum(len(ds.class_names) for ds in datasets if ds.name in kept)
+    assert compute_train_classes(train_gen.datasets, config) == (5, expected)
+    assert expected < 18  # all three datasets hold 18 classes
