@@ -4,6 +4,7 @@
  *    something is still queued or running (the server stops marking it "on" when all is done).
  *  - form[data-upload]: send the form with XMLHttpRequest and show upload progress.
  *  - time[data-countdown]: keep "closes in 3 h 12 min" current between page loads.
+ *  - form[data-confirm]: ask before sending a form whose action cannot be undone.
  */
 (function () {
   "use strict";
@@ -125,6 +126,13 @@
       el.textContent = left > 0 ? verb + " in " + duration(left) : (verb === "opens" ? "opened" : "closed") + " — reload the page";
     });
   }
+
+  /* Delegated: forms inside a live-refreshed region are replaced every few seconds. */
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var question = form && form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) { event.preventDefault(); }
+  }, true);
 
   document.querySelectorAll("table[data-sortable]").forEach(makeSortable);
   if (document.querySelector("time[data-countdown]")) { window.setInterval(tickCountdowns, 30000); }

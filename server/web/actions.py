@@ -31,6 +31,7 @@ class Action:
     name: str
     label: str
     danger: bool = False
+    confirm: str = ""  # asked before the form is sent (arena.js), for what cannot be undone
 
     def url(self, submission_id: int) -> str:
         return f"/submissions/{submission_id}/{self.name}"
@@ -44,12 +45,15 @@ def submission_actions(submission: Submission, user: User) -> list[Action]:
         actions.append(Action("select", "Unselect" if submission.is_selected
                               else "Use for the leaderboard"))
     if not over and (is_staff(user) or submission.user_id == user.id):
-        actions.append(Action("cancel", "Cancel", danger=True))
+        actions.append(Action("cancel", "Cancel", danger=True,
+                              confirm=f"Cancel submission #{submission.id}? Its waiting runs "
+                                      "are dropped and running ones stopped."))
     if is_staff(user):
         if over:
             actions.append(Action("rerun", "Re-run"))
-        actions.append(Action("baseline", "Unmark baseline" if submission.is_baseline
-                              else "Mark as baseline"))
+        if submission.is_baseline or submission.state == "finished":  # a baseline has a score
+            actions.append(Action("baseline", "Unmark baseline" if submission.is_baseline
+                                  else "Mark as baseline"))
     return actions
 
 

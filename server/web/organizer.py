@@ -25,7 +25,7 @@ from server.api.deps import (
 )
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError, NotFoundError
-from server.models import Competition, Phase, Submission, User
+from server.models import RUN_STATES, Competition, Phase, Submission, User
 from server.services import competitions as competition_service
 from server.services import users as user_service
 from server.services.finals import close_phase
@@ -44,7 +44,11 @@ NOTICES = {"phase-status": "The phase status was changed.",
            "rerun": "The submission was queued again (its earlier runs are kept as history).",
            "cancel": "The submission's waiting runs were cancelled; running ones stop soon.",
            "baseline": "The baseline mark was changed.",
-           "participation": "The participation request was decided."}
+           "participation": "The participation request was decided.",
+           "phase-reopened": "The phase was reopened: it takes submissions again.",
+           "phase-reopened-ended": "The phase was reopened, but its end date has passed: it "
+                                   "takes no upload until you move ends_at (arena competition "
+                                   "update, or the phase's PATCH)."}
 
 
 def organized_phases(session, user: User) -> list[Phase]:
@@ -83,18 +87,36 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
     for entry in entries:
         if entry["state"] == "queued":
             queued.setdefault(entry["queue"], []).append(entry)
-    recent = session.execute(
-        select(Submission, User.username, Phase.name).join(User, User.id == Submission.user_id)
-        .join(Phase, Phase.id == Submission.phase_id).where(Submission.phase_id.in_(ids))
-        .order_by(Submission.id.desc()).limit(50)).all()
+    shown = recent_filter(request, ids)
+    query = (select(Submission, User.username, Phase.name)
+             .join(User, User.id == Submission.user_id)
+             .join(Phase, Phase.id == Submission.phase_id)
+             .where(Submission.phase_id.in_([shown["phase"]] if shown["phase"] else ids)))
+    if shown["state"]:
+        query = query.where(Submission.state == shown["state"])
+    if shown["who"]:
+        query = query.where(User.username.contains(shown["who"], autoescape=True))
+    recent = session.execute(query.order_by(Submission.id.desc()).limit(50)).all()
     return render(request, "organizer.html", user, settings, phases=phases, queued=queued,
                   running=[e for e in entries if e["state"] != "queued"],
                   workers=_workers(session, user, now, settings),
                   pending=pending_requests(session, sorted({p.competition_id for p in phases})),
-                  recent=recent,
+                  recent=recent, shown=shown, states=RUN_STATES,
+                  finals={p.carry_from_id for p in phases if p.carry_from_id},
                   exports=phase_exports(phases),
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
+
+
+def recent_filter(request: Request, phase_ids: list[int]) -> dict:
+    """The recent-submissions filter from the query string, each value checked (a phase the
+    organizer does not own, or an unknown state, is ignored rather than trusted)."""
+    params = request.query_params
+    phase = params.get("phase", "")
+    state = params.get("state", "")
+    return {"phase": int(phase) if phase.isdigit() and int(phase) in phase_ids else None,
+            "state": state if state in RUN_STATES else "",
+            "who": params.get("who", "").strip()[:64]}
 
 
 def _workers(session, user: User, now, settings) -> list[dict]:
@@ -106,15 +128,20 @@ def _workers(session, user: User, now, settings) -> list[dict]:
 @router.post("/organizer/phases/{phase_id}/open")
 async def open_phase(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
                      db: Annotated[Database, Depends(get_db)]):
-    """Open a draft phase (the PATCH /api/v1/phases/{id} service and its dataset checks)."""
+    """Open a draft phase, or reopen a closed one (the PATCH /api/v1/phases/{id} service and
+    its dataset checks). Reopening carries nothing again: a phase's submissions are carried
+    into its final once (`closed_at` stays); dates are not changed here."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
         user, phase = _organized_phase(request, session, now, phase_id)
-        if phase.status != "draft":
-            raise ConflictError(f"phase {phase.id} is {phase.status!r}; only a draft phase "
-                                "opens here (a closed phase has carried its submissions)")
+        if phase.status == "open":
+            raise ConflictError(f"phase {phase.id} is already open")
+        reopened = phase.status == "closed"
         competition_service.update_phase(session, phase, {"status": "open"}, user, now)
-    return RedirectResponse("/organizer?done=phase-status", status_code=303)
+        ended = phase.ends_at is not None and phase.ends_at <= now
+    done = "phase-reopened-ended" if reopened and ended else (
+        "phase-reopened" if reopened else "phase-status")
+    return RedirectResponse(f"/organizer?done={done}", status_code=303)
 
 
 @router.post("/organizer/phases/{phase_id}/close")

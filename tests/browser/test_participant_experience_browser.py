@@ -138,3 +138,42 @@ def test_an_unknown_url_shows_the_site_page_to_a_logged_in_user(page, arena):
     page.context.clear_cookies()
     page.goto("/my")
     expect(page.get_by_text("Log in to see that page")).to_be_visible()
+
+
+def test_dashboard_confirms_closing_reopens_filters_and_offers_baseline_for_finished_only(
+        page, arena, tmp_path):
+    organizer = arena.user("olga", role="organizer")
+    phase_id = arena.phase(organizer)
+    archive = write_zip(tmp_path / "s.zip")
+    ann = arena.upload(phase_id, arena.user("ann"), archive)
+    bob = arena.upload(phase_id, arena.user("bob"), archive)
+    arena.worker().evaluate(0.5)  # ann's finishes; bob's waits
+    login(page, organizer)
+
+    ann_row = page.locator("tr", has_text=f"#{ann}")
+    bob_row = page.locator("tr", has_text=f"#{bob}")
+    expect(ann_row.get_by_role("button", name="Mark as baseline")).to_be_visible()
+    expect(bob_row.get_by_role("button", name="Mark as baseline")).to_have_count(0)
+
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.get_by_role("button", name="Close phase feedback").click()
+    assert asked and "stops taking submissions" in asked[0]
+    expect(page.locator("td.status-open")).to_have_count(1)  # dismissed: still open
+
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Close phase feedback").click()
+    expect(page.get_by_text("The phase status was changed.")).to_be_visible()
+    page.get_by_role("button", name="Reopen phase feedback").click()
+    shots_at_both_widths(page, "14-organizer-after-reopen")
+    expect(page.get_by_text("The phase was reopened")).to_be_visible()
+    expect(page.locator("td.status-open")).to_have_count(1)
+
+    page.get_by_label("State").select_option("queued")
+    page.get_by_role("button", name="Filter").click()
+    recent = page.locator("#recent ~ .table-wrap tbody tr")
+    expect(recent).to_have_count(1)
+    expect(recent.first).to_contain_text(f"#{bob}")
+    page.get_by_label("Participant").fill("nobody-like-this")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("No submission matches the filter.")).to_be_visible()
