@@ -16,13 +16,14 @@ from datetime import datetime
 from fastapi import FastAPI
 
 from server.core.config import Settings
-from server.core.db import make_database, upgrade_database
+from server.core.db import PoolSize, make_database, upgrade_database
 from server.core.errors import install_error_handlers
 from server.models import utcnow
 from server.services.queue import CeleryJobQueue, JobQueue
 from server.services.reconcile import ReconcilePolicy, run_reconciler_forever
 from server.services.runs import LeasePolicy
 from server.services.storage import Storage
+from server.services.upload_gate import UploadGate
 from server.services.users import bootstrap_admin
 from server.web.rendering import install_page_errors
 
@@ -96,7 +97,11 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                   docs_url=None, redoc_url=None)  # server/api/docs.py serves them offline
     app.router.lifespan_context = _lifespan(app)
     app.state.settings = settings
-    app.state.db = make_database(settings.database_url)
+    app.state.db = make_database(settings.database_url, PoolSize(
+        settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s))
+    app.state.upload_gate = UploadGate(settings.max_concurrent_uploads,
+                                       settings.max_uploads_per_user,
+                                       settings.upload_retry_after_s)
     app.state.storage = Storage(settings.storage)
     app.state.queue = queue or make_job_queue(settings)
     app.state.clock = clock

@@ -11,14 +11,17 @@ from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
     Admin,
+    BriefOrganizer,
     NowDep,
     Organizer,
     SessionDep,
     SettingsDep,
     WriteSessionDep,
+    get_db,
     get_storage,
 )
 from server.api.uploads import receive_file
+from server.core.db import Database
 from server.schemas.competition import DatasetFromPath, DatasetOut
 from server.services import datasets as service
 from server.services.storage import Storage
@@ -37,16 +40,19 @@ def list_datasets(user: Organizer, session: SessionDep) -> list[DatasetOut]:
 
 
 @router.post("", response_model=DatasetOut, status_code=201, openapi_extra=_TAR_BODY)
-async def upload_dataset(request: Request, user: Organizer, storage: StorageDep,
-                         settings: SettingsDep, session: WriteSessionDep,
-                         now: NowDep) -> DatasetOut:
-    """Register a compiled cache entry sent as a tar in the multipart field 'file'."""
-    staged, _ = await receive_file(request, storage, settings.max_dataset_upload_bytes)
+async def upload_dataset(request: Request, user: BriefOrganizer, storage: StorageDep,
+                         settings: SettingsDep, now: NowDep,
+                         db: Annotated[Database, Depends(get_db)]) -> DatasetOut:
+    """Register a compiled cache entry sent as a tar in the multipart field 'file'.
+
+    No database session is held while the tar streams in (it may take minutes)."""
+    staged, _ = await receive_file(request, storage, settings.max_dataset_upload_bytes,
+                                   owner=user.id)
 
     def register() -> DatasetOut:
-        row = service.register_from_tar(session, storage, staged.path, user, now)
-        session.commit()
-        return DatasetOut.model_validate(row)
+        with db.session(write=True) as session:
+            row = service.register_from_tar(session, storage, staged.path, user, now)
+            return DatasetOut.model_validate(row)
 
     return await run_in_threadpool(register)
 

@@ -101,18 +101,40 @@ def current_user(user: Annotated[User | None, Depends(current_user_optional)]) -
 
 
 CurrentUser = Annotated[User, Depends(current_user)]
+
+
+def current_user_brief(request: Request, db: Annotated[Database, Depends(get_db)],
+                       now: NowDep) -> User:
+    """The authenticated user, looked up in a session closed before the handler runs: for
+    handlers that stream a body, during which an open session would hold a connection."""
+    with db.session() as session:
+        return current_user(current_user_optional(request, session, now))
+
+
+BriefUser = Annotated[User, Depends(current_user_brief)]
+
+
+def _brief_organizer(user: BriefUser) -> User:
+    return check_role(user, ("organizer",))
+
+
+BriefOrganizer = Annotated[User, Depends(_brief_organizer)]
 OptionalUser = Annotated[User | None, Depends(current_user_optional)]
+
+
+def check_role(user: User, roles: tuple[str, ...]) -> User:
+    if user.role != "admin" and user.role not in roles:
+        raise ForbiddenError(
+            f"this needs the role {' or '.join(roles)}; you are {user.role!r} — ask an "
+            "admin if you should have it")
+    return user
 
 
 def require_role(*roles: str) -> Callable[..., User]:
     """A dependency that lets through only users with one of `roles` (admins always pass)."""
 
     def check(user: CurrentUser) -> User:
-        if user.role != "admin" and user.role not in roles:
-            raise ForbiddenError(
-                f"this needs the role {' or '.join(roles)}; you are {user.role!r} — ask an "
-                "admin if you should have it")
-        return user
+        return check_role(user, roles)
 
     return check
 

@@ -38,7 +38,7 @@ from server.api.submissions import submission_out, zip_limits
 from server.api.uploads import receive_file
 from server.core.db import Database
 from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
-from server.models import TERMINAL_STATES, Phase, Submission, User
+from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
@@ -60,6 +60,7 @@ from server.web.rendering import (
 from server.web.report import report_response
 from server.web.views import (
     PER_PAGE,
+    boarded_submissions,
     is_staff,
     leaderboards,
     page_numbers,
@@ -212,7 +213,8 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
     if user is None:
         return login_redirect(request)
     try:
-        staged, fields = await receive_file(request, storage, settings.max_upload_bytes)
+        staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
+                                            owner=user.id)
         try:
             check_csrf(request, settings, fields.get("csrf_token"))
         except CsrfError:
@@ -248,14 +250,19 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
             phase: int | None = None):
     if user is None:
         return login_redirect(request)
-    query = select(Submission, Phase.name).join(Phase, Phase.id == Submission.phase_id).where(
-        Submission.user_id == user.id)
+    query = (select(Submission, Phase.name, Competition.title, Competition.id)
+             .join(Phase, Phase.id == Submission.phase_id)
+             .join(Competition, Competition.id == Phase.competition_id)
+             .where(Submission.user_id == user.id))
     if phase is not None:
         query = query.where(Submission.phase_id == phase)
     rows = session.execute(query.order_by(Submission.id.desc()).limit(200)).all()
-    items = [{"s": s, "phase_name": name,
+    on_board = boarded_submissions(session, {s.phase_id for s, *_ in rows}, user)
+    items = [{"s": s, "phase_name": name, "competition": title, "competition_id": comp_id,
+              "on_board": s.id in on_board,
               "position": None if s.state in TERMINAL_STATES
-              else queue_position(session, s, settings.default_queue)} for s, name in rows]
+              else queue_position(session, s, settings.default_queue)}
+             for s, name, title, comp_id in rows]
     active = any(item["s"].state not in TERMINAL_STATES for item in items)
     return render(request, "my.html", user, settings, submissions=items, active=active)
 

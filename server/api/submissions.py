@@ -2,7 +2,9 @@
 
 Participants only ever see their own submissions: another's id answers 404, exactly like an id
 that does not exist. Logs are hidden from the owner when the phase hides them (organizers
-still see them).
+still see them). An upload holds no database connection while its body streams (a slow client
+would otherwise hold one for minutes): it authenticates and checks the phase in short sessions
+before, and registers in one after.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from server.api.competitions import visible_phase
-from server.api.deps import CurrentUser, NowDep, SessionDep, SettingsDep, get_db, get_queue
+from server.api.deps import (
+    BriefUser,
+    CurrentUser,
+    NowDep,
+    SessionDep,
+    SettingsDep,
+    get_db,
+    get_queue,
+)
 from server.api.deps import get_storage as _storage
 from server.api.uploads import receive_file
 from server.core.config import Settings
@@ -56,7 +66,8 @@ def submission_out(session, submission: Submission, settings: Settings) -> Submi
 async def handle_upload(request: Request, user: User, phase_id: int, settings: Settings,
                         db: Database, storage: Storage, queue: JobQueue, now) -> Submission:
     """Shared by the API and the web form: stream, validate, register, enqueue."""
-    staged, fields = await receive_file(request, storage, settings.max_upload_bytes)
+    staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
+                                        owner=user.id)
     return await run_in_threadpool(
         accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
         staged=staged, now=now, limits=zip_limits(settings),
@@ -66,16 +77,24 @@ async def handle_upload(request: Request, user: User, phase_id: int, settings: S
 
 @router.post("/phases/{phase_id}/submissions", response_model=SubmissionOut, status_code=201,
              openapi_extra=_ZIP_BODY)
-async def create_submission(phase_id: int, request: Request, user: CurrentUser,
-                            session: SessionDep, settings: SettingsDep, now: NowDep,
+async def create_submission(phase_id: int, request: Request, user: BriefUser,
+                            settings: SettingsDep, now: NowDep,
                             db: Annotated[Database, Depends(get_db)],
                             storage: Annotated[Storage, Depends(_storage)],
                             queue: Annotated[JobQueue, Depends(get_queue)]) -> SubmissionOut:
     """Upload a submission zip (multipart field 'file', optional 'note' and 'league')."""
-    visible_phase(session, phase_id, user)
+
+    def check_phase() -> None:
+        with db.session() as session:
+            visible_phase(session, phase_id, user)
+
+    def view(submission_id: int) -> SubmissionOut:
+        with db.session() as session:
+            return submission_out(session, session.get(Submission, submission_id), settings)
+
+    await run_in_threadpool(check_phase)
     submission = await handle_upload(request, user, phase_id, settings, db, storage, queue, now)
-    session.rollback()  # end the read snapshot taken before the upload committed
-    return submission_out(session, session.get(Submission, submission.id), settings)
+    return await run_in_threadpool(view, submission.id)
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionOut)

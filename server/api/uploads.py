@@ -3,17 +3,25 @@
 Starlette's own form parsing would spool the whole body before our size cap could act, so the
 request stream is fed to python-multipart's push parser directly: the file part is written as it
 arrives (sha256 and size cap on the way), small text fields are kept with a cap of their own.
+
+Streaming holds an upload slot (services/upload_gate.py: per user and in all, else 429/503 with
+Retry-After) and nothing else: callers must not hold a database session across it, since a
+client may take minutes to send. A client that sends nothing for `upload_idle_timeout_s` is
+answered 408 `upload.stalled` and its partial file removed.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from server.core.errors import InvalidInputError, UploadTooLargeError
+from server.core.errors import InvalidInputError, UploadStalledError, UploadTooLargeError
 from server.services.storage import Storage, StreamingFile
 from server.services.upload import StagedUpload
 
@@ -78,11 +86,38 @@ class _Receiver:
 
 
 async def receive_file(request: Request, storage: Storage, max_bytes: int,
-                       file_field: str = "file") -> tuple[StagedUpload, dict[str, str]]:
+                       file_field: str = "file", owner: int | None = None
+                       ) -> tuple[StagedUpload, dict[str, str]]:
     """Stream a multipart/form-data body; return the staged file and the text fields.
 
-    Raises UploadTooLargeError (nothing kept) or InvalidInputError for a malformed body.
+    `owner` (the uploading user's id) counts towards that user's upload slots.
+    Raises UploadTooLargeError (nothing kept), InvalidInputError for a malformed body,
+    TooManyUploadsError / ServerBusyError (nothing read), UploadStalledError.
     """
+    async with AsyncExitStack() as stack:
+        gate = getattr(request.app.state, "upload_gate", None)
+        if gate is not None:
+            await stack.enter_async_context(gate.slot(owner))
+        return await _receive(request, storage, max_bytes, file_field)
+
+
+async def _chunks(request: Request) -> AsyncIterator[bytes]:
+    """The body's chunks; UploadStalledError when the client sends nothing for too long."""
+    settings = getattr(request.app.state, "settings", None)
+    idle_s = getattr(settings, "upload_idle_timeout_s", None)
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            yield await asyncio.wait_for(stream.__anext__(), idle_s)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as exc:
+            raise UploadStalledError(f"the upload sent nothing for {idle_s:g} s; send it again "
+                                     "on a steadier connection") from exc
+
+
+async def _receive(request: Request, storage: Storage, max_bytes: int,
+                   file_field: str) -> tuple[StagedUpload, dict[str, str]]:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes + _OVERHEAD:
         raise UploadTooLargeError(
@@ -99,7 +134,7 @@ async def receive_file(request: Request, storage: Storage, max_bytes: int,
         "on_headers_finished", "on_part_data", "on_part_end")}
     parser = MultipartParser(options[b"boundary"], callbacks)  # type: ignore[arg-type]
     try:
-        async for chunk in request.stream():
+        async for chunk in _chunks(request):
             parser.write(chunk)
         parser.finalize()
     except MultipartParseError as exc:

@@ -34,6 +34,16 @@ class Settings(BaseSettings):
     max_dataset_upload_bytes: int = 20 * 1024**3
     log_cap_bytes: int = 1024**2
 
+    # Database connections: SQLAlchemy's pool per server process (SQLite and Postgres alike).
+    db_pool_size: int = Field(default=10, ge=1)
+    db_max_overflow: int = Field(default=20, ge=0)
+    db_pool_timeout_s: float = Field(default=30.0, gt=0)
+    # Uploads streaming at once (services/upload_gate.py), and how long one may send nothing.
+    max_concurrent_uploads: int = Field(default=32, ge=1)
+    max_uploads_per_user: int = Field(default=2, ge=1)
+    upload_retry_after_s: int = Field(default=30, ge=1)
+    upload_idle_timeout_s: float = Field(default=60.0, gt=0)
+
     lease_seconds: int = 120
     max_platform_failures: int = 3
     requeue_after_s: int = 900  # a queued run unclaimed this long was lost (uninspectable broker)

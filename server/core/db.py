@@ -21,13 +21,27 @@ _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _IMMEDIATE = "arena_sqlite_immediate"
 
 
-def make_engine(url: str) -> Engine:
+@dataclass(frozen=True)
+class PoolSize:
+    """SQLAlchemy's connection pool of one process (from Settings.db_pool_*)."""
+
+    size: int = 10
+    max_overflow: int = 20
+    timeout_s: float = 30.0
+
+
+def make_engine(url: str, pool: PoolSize = PoolSize()) -> Engine:
     """Create an engine; for SQLite, create the parent folder and install the pragmas."""
+    sizing = {"pool_size": pool.size, "max_overflow": pool.max_overflow,
+              "pool_timeout": pool.timeout_s}
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        return create_engine(url, pool_pre_ping=True, **sizing)
     if url.startswith("sqlite:///") and ":memory:" not in url:
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    else:
+        sizing = {}  # an in-memory database lives in one connection (SingletonThreadPool)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                           **sizing)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:
@@ -72,9 +86,9 @@ class Database:
                 raise
 
 
-def make_database(url: str) -> Database:
+def make_database(url: str, pool: PoolSize = PoolSize()) -> Database:
     """Build the engine and session factories for `url`."""
-    engine = make_engine(url)
+    engine = make_engine(url, pool)
     immediate = engine.execution_options(**{_IMMEDIATE: True})
     return Database(
         engine=engine,

@@ -73,6 +73,24 @@ class UploadTooLargeError(ArenaError):
     code = "upload.too_large"
 
 
+class TooManyUploadsError(ArenaError):
+    """One account streams too many uploads at once (services/upload_gate.py)."""
+
+    code = "upload.too_many"
+
+
+class ServerBusyError(ArenaError):
+    """The server streams as many uploads as it takes; the client should send again later."""
+
+    code = "upload.busy"
+
+
+class UploadStalledError(ArenaError):
+    """An upload sent nothing for too long: its slot goes to someone else."""
+
+    code = "upload.stalled"
+
+
 class InvalidInputError(ArenaError):
     code = "invalid_input"
 
@@ -95,6 +113,9 @@ ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
     PhaseClosedError: (409, "participant"),
     QuotaExceededError: (429, "participant"),
     UploadTooLargeError: (413, "participant"),
+    TooManyUploadsError: (429, "participant"),
+    ServerBusyError: (503, "platform"),
+    UploadStalledError: (408, "participant"),
     InvalidInputError: (422, "participant"),
 }
 
@@ -118,6 +139,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def handle(_request: Request, exc: Exception) -> JSONResponse:
         status, body = describe_error(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        retry_after = getattr(exc, "details", {}).get("retry_after_s")
+        if retry_after is not None:  # refused for now, not for good: say when to come back
+            headers = {"Retry-After": str(retry_after)}
         return JSONResponse(body, status_code=status, headers=headers)
 
     async def handle_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
