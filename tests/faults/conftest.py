@@ -48,7 +48,8 @@ def faulty_platform(services: dict, tmp_path_factory: pytest.TempPathFactory
     platform = new_platform(
         tmp_path_factory.mktemp("faults"), url.rsplit("/", 1)[0] + "/arena_faults",
         broker_url=services["redis"].url,
-        extra_server_env={"ARENA_REQUEUE_AFTER_S": "20", "ARENA_MAX_PLATFORM_FAILURES": "3"})
+        extra_server_env={"ARENA_REQUEUE_AFTER_S": "20", "ARENA_LOST_AFTER_S": "20",
+                          "ARENA_MAX_PLATFORM_FAILURES": "3"})
     try:
         platform.start_server()
         yield platform
