@@ -119,6 +119,18 @@ def submission_standing(session: Session, phase: Phase, submission, sees_all: bo
     return out
 
 
+def boarded_submissions(session: Session, phase_ids: set[int], user: User) -> set[int]:
+    """Ids of `user`'s submissions that stand for them on their phases' leaderboards (the
+    selected one, else the best or latest by the phase's rule), as the board computes it."""
+    found: set[int] = set()
+    for phase_id in phase_ids:
+        phase = session.get(Phase, phase_id)
+        board = view_leaderboard(session, phase, phase.competition, None, True, offset=0,
+                                 limit=0, user_id=user.id)
+        found |= {row["submission_id"] for row in board["pinned"]}
+    return found
+
+
 def _when(value: datetime | None, otherwise: str) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else otherwise
 

@@ -177,3 +177,21 @@ def test_dashboard_confirms_closing_reopens_filters_and_offers_baseline_for_fini
     page.get_by_label("Participant").fill("nobody-like-this")
     page.get_by_role("button", name="Filter").click()
     expect(page.get_by_text("No submission matches the filter.")).to_be_visible()
+
+
+def test_my_submissions_name_the_competition_and_the_entry_on_the_leaderboard(
+        page, arena, tmp_path):
+    token = arena.user("ann")
+    phase_id = arena.phase()
+    archive = write_zip(tmp_path / "s.zip")
+    low = arena.upload(phase_id, token, archive)
+    arena.worker().evaluate(0.3)
+    high = arena.upload(phase_id, token, archive)
+    arena.worker().evaluate(0.7)
+    login(page, token)
+    rows = page.locator("#live tbody tr")
+    expect(rows).to_have_count(2)
+    expect(page.locator("tr", has_text=f"#{high}")).to_contain_text("on the leaderboard")
+    expect(page.locator("tr", has_text=f"#{low}")).not_to_contain_text("on the leaderboard")
+    expect(rows.first).to_contain_text("Cross-domain few-shot")
+    shots_at_both_widths(page, "14-my-submissions")
