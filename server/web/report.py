@@ -60,8 +60,21 @@ def report_response(submission: Submission, run: Run, phase: Phase, *,
         title=f"Submission {submission.id}, run {run.index}: detailed results", extra=extra,
         protocol=(phase.protocol or {}).get("name"),
         id_vs_ood_points=id_vs_ood_points(submission, phase) or None)
+    if not download:  # in the browser: a way back to the submission (a saved copy has none)
+        html = _with_back_link(html, f"/submissions/{submission.id}",
+                               f"\u2190 Submission #{submission.id}")
     name = f"submission-{submission.id}-run-{run.index}.html"
     disposition = "attachment" if download else "inline"
     return HTMLResponse(html, headers={
         "Content-Security-Policy": REPORT_CSP, "X-Content-Type-Options": "nosniff",
         "Content-Disposition": f'{disposition}; filename="{name}"'})
+
+
+def _with_back_link(html: str, href: str, label: str) -> str:
+    """`html` with a link as the first thing of its body (`href`, `label`: ours, not user text)."""
+    link = f'<p class="back"><a href="{href}">{label}</a></p>'
+    at = html.find("<body")
+    if at < 0:
+        return link + html
+    end = html.find(">", at) + 1
+    return html[:end] + link + html[end:]

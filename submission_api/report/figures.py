@@ -16,11 +16,15 @@ from typing import Any
 
 from submission_api.scoring.intervals import GroupStats
 
-_DPI = 80
+_DPI = 96
 _COLOR = "#3b6ea5"
+METRIC_RANGE = (-1.0, 1.0)
+"""Normalized accuracy `(bac - 1/N) / (1 - 1/N)` lies in [-1/(N-1), 1], within [-1, 1] for any
+N >= 2: an interval reaching past it says nothing more and would stretch the axis (a t interval
+of 2 tasks is wide)."""
 
 
-def _new_figure(width: float, height: float = 2.8) -> Any:
+def _new_figure(width: float, height: float = 3.6) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -49,19 +53,46 @@ def _half_widths(stats: Sequence[GroupStats]) -> list[float]:
     return [s.ci95 if s.ci95 is not None else 0.0 for s in stats]
 
 
+def clipped_errors(stats: Sequence[GroupStats],
+                   bounds: tuple[float, float] = METRIC_RANGE) -> list[list[float]]:
+    """Asymmetric error bars `[below, above]` for matplotlib: each t 95% interval cut to the
+    metric's range, so no bar claims a score the metric cannot take."""
+    low, high = bounds
+    below = [max(0.0, min(h, s.mean - low)) for s, h in zip(stats, _half_widths(stats),
+                                                            strict=True)]
+    above = [max(0.0, min(h, high - s.mean)) for s, h in zip(stats, _half_widths(stats),
+                                                             strict=True)]
+    return [below, above]
+
+
+def _label_counts(ax: Any, xs: Sequence[float], stats: Sequence[GroupStats]) -> None:
+    """`n=12` beside each point: how many tasks its mean and interval rest on."""
+    for x, s in zip(xs, stats, strict=True):
+        ax.annotate(f"n={s.n}", (x, s.mean), fontsize=7, color="#57606a", xytext=(5, 4),
+                    textcoords="offset points")
+
+
+def _fit_axis(ax: Any, stats: Sequence[GroupStats]) -> None:
+    """y from just under the lowest interval (or 0) to just over 1: the metric's own range."""
+    errors = clipped_errors(stats)
+    lowest = min([0.0, *(s.mean - e for s, e in zip(stats, errors[0], strict=True))])
+    ax.set_ylim(max(METRIC_RANGE[0], lowest) - 0.05, METRIC_RANGE[1] + 0.05)
+
+
 def plot_trend(groups: Mapping[int, GroupStats], xlabel: str) -> bytes:
-    """Mean normalized accuracy against an integer (ways or shots), with t 95% error bars.
+    """Mean normalized accuracy against an integer (ways or shots), with t 95% error bars cut
+    to the metric's range and the number of tasks beside each point.
 
     Returns PNG bytes. A point from a single task has no error bar.
     """
     xs = list(groups)
     stats = [groups[x] for x in xs]
-    fig = _new_figure(4.5)
+    fig = _new_figure(6.0)
     ax = fig.add_subplot()
     ax.errorbar(
         xs,
         [s.mean for s in stats],
-        yerr=_half_widths(stats),
+        yerr=clipped_errors(stats),
         fmt="o-",
         color=_COLOR,
         capsize=3,
@@ -70,6 +101,9 @@ def plot_trend(groups: Mapping[int, GroupStats], xlabel: str) -> bytes:
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.margins(x=0.08)  # room for the last point's n= label
+    _label_counts(ax, xs, stats)
+    _fit_axis(ax, stats)
     ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("normalized accuracy")
@@ -78,13 +112,17 @@ def plot_trend(groups: Mapping[int, GroupStats], xlabel: str) -> bytes:
 
 
 def plot_bars(groups: Mapping[str, GroupStats], xlabel: str) -> bytes:
-    """Mean normalized accuracy per category (e.g. dataset) as bars with t 95% error bars."""
+    """Mean normalized accuracy per category (e.g. dataset) as bars with t 95% error bars cut
+    to the metric's range, and the number of tasks on each bar."""
     names = list(groups)
     stats = [groups[n] for n in names]
-    fig = _new_figure(min(12.0, max(4.5, 0.45 * len(names) + 1.5)), 3.2)
+    fig = _new_figure(min(14.0, max(6.0, 0.55 * len(names) + 2.0)), 4.0)
     ax = fig.add_subplot()
     positions = list(range(len(names)))
-    ax.bar(positions, [s.mean for s in stats], yerr=_half_widths(stats), color=_COLOR, capsize=3)
+    ax.bar(positions, [s.mean for s in stats], yerr=clipped_errors(stats), color=_COLOR,
+           capsize=3)
+    _label_counts(ax, positions, stats)
+    _fit_axis(ax, stats)
     crowded = len(names) > 4
     ax.set_xticks(
         positions,

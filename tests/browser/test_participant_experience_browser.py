@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from _browser_support import login, shots_at_both_widths, write_zip
+from _browser_support import login, shot, shots_at_both_widths, write_zip
 from playwright.sync_api import expect
 
 from server.models import Phase, utcnow
@@ -95,6 +95,11 @@ def test_a_running_submission_says_its_stage_and_time(page, arena, tmp_path):
     expect(page.locator("#score")).to_contain_text("95% CI over 12 test tasks")
     expect(page.locator("#standing")).to_contain_text("rank 1 of 1")
     shots_at_both_widths(page, "14-submission-finished")
+    page.locator("#score").get_by_role("link", name="Detailed results").click()
+    expect(page.locator("#plots img").first).to_be_visible()
+    shot(page, "14-detailed-results")
+    page.get_by_role("link", name=f"Submission #{submission_id}").click()
+    expect(page).to_have_url(f"{arena.url}/submissions/{submission_id}")
 
 
 def test_organizer_dashboard_at_both_widths(page, arena, tmp_path):
