@@ -71,6 +71,40 @@ def set_dumpable(dumpable: bool) -> None:
     _prctl(PR_SET_DUMPABLE, int(dumpable))
 
 
+PR_CAPBSET_DROP = 24
+CAP_LAST = 63
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability for good (bounding set too), keeping the user id.
+
+    What makes the supervisor unreadable (not dumpable) binds only processes without
+    CAP_SYS_PTRACE, and a participant running `arena run` as root has it; in the sandbox the task
+    already runs as uid 1000 with none, and this is a no-op. Returns whether any were held.
+    """
+    libc = _libc()
+    if libc is None or os.geteuid() != 0:
+        return False
+    for cap in range(CAP_LAST + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the kernel's last: harmless
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed: the task process would keep root's "
+                      "capabilities")
+    return True
+
+
 def _children_of(pid: int) -> list[int]:
     """Every process whose parent is `pid` (read from /proc; a racing exit is skipped)."""
     found = []

@@ -179,7 +179,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle", type=Path, required=True)
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
-    return run(args.submission.resolve(), args.bundle.resolve(), args.output.resolve())
+    return run_reaped(args.submission.resolve(), args.bundle.resolve(), args.output.resolve())
+
+
+def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
+    """`run` in a child process; this parent, which never imports participant code, then kills
+    every process meta-training left (it is their subreaper) and removes the IPC objects it made,
+    so nothing of meta-train is alive or attached when the test tasks begin."""
+    from submission_api.runner import isolation
+
+    isolation.protect_supervisor()
+    before = isolation.snapshot_ipc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = run(submission_dir, bundle_dir, output_dir)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    isolation.kill_descendants()
+    isolation.remove_new_ipc(before)
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 if __name__ == "__main__":

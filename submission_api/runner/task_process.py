@@ -60,7 +60,8 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
-    isolation.confine(scratch)
+    isolation.drop_capabilities()
+    isolation.confine([*scratch, Path("/dev/shm")])
     import torch
 
     from submission_api.data import images_to_tensor

@@ -1,0 +1,176 @@
+"""Each test task reaches participant code alone (issue 11): the wire format refuses what a hostile
+peer sends, the supervisor's sweep leaves nothing a later task can use, and a submission that
+links images across tasks through every channel it can find scores at chance under `arena run`
+while the same code scores high when its tasks share a process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from submission_api.data import load_collection
+from submission_api.protocols import ProtocolParams
+from submission_api.runner import isolation
+from submission_api.runner.channel import (
+    MalformedMessage,
+    receive_message,
+    send_message,
+)
+from submission_api.runner.local import run_local
+from submission_api.runner.prepare import prepare_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from isolation_attack import score_in_one_process, write_attack  # noqa: E402 - path above
+
+MANY_TASKS = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": 30})
+
+
+def raw_exchange(payload: bytes, limit: int = 1 << 20):
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(payload)
+        theirs.shutdown(socket.SHUT_WR)
+        return receive_message(ours, limit, deadline=time.monotonic() + 5)
+
+
+def framed(header: bytes) -> bytes:
+    return len(header).to_bytes(4, "big") + header
+
+
+@pytest.mark.parametrize(("header", "words"), [
+    (b"not json", "not JSON"),
+    (b'{"arrays": [{"dtype": "O", "shape": [3]}]}', "not allowed"),
+    (b'{"arrays": [{"dtype": "<U8", "shape": [3]}]}', "not allowed"),
+    (b'{"arrays": [{"dtype": "<f8", "shape": [100000, 100000]}]}', "payload over"),
+    (b'{"arrays": [{"dtype": "<f8", "shape": [-1]}]}', "non-negative"),
+    (b'{"arrays": "x"}', "'arrays' list"),
+])
+def test_malformed_messages_are_refused_before_any_payload_is_read(header, words):
+    with pytest.raises(MalformedMessage, match=words):
+        raw_exchange(framed(header))
+
+
+def test_an_oversized_header_is_refused():
+    with pytest.raises(MalformedMessage, match="header"):
+        raw_exchange((1 << 30).to_bytes(4, "big"))
+
+
+def test_arrays_round_trip_with_their_dtype_and_shape():
+    ours, theirs = socket.socketpair()
+    sent = [np.arange(12, dtype=np.uint8).reshape(3, 4), np.array([1.5, -2.0])]
+    with ours, theirs:
+        send_message(theirs, {"type": "x", "id": 3}, sent)
+        header, got = receive_message(ours, 1 << 20, deadline=time.monotonic() + 5)
+    assert header == {"type": "x", "id": 3}
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(sent, got, strict=True))
+
+
+DAEMON = """
+import os, sys, time
+if os.fork():
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_the_sweep_kills_a_double_forked_daemon(tmp_path: Path):
+    pid_file = tmp_path / "daemon.pid"
+    reaper = f"""
+import subprocess, sys, time
+from submission_api.runner import isolation
+isolation.protect_supervisor()
+subprocess.run([sys.executable, "-c", {DAEMON!r}, {str(pid_file)!r}], check=True)
+for _ in range(100):
+    time.sleep(0.05)
+    if open({str(pid_file)!r}).read() if __import__("os").path.exists({str(pid_file)!r}) else 0:
+        break
+print(isolation.kill_descendants())
+"""
+    done = subprocess.run([sys.executable, "-c", reaper], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 1
+    daemon = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{daemon}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{daemon}").exists()
+
+
+def test_ipc_made_after_the_snapshot_is_removed_and_older_ipc_kept(tmp_path: Path):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    older = libc.shmget(0, 4096, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+    older_file = Path("/dev/shm") / f"arena-test-older-{os.getpid()}"
+    older_file.write_bytes(b"x")
+    try:
+        before = isolation.snapshot_ipc()
+        newer = libc.shmget(0, 4096, 0o1000 | 0o600)
+        newer_file = Path("/dev/shm") / f"arena-test-newer-{os.getpid()}"
+        newer_file.write_bytes(b"y")
+        assert isolation.remove_new_ipc(before) >= 2
+        ids = {ident for table, ident, _ in isolation._sysv_objects() if table == "shm"}
+        assert newer not in ids and older in ids
+        assert not newer_file.exists() and older_file.exists()
+    finally:
+        libc.shmctl(older, 0, None)
+        older_file.unlink(missing_ok=True)
+
+
+def test_emptying_a_scratch_folder_removes_what_a_task_locked(tmp_path: Path):
+    locked = tmp_path / "scratch" / "a" / "b"
+    locked.mkdir(parents=True)
+    (locked / "memory").write_text("task 1 was here")
+    (tmp_path / "scratch" / "a").chmod(0o000)
+    isolation.empty_folder(tmp_path / "scratch")
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+@pytest.mark.skipif(isolation.landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_a_confined_process_writes_only_beneath_its_scratch(tmp_path: Path):
+    scratch, outside = tmp_path / "scratch", tmp_path / "outside"
+    scratch.mkdir()
+    outside.mkdir()
+    code = f"""
+from pathlib import Path
+from submission_api.runner import isolation
+assert isolation.confine([Path({str(scratch)!r})]) >= 1
+Path({str(scratch)!r}, "ok").write_text("fine")
+try:
+    Path({str(outside)!r}, "leak").write_text("memory")
+except PermissionError:
+    print("denied")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "denied", done.stderr
+    assert (scratch / "ok").exists() and not (outside / "leak").exists()
+
+
+def test_linking_images_across_tasks_gains_nothing_under_arena_run(
+        tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+    attack = write_attack(tmp_path / "attack")
+    # Control: the same code with its tasks in one process (as before task isolation).
+    collection = load_collection(tiny_collection, arena_cache)
+    prepare_run(collection, MANY_TASKS, (0, 0), tmp_path / "bundle", tmp_path / "answers")
+    assert score_in_one_process(attack, tmp_path / "answers") > 0.5
+
+    result = run_local(attack, tiny_collection, tmp_path / "out", protocol=MANY_TASKS,
+                       cache_dir=arena_cache)
+    assert result.state == "finished", result.message
+    scores = result.scores
+    assert abs(scores["score"]) <= max(scores["ci95"], 0.02), scores["score"]
+    # Nothing of the attack's memory outlives the run on this machine either.
+    assert not list(Path("/dev/shm").glob(".arena_mem*"))
