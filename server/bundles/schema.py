@@ -168,6 +168,7 @@ class BundleSpec(_Strict):
     slug: str = Field(min_length=2, max_length=64, pattern=SLUG)
     title: str = Field(min_length=1, max_length=200)
     description: str = ""
+    participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
     pages: list[Page] = []
     leagues: list[LeagueSpec] = []
     phases: list[PhaseSpec] = Field(min_length=1)

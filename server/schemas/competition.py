@@ -183,6 +183,7 @@ class CompetitionCreate(BaseModel):
     slug: str = Field(min_length=2, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
     title: str = Field(min_length=1, max_length=200)
     description: str = ""
+    participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
     phases: list[PhaseCreate] = []
 
 
@@ -190,6 +191,7 @@ class CompetitionUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = None
+    participation: Literal["open", "approval"] | None = None
 
     @model_validator(mode="after")
     def _check_nulls(self) -> CompetitionUpdate:
@@ -203,6 +205,7 @@ class CompetitionOut(BaseModel):
     slug: str
     title: str
     description: str
+    participation: Literal["open", "approval"] = "open"
     created_at: datetime
     pages: list[dict[str, Any]] = []
     leagues: list[dict[str, Any]] = []

@@ -80,6 +80,7 @@ def check_images_known(session: Session, parsed: ParsedBundle) -> None:
 def _apply_competition(comp: Competition, parsed: ParsedBundle, text: str) -> None:
     spec = parsed.spec
     comp.title, comp.description = spec.title, spec.description
+    comp.participation = spec.participation
     comp.pages = [p.model_dump() for p in spec.pages]
     comp.leagues = [lg.model_dump() for lg in spec.leagues]
     comp.bundle = text

@@ -84,7 +84,7 @@ def create_competition(session: Session, body: CompetitionCreate, owner: User,
         raise ConflictError(f"the slug {body.slug!r} is taken; choose another",
                             code="competition.exists")
     comp = Competition(slug=body.slug, title=body.title, description=body.description,
-                       owner_id=owner.id, created_at=now)
+                       participation=body.participation, owner_id=owner.id, created_at=now)
     session.add(comp)
     session.flush()
     for phase in body.phases:

@@ -110,3 +110,33 @@ def test_the_cli_asks_lists_approves_and_denies(env, cli):
     assert env.submit(phase_id, ann).status_code == 201
     assert "ann: denied" in cli(org, "participants", "deny", "c-default", str(ann_row.id))
     assert env.submit(phase_id, ann, zip_bytes([("model.py", b"# 2\n")])).status_code == 403
+
+
+BUNDLE = """slug: by-approval
+title: By approval
+participation: approval
+phases:
+  - name: dev
+    status: open
+"""
+
+
+def test_the_mode_is_chosen_at_creation_in_json_or_a_bundle_and_shown(env):
+    _, org = env.user("olga", role="organizer")
+    _, ann = env.user("ann")
+    made = env.client.post("/api/v1/competitions", headers=org, json={
+        "slug": "json-approval", "title": "J", "participation": "approval",
+        "phases": [{"name": "dev", "status": "open"}]}).json()
+    assert made["participation"] == "approval"
+    assert env.submit(made["phases"][0]["id"], ann).status_code == 403
+    bundled = env.client.post("/api/v1/competitions/bundle", headers=org,
+                              json={"yaml": BUNDLE})
+    assert bundled.status_code == 201, bundled.text
+    assert bundled.json()["participation"] == "approval"
+    opened = env.client.patch(f"/api/v1/competitions/{made['id']}", headers=org,
+                              json={"participation": "open"})
+    assert opened.json()["participation"] == "open"
+    assert env.submit(made["phases"][0]["id"], ann).status_code == 201
+    listed = env.client.get("/api/v1/competitions", headers=ann).json()
+    assert {c["slug"]: c["participation"] for c in listed} == {
+        "json-approval": "open", "by-approval": "approval"}
