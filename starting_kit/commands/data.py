@@ -6,11 +6,14 @@ arguments and print.
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from submission_api.data import (
     DEFAULT_MIN_IMAGES_PER_CLASS,
@@ -20,6 +23,8 @@ from submission_api.data import (
     import_dataset,
     load_collection,
 )
+from submission_api.protocols import ProtocolParams
+from submission_api.protocols.params import PROTOCOLS
 
 app = typer.Typer(help="Check, import, generate and compile Meta-Album datasets.",
                   no_args_is_help=True)
@@ -30,25 +35,102 @@ def _console() -> Console:
 
 
 def _print_problems(console: Console, problems: list[Problem]) -> None:
-    table = Table("where", "problem", "fix", title=f"{len(problems)} problem(s)",
+    """One row per kind of problem: a problem repeated over many classes or files (292 classes
+    "with 20 images, fewer than 21") is one row with its count and a few examples."""
+    groups = group_problems(problems)
+    table = Table("where", "problem", "fix", title=f"{len(problems)} problem(s)"
+                  + (f" of {len(groups)} kinds" if len(groups) < len(problems) else ""),
                   show_lines=True)
-    for p in problems:
-        table.add_row(p.where, p.what, p.fix)
+    for group in groups:
+        first = group[0]
+        what = first.what
+        if len(group) > 1:
+            examples = ", ".join(dict.fromkeys(_quoted(p.what) for p in group[:EXAMPLES]))
+            what = (f"{len(group)} times, e.g. {first.what}" + (f" Others: {examples}…"
+                                                                 if examples else ""))
+        table.add_row(Text(first.where), Text(what), Text(first.fix))
     console.print(table)
+
+
+EXAMPLES = 4
+_QUOTED = re.compile(r"'[^']*'")
+
+
+def group_problems(problems: list[Problem]) -> list[list[Problem]]:
+    """Problems grouped by where (the file) and what with its names and numbers blanked, in
+    first-seen order."""
+    groups: dict[tuple[str, str, str], list[Problem]] = {}
+    for problem in problems:
+        shape = re.sub(r"\d+", "#", _QUOTED.sub("'…'", problem.what))
+        groups.setdefault((problem.where, shape, problem.fix), []).append(problem)
+    return list(groups.values())
+
+
+def _quoted(text: str) -> str:
+    found = _QUOTED.search(text)
+    return found.group(0) if found else ""
+
+
+def min_images_for(params: ProtocolParams) -> tuple[int, str]:
+    """The smallest class a protocol can use, and why: support shots plus query images of one
+    class (id-ood: inside the held-out share of the class; meta-dataset adapts to the class)."""
+    if params.name == "cross-domain":
+        return DEFAULT_MIN_IMAGES_PER_CLASS, "1 shot + 20 queries"
+    if params.name == "meta-dataset":
+        return 2, "1 shot + 1 query (shots and queries adapt to the class)"
+    shots, queries = params.n_shots or 1, params.n_queries or 1
+    if params.name == "id-ood":
+        need = math.ceil((shots + queries) / params.held_out_fraction)
+        return need, (f"{shots} shot(s) + {queries} queries within the held-out "
+                      f"{params.held_out_fraction:.0%} of each class")
+    return shots + queries, f"{shots} shot(s) + {queries} queries"
+
+
+def _threshold(protocol: str | None, phase: int | None, server: str | None,
+               token: str | None, given: int | None) -> tuple[int, str]:
+    """The class-size threshold to check against, and a sentence saying where it comes from."""
+    if given is not None:
+        return given, f"at least {given} images per class (--min-images-per-class)"
+    if phase is not None:
+        from starting_kit.commands.remote_client import ArenaClient, load_credentials
+
+        server, token = load_credentials(server, token)
+        info = ArenaClient.connect(server, token).get(f"/api/v1/phases/{phase}")
+        params = ProtocolParams.from_dict(info.get("protocol") or {})
+        need, why = min_images_for(params)
+        return need, f"phase {phase} ({info['name']}, protocol {params.name}): {why} = {need}"
+    params = ProtocolParams.from_dict({"name": protocol or "cross-domain"})
+    need, why = min_images_for(params)
+    named = "" if protocol else " (the default; pass --protocol or --phase)"
+    return need, f"protocol {params.name}{named}: {why} = {need} images per class"
 
 
 @app.command()
 def check(path: Path = typer.Argument(..., help="Dataset folder, dataset zip or collection."),
-          min_images_per_class: int = typer.Option(
-              DEFAULT_MIN_IMAGES_PER_CLASS, help="Smallest usable class (shots + queries).")
-          ) -> None:
+          protocol: str | None = typer.Option(
+              None, help=f"Check against this protocol: {', '.join(PROTOCOLS)}."),
+          phase: int | None = typer.Option(
+              None, help="Check against a phase's protocol (needs `arena login`)."),
+          min_images_per_class: int | None = typer.Option(
+              None, help="Smallest usable class, overriding the protocol's (shots + queries)."),
+          server: str | None = typer.Option(None, "--server", envvar="ARENA_SERVER"),
+          token: str | None = typer.Option(None, "--token", envvar="ARENA_TOKEN")) -> None:
     """Print every problem of a dataset, zip or collection with its fix; exit 1 if any."""
     console = _console()
-    problems = check_path(path, min_images_per_class)
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise typer.BadParameter(f"got {protocol!r}; expected one of {', '.join(PROTOCOLS)}",
+                                 param_hint="--protocol")
+    try:
+        need, why = _threshold(protocol, phase, server, token, min_images_per_class)
+    except Exception as exc:  # noqa: BLE001 - RemoteError or bad protocol: say it, no traceback
+        console.print(Text.assemble(("error: ", "bold red"), str(exc)))
+        raise typer.Exit(2) from exc
+    console.print(Text(f"checking against {why}"))
+    problems = check_path(path, need)
     if problems:
         _print_problems(console, problems)
         raise typer.Exit(1)
-    console.print(f"[green]{path}: no problems found.[/green]")
+    console.print(Text(f"{path}: no problems found.", style="green"))
 
 
 @app.command("import")
