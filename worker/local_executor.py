@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from submission_api.log_text import read_head_tail
 from worker.pipeline.execute import ExecutionRequest, ExecutionResult, Executor, run_two_stages
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ def run_command(command: list[str], request: ExecutionRequest, cancel: threading
                 start_new_session=True)  # its own group, so children die with it
             timed_out = _wait(process, request.time_limit_s, cancel, started)
         wall = time.monotonic() - started
-        stdout, stdout_cut = _read_tail(out_path, request.log_cap_bytes)
-        stderr, stderr_cut = _read_tail(err_path, request.log_cap_bytes)
+        stdout, stdout_cut = read_head_tail(out_path, request.log_cap_bytes)
+        stderr, stderr_cut = read_head_tail(err_path, request.log_cap_bytes)
     return ExecutionResult(exit_code=process.returncode, oom_killed=False, timed_out=timed_out,
                            wall_time_s=wall, stdout=stdout, stderr=stderr,
                            stdout_truncated=stdout_cut, stderr_truncated=stderr_cut)
@@ -110,12 +111,3 @@ def _kill_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-
-
-def _read_tail(path: Path, cap: int) -> tuple[str, bool]:
-    """The last `cap` bytes of a log file as text, and whether anything was cut."""
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        handle.seek(max(0, size - cap))
-        data = handle.read()
-    return data.decode("utf-8", errors="replace"), size > cap

@@ -75,12 +75,12 @@ def test_cancel_kills_the_process_without_calling_it_a_timeout(tmp_path: Path):
     assert not result.timed_out and result.exit_code is not None and result.exit_code < 0
 
 
-def test_logs_keep_only_the_tail_and_say_so(tmp_path: Path):
-    code = "print('x' * 5000 + 'LAST')"
+def test_logs_keep_head_and_tail_and_say_so(tmp_path: Path):
+    code = "print('FIRST' + 'x' * 5000 + 'LAST')"
     result = run_command(python(code), make_request(tmp_path, log_cap_bytes=100),
                          threading.Event())
-    assert result.stdout_truncated and result.stdout.endswith("LAST\n")
-    assert len(result.stdout) == 100
+    assert result.stdout_truncated and result.stdout.startswith("FIRST")
+    assert result.stdout.endswith("LAST\n") and "4910 bytes cut here" in result.stdout
 
 
 def test_environment_is_explicit_and_pins_threads_and_gpus(tmp_path: Path):
