@@ -64,6 +64,9 @@ class Submission(Base):
     charged: Mapped[bool] = mapped_column(Boolean, default=True)
     carried_from_id: Mapped[int | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="SET NULL"))
+    # Set by an organizer (audited): off the leaderboard and out of any final until undone.
+    disqualified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    disqualified_reason: Mapped[str | None] = mapped_column(Text)
 
     runs: Mapped[list[Run]] = relationship(back_populates="submission", order_by="Run.index")
 

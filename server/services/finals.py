@@ -44,7 +44,7 @@ def _chosen(session: Session, phase: Phase) -> list[Any]:
         select(Submission.id, Submission.user_id, Submission.score, Submission.created_at,
                Submission.league, Submission.is_baseline, Submission.is_selected)
         .where(Submission.phase_id == phase.id, Submission.state == "finished",
-               Submission.score.is_not(None))).all()
+               Submission.score.is_not(None), Submission.disqualified_at.is_(None))).all()
     by_league: dict[str | None, list[Any]] = {}
     for row in rows:
         by_league.setdefault(row.league, []).append(row)

@@ -54,7 +54,7 @@ def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]
         .join(User, User.id == Submission.user_id)
         .outerjoin(origin, origin.id == Submission.carried_from_id)
         .where(Submission.phase_id == phase.id, Submission.state == "finished",
-               Submission.score.is_not(None)))
+               Submission.score.is_not(None), Submission.disqualified_at.is_(None)))
     if league is not None:
         query = query.where(Submission.league == league)
     return list(session.execute(query).all())

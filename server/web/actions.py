@@ -1,7 +1,7 @@
-"""Buttons that change a submission: cancel (owner or organizer), select (owner), re-run and
-baseline flag (organizers). Each is a plain form POST carrying the session's CSRF token and
-calls `server.services.operations`, the same service the JSON API uses; the browser is then
-sent back to a fixed page (never to a URL taken from the request).
+"""Buttons that change a submission: cancel (owner or organizer), select (owner), re-run,
+baseline flag and disqualification (organizers). Each is a plain form POST carrying the
+session's CSRF token and calls `server.services.operations` (the service the JSON API uses);
+the browser is then sent back to a fixed page (never to a URL taken from the request).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from server.core.errors import AuthRequiredError, ForbiddenError
 from server.models import TERMINAL_STATES, Phase, Submission, User
 from server.services import operations
 from server.services import users as user_service
+from server.services.disqualify import set_disqualified
 from server.services.queue import JobQueue, enqueue_quietly
 from server.web.rendering import PageRoute, check_csrf
 from server.web.views import is_staff
@@ -54,6 +55,12 @@ def submission_actions(submission: Submission, user: User) -> list[Action]:
         if submission.is_baseline or submission.state == "finished":  # a baseline has a score
             actions.append(Action("baseline", "Unmark baseline" if submission.is_baseline
                                   else "Mark as baseline"))
+        if submission.disqualified_at is not None:
+            actions.append(Action("disqualify", "Reinstate"))
+        else:
+            actions.append(Action("disqualify", "Disqualify", danger=True, confirm=(
+                f"Disqualify submission #{submission.id}? It leaves the leaderboard and any "
+                "final; its owner sees the reason. You can reinstate it.")))
     return actions
 
 
@@ -121,3 +128,16 @@ async def baseline(submission_id: int, request: Request, settings: SettingsDep, 
                                                         organizer_only=True)
         operations.flag_baseline(session, submission, user, not submission.is_baseline, now)
     return _back(form, submission_id, "baseline")
+
+
+@router.post("/submissions/{submission_id}/disqualify")
+async def disqualify(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                     db: Annotated[Database, Depends(get_db)]):
+    """Disqualify (with the form's `reason`) or reinstate a submission; organizers only."""
+    user, form = await _form_user(request, db, settings, now)
+    with db.session(write=True) as session:
+        submission = operations.get_operable_submission(session, submission_id, user,
+                                                        organizer_only=True)
+        set_disqualified(session, submission, user, submission.disqualified_at is None,
+                         str(form.get("reason", "")), now)
+    return _back(form, submission_id, "disqualify")

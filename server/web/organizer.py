@@ -45,6 +45,7 @@ NOTICES = {"phase-status": "The phase status was changed.",
            "cancel": "The submission's waiting runs were cancelled; running ones stop soon.",
            "baseline": "The baseline mark was changed.",
            "participation": "The participation request was decided.",
+           "disqualify": "The submission's standing was changed (see the audit log).",
            "phase-reopened": "The phase was reopened: it takes submissions again.",
            "phase-reopened-ended": "The phase was reopened, but its end date has passed: it "
                                    "takes no upload until you move ends_at (arena competition "

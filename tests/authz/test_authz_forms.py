@@ -158,6 +158,10 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/submissions/{submission_id}/baseline"): Form(
         ORGANIZER_OF_IT, "/submissions/{submission_id}", {"submission_id": "submission_id"},
         submission_field("submission_id", "is_baseline"), toggled),
+    ("POST", "/submissions/{submission_id}/disqualify"): Form(
+        ORGANIZER_OF_IT, "/submissions/{submission_id}", {"submission_id": "submission_id"},
+        submission_field("submission_id", "disqualified_at"),
+        lambda before, after: before is None and after is not None),
     ("POST", "/organizer/phases/{phase_id}/open"): Form(
         ORGANIZER_OF_IT, "/organizer", {"phase_id": "draft_phase_id"},
         phase_status("draft_phase_id"), became("open")),

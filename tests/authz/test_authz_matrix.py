@@ -46,6 +46,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/submissions/{submission_id}/select"): NOBODY,
     ("POST", "/submissions/{submission_id}/rerun"): NOBODY,
     ("POST", "/submissions/{submission_id}/baseline"): NOBODY,
+    ("POST", "/submissions/{submission_id}/disqualify"): NOBODY,
     ("POST", "/api/v1/auth/token"): PUBLIC,
     ("POST", "/api/v1/users"): STAFF,
     ("GET", "/api/v1/users"): STAFF,  # organizers list participants, admins everyone

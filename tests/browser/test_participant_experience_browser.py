@@ -200,3 +200,29 @@ def test_my_submissions_name_the_competition_and_the_entry_on_the_leaderboard(
     expect(page.locator("tr", has_text=f"#{low}")).not_to_contain_text("on the leaderboard")
     expect(rows.first).to_contain_text("Cross-domain few-shot")
     shots_at_both_widths(page, "14-my-submissions")
+
+
+def test_an_organizer_disqualifies_a_submission_and_its_owner_sees_why(browser, arena,
+                                                                        tmp_path):
+    organizer, ann = arena.user("olga", role="organizer"), arena.user("ann")
+    phase_id = arena.phase(organizer)
+    submission_id = arena.upload(phase_id, ann, write_zip(tmp_path / "s.zip"))
+    arena.worker().evaluate(0.6)
+    staff = browser.new_context(base_url=arena.url).new_page()
+    login(staff, organizer)
+    staff.goto(f"/submissions/{submission_id}")
+    staff.get_by_placeholder("reason (shown to the participant)").fill("used test labels")
+    staff.once("dialog", lambda d: d.accept())
+    staff.get_by_role("button", name="Disqualify").click()
+    expect(staff.locator("#disqualified")).to_contain_text("used test labels")
+    staff.goto(f"/phases/{phase_id}/leaderboard")
+    expect(staff.get_by_text("No finished submission yet.")).to_be_visible()
+
+    owner = browser.new_context(base_url=arena.url).new_page()
+    login(owner, ann)
+    owner.goto(f"/submissions/{submission_id}")
+    expect(owner.locator("#disqualified")).to_contain_text("used test labels")
+    staff.goto(f"/submissions/{submission_id}")
+    staff.get_by_role("button", name="Reinstate").click()
+    staff.goto(f"/phases/{phase_id}/leaderboard")
+    expect(staff.locator("table.leaderboard tbody tr")).to_have_count(1)
