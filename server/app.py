@@ -36,7 +36,9 @@ def reconcile_policy(settings: Settings) -> ReconcilePolicy:
         default_queue=settings.default_queue,
         lease=LeasePolicy(lease_seconds=settings.lease_seconds,
                           max_platform_failures=settings.max_platform_failures,
-                          log_cap_bytes=settings.log_cap_bytes))
+                          log_cap_bytes=settings.log_cap_bytes,
+                          release_backoff_s=settings.release_backoff_s,
+                          release_backoff_max_s=settings.release_backoff_max_s))
 
 
 def make_job_queue(settings: Settings) -> JobQueue:

@@ -52,7 +52,9 @@ def get_now(request: Request) -> datetime:
 def get_lease_policy(settings: Annotated[Settings, Depends(get_settings)]) -> LeasePolicy:
     return LeasePolicy(lease_seconds=settings.lease_seconds,
                        max_platform_failures=settings.max_platform_failures,
-                       log_cap_bytes=settings.log_cap_bytes)
+                       log_cap_bytes=settings.log_cap_bytes,
+                       release_backoff_s=settings.release_backoff_s,
+                       release_backoff_max_s=settings.release_backoff_max_s)
 
 
 def get_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Session]:

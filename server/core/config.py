@@ -46,6 +46,9 @@ class Settings(BaseSettings):
 
     lease_seconds: int = 120
     max_platform_failures: int = 3
+    release_backoff_s: float = Field(default=15.0, ge=0)
+    """Pause before a run released for a platform fault is offered again; doubled per fault."""
+    release_backoff_max_s: float = Field(default=300.0, ge=0)
     requeue_after_s: int = 900  # a queued run unclaimed this long was lost (uninspectable broker)
     lost_after_s: int = 60  # a queued run this old, missing from the broker twice, was lost
     reconcile_interval_s: float = 30.0  # 0 disables the in-process reconciler
