@@ -139,7 +139,11 @@ def status_command(submission: int | None = typer.Argument(None, help="Submissio
         phases = {pid: client.get(f"/api/v1/phases/{pid}") for pid in phase_ids}
         boards = {pid: _board_or_none(client, pid) for pid in phase_ids
                   if any(v["phase_id"] == pid and v["state"] == "finished" for v in views)}
+        quotas = {pid: client.get(f"/api/v1/phases/{pid}/quota") for pid in phase_ids
+                  if phases[pid].get("accepting_submissions")}
     Console().print(status_table(views, {pid: p["name"] for pid, p in phases.items()}, boards))
+    for pid, quota in quotas.items():
+        console.print(Text(f"quota in {phases[pid]['name']} ({pid}): {quota_words(quota)}"))
     if submission is not None and views[0].get("message"):
         console.print(Text(f"{views[0]['state']} ({views[0]['reason']}): {views[0]['message']}"))
     if not views:

@@ -180,19 +180,34 @@ def submit(client: ArenaClient, source: Path, phase_id: int, *, note: str = "",
 
 def follow(client: ArenaClient, submission_id: int, poll_s: float = 5.0,
            sleep: Callable[[float], None] = time.sleep,
-           say: Callable[[str], None] = lambda m: console.print(m)) -> dict[str, Any]:
-    """Poll a submission until it ends, saying each state change; returns its last view."""
-    last = None
+           say: Callable[[str], None] = lambda m: console.print(Text(m)),
+           clock: Callable[[], float] = time.monotonic,
+           remind_s: float = 60.0) -> dict[str, Any]:
+    """Poll a submission until it ends, saying each state change, and while a state lasts, how
+    long it has lasted (every `remind_s`), so a long meta-training is not silence; returns the
+    submission's last view."""
+    last, since, said = None, clock(), clock()
     while True:
         view = client.get(f"/api/v1/submissions/{submission_id}")
         if view["state"] != last:
             where = f" (queue position {view['queue_position']})" if view.get(
                 "queue_position") else ""
             say(f"submission {submission_id}: {view['state']}{where}")
-            last = view["state"]
+            last, since, said = view["state"], clock(), clock()
+        elif clock() - said >= remind_s:
+            where = f", queue position {view['queue_position']}" if view.get(
+                "queue_position") else ""
+            say(f"submission {submission_id}: still {view['state']} "
+                f"({_minutes(clock() - since)}{where})")
+            said = clock()
         if view["state"] in TERMINAL:
             return view
         sleep(poll_s)
+
+
+def _minutes(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes else f"{int(seconds)} s"
 
 
 def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, Any]:
