@@ -7,12 +7,17 @@ platform extra is installed, so a participant's install never imports FastAPI, C
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
+import zipfile
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 if TYPE_CHECKING:
     from submission_api.protocols import ProtocolParams
@@ -30,7 +35,7 @@ PROTOCOLS = ["cross-domain", "fixed", "meta-dataset", "within-domain", "id-ood",
 @app.command("run")
 def run_command(
     submission: Path = typer.Argument(
-        ..., exists=True, file_okay=False, help="Submission folder with model.py."
+        ..., exists=True, help="Submission folder with model.py, or the zip `arena zip` built."
     ),
     data: Path = typer.Option(
         ..., "--data", exists=True, file_okay=False, help="Meta-Album collection folder."
@@ -93,6 +98,7 @@ def run_command(
     except ProtocolParamsError as error:
         console.print(f"[bold red]error:[/] {error}")
         raise typer.Exit(2) from error
+    submission = _submission_folder(submission)
     n_runs = runs or file_runs or 1
     results = []
     try:
@@ -118,6 +124,36 @@ def run_command(
     ci = f" ± {half:.3f} (95% CI)" if half is not None else ""
     console.print(f"[bold green]score {scores['score']:.4f}[/]{ci} over {scores['n_tasks']} tasks")
     console.print(f"results: {output / 'scores.json'}, {output / 'detailed_results.html'}")
+
+
+def _submission_folder(submission: Path) -> Path:
+    """The folder to run: `submission` itself, or the zip participants upload, extracted with
+    the platform's own checks into a temporary folder (removed when the process ends). Exits
+    with a message saying where model.py was looked for when it is not there."""
+    from submission_api.submission_zip import UnsafeZipError, safe_extract
+
+    if submission.is_file():
+        if not zipfile.is_zipfile(submission):
+            console.print(Text(f"error: {submission} is a file but not a zip; pass the folder "
+                               "that holds model.py, or the .zip that `arena zip` built"))
+            raise typer.Exit(2)
+        tmp = Path(tempfile.mkdtemp(prefix="arena-run-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        try:
+            folder = safe_extract(submission, tmp)
+        except UnsafeZipError as error:
+            console.print(Text(f"refused: {error} (the platform would refuse this zip too)"))
+            raise typer.Exit(2) from error
+        console.print(Text(f"running {submission} as the platform would, extracted to {folder}"))
+        return folder
+    if not (submission / "model.py").is_file():
+        nested = sorted(p.parent for p in submission.glob("*/model.py"))
+        hint = (f"; there is one in {nested[0]}: pass that folder" if nested else
+                "; the folder you pass must hold model.py (MyMetaLearner and MyLearner)")
+        console.print(Text(f"error: model.py is missing: looked for "
+                           f"{(submission / 'model.py').resolve()}{hint}"))
+        raise typer.Exit(2)
+    return submission
 
 
 def _report_runs(results: list[dict], params: ProtocolParams, output: Path) -> None:
