@@ -122,7 +122,9 @@ def _check_range(where: str, name: str, merged: dict, low: str, high: str, user:
                 f"config.json {where}: {name} is null with {low}={merged[low]!r}, "
                 f"{high}={merged[high]!r}; expected integers {low} <= {high} (or set {name})."
             )
-    elif low in user or high in user:
+    elif user.get(low) is not None or user.get(high) is not None:
+        # A NeurIPS'22 config.json writes "min_N": null, "max_N": null beside "N": 5: nothing to
+        # warn about; only a range actually given is overridden by the fixed value.
         warnings.warn(f"config.json {where}: {name}={merged[name]} takes precedence over "
                       f"{low}/{high}; set {name} to null for a range.", UserWarning, stacklevel=4)
 

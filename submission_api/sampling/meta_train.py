@@ -185,9 +185,12 @@ def split_validation_datasets(
         return train, []
     source = valid if valid else train
     if not valid and n >= len(train):
+        works = ("null (no meta-valid generator)" if len(train) < 2
+                 else f"null, or 1 to {len(train) - 1}")
         raise ValueError(
             f"config.json validation_datasets={n} but the meta-train view has {len(train)} "
-            f"datasets; expected fewer than {len(train)} so that some remain for meta-training."
+            f"dataset(s) and at least one must remain for meta-training; use {works} in "
+            "config.json."
         )
     chosen = sorted(rng.choice(source, min(n, len(source)), replace=False).tolist())
     return ([t for t in train if t not in chosen] if not valid else train), chosen
