@@ -85,22 +85,34 @@ class _CapData(ctypes.Structure):
                 ("inheritable", ctypes.c_uint32)]
 
 
+def _effective_capabilities() -> int:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
 def drop_capabilities() -> bool:
-    """Give up every capability for good (bounding set too), keeping the user id.
+    """Give up every capability for good (bounding set too, where allowed), keeping the user id.
 
     What makes the supervisor unreadable (not dumpable) binds only processes without
-    CAP_SYS_PTRACE, and a participant running `arena run` as root has it; in the sandbox the task
-    already runs as uid 1000 with none, and this is a no-op. Returns whether any were held.
+    CAP_SYS_PTRACE, which a participant running `arena run` as root has; a task in a user
+    namespace of its own holds every capability there. In the sandbox the task runs as uid 1000
+    with none and this changes nothing. Returns whether any were held.
     """
     libc = _libc()
-    if libc is None or os.geteuid() != 0:
+    if libc is None or not _effective_capabilities():
         return False
     for cap in range(CAP_LAST + 1):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the kernel's last: harmless
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last, EPERM unprivileged
     header = _CapHeader(_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     if libc.capset(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed: the task process would keep root's "
+        raise OSError(ctypes.get_errno(), "capset failed: the task process would keep "
                       "capabilities")
     return True
 
@@ -204,7 +216,11 @@ def snapshot_ipc() -> IpcSnapshot:
 
 
 def remove_new_ipc(before: IpcSnapshot) -> int:
-    """Remove the IPC objects of this user created since `before`; return how many."""
+    """Remove the IPC objects of this user created since `before`; return how many.
+
+    Only where the IPC namespace and /dev/shm are the run's own (the sandbox): on a shared
+    machine another program's new objects would be removed too.
+    """
     libc, uid, removed = _libc(), os.getuid(), 0
     if libc is None:
         return 0
@@ -225,6 +241,38 @@ def remove_new_ipc(before: IpcSnapshot) -> int:
                     os.unlink(path)
                 removed += 1
     return removed
+
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x20000, 0x8000000, 0x10000000, \
+    0x40000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 0x40000
+
+
+def enter_private_namespaces(shm_mb: int = 256) -> bool:
+    """Give this task its own IPC objects, /dev/shm and network (none): a user namespace (no
+    privilege needed where the kernel allows unprivileged ones) with new IPC, mount and network
+    namespaces, and a fresh tmpfs on /dev/shm. System V and POSIX IPC, shared memory files and
+    sockets of every kind then die with the task. Where namespaces are refused (the platform's
+    sandbox: its seccomp profile; there the container is the run's own and the supervisor sweeps
+    it), returns False and changes nothing.
+    """
+    libc = _libc()
+    if libc is None:
+        return False
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) != 0:
+        return False
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "cannot make the task's mounts private")
+    if os.path.isdir("/dev/shm") and libc.mount(
+            b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
+            f"mode=1777,size={shm_mb}m".encode()) != 0:
+        raise OSError(ctypes.get_errno(), "cannot mount a private /dev/shm for the task")
+    return True
 
 
 def landlock_abi() -> int:

@@ -184,12 +184,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
     """`run` in a child process; this parent, which never imports participant code, then kills
-    every process meta-training left (it is their subreaper) and removes the IPC objects it made,
-    so nothing of meta-train is alive or attached when the test tasks begin."""
+    every process meta-training left (it is their subreaper), so nothing of meta-train is alive
+    when the test tasks begin (in the sandbox its IPC dies with its container)."""
     from submission_api.runner import isolation
 
     isolation.protect_supervisor()
-    before = isolation.snapshot_ipc()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -203,7 +202,6 @@ def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     isolation.kill_descendants()
-    isolation.remove_new_ipc(before)
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 

@@ -39,9 +39,14 @@ def meta_train_command(python: str, submission: str, bundle: str, output: str) -
 
 
 def meta_test_command(python: str, control: str, submission: str, learner: str,
-                      scratch: Sequence[str], seed: int, threads: int) -> list[str]:
+                      scratch: Sequence[str], seed: int, threads: int,
+                      sandboxed: bool = False) -> list[str]:
+    """`sandboxed`: the meta-test side runs in a container of its own, whose IPC objects and
+    /dev/shm the supervisor may sweep entirely between tasks."""
     command = [python, "-m", META_TEST_MODULE, "--control", control, "--submission", submission,
                "--learner", learner, "--seed", str(seed), "--threads", str(threads)]
+    if sandboxed:
+        command.append("--sandboxed")
     for folder in scratch:
         command += ["--scratch", folder]
     return command

@@ -48,7 +48,7 @@ def _exit_description(status: int) -> dict[str, int | None]:
 
 
 def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Path],
-          seed: int, threads: int) -> int:
+          seed: int, threads: int, sandboxed: bool = False) -> int:
     """Serve tasks until the trusted side says `end` or goes away; return the exit code."""
     from submission_api.runner.task_process import run_task
 
@@ -72,13 +72,16 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
         pid = os.fork()
         if pid == 0:  # the task's process: it must not keep the supervisor's channel
             control.close()
-            os._exit(run_task(fds[0], task_id, submission, learner, scratch, seed, threads))
+            os._exit(run_task(fds[0], task_id, submission, learner, scratch, seed, threads,
+                              sandboxed))
         os.close(fds[0])
         _, status = os.waitpid(pid, 0)
         killed = isolation.kill_descendants()
         for folder in scratch:
             isolation.empty_folder(folder)
-        removed = isolation.remove_new_ipc(before)
+        # In the sandbox every IPC object and /dev/shm file is the run's; elsewhere each task had
+        # namespaces of its own (task_process), and nothing of anyone else's may be touched.
+        removed = isolation.remove_new_ipc(before) if sandboxed else 0
         send_control(control, {"type": "ended", "id": task_id, **_exit_description(status),
                                "killed": killed, "ipc_removed": removed})
 
@@ -91,9 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scratch", type=Path, action="append", default=[])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sandboxed", action="store_true",
+                        help="the container is the run's own: sweep all of its IPC and /dev/shm")
     args = parser.parse_args(argv)
     return serve(args.control, args.submission.resolve(), args.learner.resolve(),
-                 [p.resolve() for p in args.scratch], args.seed, args.threads)
+                 [p.resolve() for p in args.scratch], args.seed, args.threads, args.sandboxed)
 
 
 if __name__ == "__main__":

@@ -54,14 +54,17 @@ def _answer_error(sock: socket.socket, stage: str, error: BaseException) -> None
 
 
 def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch: list[Path],
-             seed: int, threads: int) -> int:
+             seed: int, threads: int, sandboxed: bool = False) -> int:
     """Everything one task's process does; returns its exit code (0: predictions sent)."""
     from submission_api.runner import isolation
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
+    private = isolation.enter_private_namespaces()  # needs root's capabilities, if root
     isolation.drop_capabilities()
-    isolation.confine([*scratch, Path("/dev/shm")])
+    # /dev/shm may be written where it is this task's own (a private tmpfs) or the sandbox's,
+    # which the supervisor empties after every task; never the shared one of a workstation.
+    isolation.confine([*scratch, Path("/dev/shm")] if private or sandboxed else scratch)
     import torch
 
     from submission_api.data import images_to_tensor

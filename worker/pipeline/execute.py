@@ -217,7 +217,8 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
         command = tuple(meta_test_command(paths["python"], f"{paths['channel']}/{control.name}",
                                           paths["submission"],
                                           paths["learner"], paths["scratch"].split(":"),
-                                          request.task_seed, request.threads))
+                                          request.task_seed, request.threads,
+                                          sandboxed=paths.get("sandboxed") == "1"))
         return run_stage("meta-test", command, remaining, None, mounts, scratch_out)
 
     test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch)
@@ -259,7 +260,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
         reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
         paths = {"python": "python3", "submission": "/submission", "bundle": "/bundle",
                  "output": "/output", "learner": LEARNER_TARGET, "channel": CHANNEL_TARGET,
-                 "scratch": ":".join(META_TEST_SCRATCH)}
+                 "scratch": ":".join(META_TEST_SCRATCH), "sandboxed": "1"}
         return run_two_stages(request, cancel, run_stage, paths)
 
     return execute

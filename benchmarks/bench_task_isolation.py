@@ -1,0 +1,220 @@
+"""What task isolation costs, side by side in one run (issue 11; docs/performance.md).
+
+1. Per-task cost for a trivial submission: every task in its own forked process, released by the
+   task server over a socket (`isolated`), against the same tasks cut and handed to the same
+   learner in one shared process (`shared`, the pre-isolation loop). The difference is what
+   isolation adds per task (fork, confinement, import of model.py, the socket, the sweep).
+2. A whole `arena run` of that submission over `--run-tasks` tasks against merely building the
+   same tasks by decoding image files (the naive loader of bench_task_generation.py).
+3. Disk written and peak resident memory of a whole `arena run` at each of `--scales` task
+   counts, each in a fresh process: RSS of the trusted side (VmHWM) and of the largest participant
+   process, and the bytes written per run against the distinct images' uint8 size.
+
+    .venv/bin/python benchmarks/bench_task_isolation.py [--tasks 200] [--run-tasks 300]
+        [--naive-tasks 30] [--scales 100 1000 6000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from bench_task_generation import make_naive_task, source_files
+from benchlib import read_memory_status, scratch_dir
+
+from starting_kit.sample_data import generate_collection
+from submission_api.data import images_to_tensor, load_collection
+from submission_api.protocols import ProtocolParams
+from submission_api.runner.bundle import TaskImages, read_task_plan
+from submission_api.runner.local import run_local
+from submission_api.runner.prepare import prepare_run
+from submission_api.runner.stages import meta_test_command, run_meta_test
+
+IMAGE_BYTES = 128 * 128 * 3
+TRIVIAL = '''
+import numpy as np
+from submission_api.api import Learner, MetaLearner, Predictor
+
+class MyPredictor(Predictor):
+    def predict(self, query_set):
+        return np.zeros(len(query_set), dtype=np.int64)
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        return MyPredictor()
+    def save(self, path):
+        open(path + "/learner.txt", "w").write("trivial")
+    def load(self, path):
+        open(path + "/learner.txt").read()
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+        return MyLearner()
+'''
+
+
+def protocol(tasks: int) -> ProtocolParams:
+    per_dataset = max(1, tasks // 2)  # the collection has two meta-test datasets
+    return ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": per_dataset})
+
+
+def write_trivial(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.py").write_text(TRIVIAL)
+    return folder
+
+
+def prepared(root: Path, collection_dir: Path, cache: Path, tasks: int, name: str) -> Path:
+    collection = load_collection(collection_dir, cache)
+    out = root / f"prepared-{name}"
+    prepare_run(collection, protocol(tasks), (0, 0), out / "bundle", out / "answers")
+    (out / "learner").mkdir()
+    (out / "learner" / "learner.txt").write_text("trivial")
+    return out
+
+
+def time_isolated(submission: Path, run: Path) -> float:
+    """Seconds per task of the isolated path (the supervisor's start excluded)."""
+    scratch = run / "scratch"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "TMPDIR": str(scratch), "HOME": str(scratch)}
+
+    def launch(control: Path) -> int:
+        command = meta_test_command(sys.executable, str(control), str(submission),
+                                    str(run / "learner"), [str(scratch)], 0, 1)
+        return subprocess.run(command, env=env, check=False).returncode
+
+    code, report = run_meta_test(run / "answers", run / "channel", 3600.0, launch)
+    assert code == 0 and report.ok, report
+    # The report's clock starts before the supervisor connects; take the first task out too.
+    return report.seconds / report.n_tasks
+
+
+def time_shared(submission: Path, run: Path) -> float:
+    """Seconds per task with every task in this one process (cut, convert, load, fit, predict)."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("trivial_model", submission / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plan = read_task_plan(run / "answers")
+    images = TaskImages(plan)
+    started = time.perf_counter()
+    for task in plan.tasks:
+        support, labels, query = images.cut(task)
+        learner = module.MyLearner()
+        learner.load(str(run / "learner"))
+        y = torch.from_numpy(np.array(labels))
+        learner.fit((images_to_tensor(support), y, y, task.n_ways, task.n_shots)).predict(
+            images_to_tensor(query))
+    images.close()
+    return (time.perf_counter() - started) / len(plan.tasks)
+
+
+def time_naive_build(collection_dir: Path, cache: Path, run: Path, tasks: int) -> float:
+    """Seconds to build `tasks` tasks (support and query tensors) by decoding image files."""
+    collection = load_collection(collection_dir, cache)
+    files = {name: source_files(collection_dir, ds) for name, ds in collection.datasets.items()}
+    naive = make_naive_task(files)
+    plan = read_task_plan(run / "answers")
+    started = time.perf_counter()
+    for task in plan.tasks[:tasks]:
+        ds = collection.datasets[task.dataset]
+        naive(ds, plan.window("support_index", task))
+        naive(ds, plan.window("query_index", task))
+    return (time.perf_counter() - started) / min(tasks, len(plan.tasks))
+
+
+def written_bytes(*folders: Path) -> int:
+    """Bytes of files a run wrote: hard links into the compiled cache cost nothing new."""
+    total = 0
+    for folder in folders:
+        for path in folder.rglob("*"):
+            info = path.lstat()
+            if path.is_file() and not path.is_symlink() and info.st_nlink == 1:
+                total += info.st_blocks * 512
+    return total
+
+
+def scale_child(collection_dir: str, cache: str, out: str, tasks: int) -> None:
+    """One whole `arena run` in this process; prints its memory and disk figures as JSON."""
+    before = read_memory_status()
+    root = Path(out)
+    submission = write_trivial(root / "trivial")
+    result = run_local(submission, Path(collection_dir), root / "out", protocol=protocol(tasks),
+                       cache_dir=Path(cache), keep_work=True)
+    assert result.state == "finished", result.message
+    plan = read_task_plan(root / "out" / ".work" / "answers")
+    distinct = {(t.dataset, int(i)) for t in plan.tasks
+                for name in ("support_index", "query_index") for i in plan.window(name, t)}
+    after = read_memory_status()
+    print(json.dumps({
+        "tasks": len(plan.tasks), "distinct_images": len(distinct),
+        "distinct_mib": len(distinct) * IMAGE_BYTES / 2**20,
+        "written_mib": written_bytes(root / "out") / 2**20,
+        "trusted_hwm_growth_mib": after["VmHWM"] - before["VmRSS"],
+        "largest_participant_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "seconds": result.scores["duration_s"]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--run-tasks", type=int, default=300)
+    parser.add_argument("--naive-tasks", type=int, default=30)
+    parser.add_argument("--scales", type=int, nargs="*", default=[100, 1000, 6000])
+    parser.add_argument("--scale-child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.scale_child:
+        collection_dir, cache, out, tasks = args.scale_child
+        scale_child(collection_dir, cache, out, int(tasks))
+        return
+    scratch = scratch_dir("task-isolation")
+    root = Path(scratch.name)
+    collection_dir, cache = root / "collection", root / "cache"
+    if not collection_dir.exists():
+        generate_collection(collection_dir, n_classes=20, n_images=40)
+    submission = write_trivial(root / "trivial")
+
+    run = prepared(root, collection_dir, cache, args.tasks, "per-task")
+    isolated, shared = time_isolated(submission, run), time_shared(submission, run)
+    print(f"per task, {args.tasks} tasks: isolated {isolated * 1000:.1f} ms, shared process "
+          f"{shared * 1000:.1f} ms, isolation adds {(isolated - shared) * 1000:.1f} ms "
+          f"({isolated / shared:.2f}x)")
+
+    started = time.perf_counter()
+    result = run_local(submission, collection_dir, root / "whole",
+                       protocol=protocol(args.run_tasks), cache_dir=cache)
+    whole = time.perf_counter() - started
+    assert result.state == "finished", result.message
+    run300 = prepared(root, collection_dir, cache, args.run_tasks, "whole")
+    naive = time_naive_build(collection_dir, cache, run300, args.naive_tasks) * args.run_tasks
+    print(f"arena run of {args.run_tasks} tasks: {whole:.1f} s; building the same tasks by "
+          f"decoding files: {naive:.1f} s (from {args.naive_tasks} tasks); ratio "
+          f"{naive / whole:.1f}x")
+
+    for tasks in args.scales:
+        out = root / f"scale-{tasks}"
+        done = subprocess.run([sys.executable, __file__, "--scale-child", str(collection_dir),
+                               str(cache), str(out), str(tasks)], capture_output=True, text=True,
+                              check=True)
+        figures = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"{figures['tasks']:>5} tasks: written {figures['written_mib']:.1f} MiB for "
+              f"{figures['distinct_mib']:.1f} MiB of distinct images "
+              f"({figures['written_mib'] / figures['distinct_mib']:.2f}x); trusted side "
+              f"+{figures['trusted_hwm_growth_mib']:.0f} MiB peak; largest participant process "
+              f"{figures['largest_participant_mib']:.0f} MiB; {figures['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
