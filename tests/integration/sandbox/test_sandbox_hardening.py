@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import IMAGE
 
 import docker
 from worker.sandbox import SandboxLimits, SandboxPlatformError, SandboxSpec, run_sandbox
 from worker.sandbox_output import MIB
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
+IMAGE = os.environ.get("ARENA_SANDBOX_IMAGE", "metadl-arena/sandbox:cpu")  # as conftest.py
 
 SPARSE = """
 with open("/output/sparse.bin", "wb") as handle:

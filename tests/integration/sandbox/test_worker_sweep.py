@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import IMAGE
 
 import docker
 from worker.sandbox_config import CONTAINER_LABELS
@@ -32,6 +31,7 @@ from worker.sweep import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
+IMAGE = os.environ.get("ARENA_SANDBOX_IMAGE", "metadl-arena/sandbox:cpu")  # as conftest.py
 
 DYING_WORKER = textwrap.dedent("""
     import sys
