@@ -16,7 +16,8 @@ from typing import Any
 import pydantic_core
 
 from server.models import Competition, Phase
-from server.services.leaderboard import Entry, Ranked, build_entries, rank_leaderboard
+from server.services.leaderboard import Entry, Ranked, build_entries
+from server.services.leaderboard_cache import cached_rank_leaderboard
 from server.services.scores import explain_phase_score
 from submission_api.scoring.aggregate import compute_order_flips
 
@@ -43,7 +44,8 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
         league = leagues[0]
     settings = phase.leaderboard or {}
     hidden = "none" if sees_all else settings.get("hidden", "none")
-    ranked: list[Ranked] = [] if hidden == "board" else rank_leaderboard(session, phase, league)
+    ranked: list[Ranked] = [] if hidden == "board" else list(
+        cached_rank_leaderboard(session, phase, league))
     if hidden == "scores":
         ranked.sort(key=lambda r: (r.row.username, r.row.id))
     window = ranked[offset:None if limit is None else offset + limit]
@@ -88,16 +90,20 @@ def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
 
 
 def leaderboard_csv(board: dict[str, Any]) -> str:
-    """One row per entry: the fixed columns, then one column per dataset."""
+    """One row per entry: the fixed columns, one per side of a two-sided protocol
+    (`side:BaseGen`, ...), then one per dataset."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(CSV_FIXED + [f"dataset:{d}" for d in board["datasets"]])
+    sides = list(dict.fromkeys(k for e in board["entries"] for k in (e.get("sides") or {})))
+    writer.writerow(CSV_FIXED + [f"side:{k}" for k in sides]
+                    + [f"dataset:{d}" for d in board["datasets"]])
     for e in board["entries"]:
-        per_dataset = e["per_dataset"] or {}
+        per_dataset, own = e["per_dataset"] or {}, e.get("sides") or {}
         writer.writerow([
             e["rank"], e["username"], e["league"] or "", e["submission_id"],
             _num(e["score"]), _num(e["ci95"]), _num(e["average_rank"]),
             int(e["is_baseline"]), int(e["is_selected"]), e["created_at"].isoformat(),
+            *[_num(own.get(k)) for k in sides],
             *[_num(per_dataset.get(d)) for d in board["datasets"]]])
     return out.getvalue()
 

@@ -71,6 +71,8 @@ def test_id_ood_board_ranks_by_novelgen_shows_both_and_marks_the_flip(env):
     page = env.client.get(f"/phases/{phase.id}/leaderboard").text
     assert ">BaseGen</th>" in page and ">NovelGen</th>" in page and "&#8645; 1" in page
     _, headers = env.user("org", role="admin")
+    csv_text = env.client.get(f"/api/v1/phases/{phase.id}/leaderboard?format=csv").text
+    assert "side:BaseGen,side:NovelGen" in csv_text.splitlines()[0]
     report = env.client.get(f"/submissions/{base_first}/runs/0/report", headers=headers).text
     assert 'id="id-vs-ood-figure"' in report and 'id="id-ood-NovelGen"' in report
 
