@@ -1,0 +1,78 @@
+"""The ranked board of a phase, kept between requests until something that decides it changes.
+
+Ranking reads every finished submission of the phase (10,000 rows on a busy board); a page shows
+100. Between two finished runs nothing changes, so the ranked list is kept in this process and
+reused while the phase's *fingerprint* is the same: one aggregate over the phase's submissions
+(indexed by phase) that moves whenever a submission finishes, is re-run, selected, marked as
+baseline, disqualified or changes league, plus the phase's own ranking settings. A stale board is
+therefore never served; a miss costs one aggregate more than before.
+
+Per engine (so two apps in one process, as in tests, never share a board) and per process
+(every server process keeps its own), bounded to `MAX_BOARDS`; thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from server.models import Phase, Submission
+from server.services.leaderboard import Ranked, rank_leaderboard
+
+MAX_BOARDS = 64
+
+_lock = threading.Lock()
+_caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[tuple, list[Ranked]]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def compute_fingerprint(session: Session, phase: Phase) -> tuple:
+    """What the ranked board of `phase` depends on, cheaply: counts and sums over its
+    submissions that change with any state, score, selection, baseline, disqualification or
+    league change, and its ranking settings."""
+    flags = (Submission.id * (1 + case((Submission.is_selected, 2), else_=0)
+                              + case((Submission.is_baseline, 4), else_=0)
+                              + case((Submission.disqualified_at.is_not(None), 8), else_=0)))
+    row = session.execute(
+        select(func.count(Submission.id), func.max(Submission.finished_at),
+               func.sum(flags), func.sum(func.coalesce(Submission.score, 0.0)),
+               func.count(Submission.league), func.max(Submission.id),
+               func.sum(case((Submission.state == "finished", Submission.id), else_=0)))
+        .where(Submission.phase_id == phase.id)).one()
+    settings = json.dumps([phase.leaderboard, phase.leaderboard_rule, phase.protocol,
+                           phase.created_at, phase.competition_id], sort_keys=True, default=str)
+    return (*(str(v) for v in row), settings)
+
+
+def cached_rank_leaderboard(session: Session, phase: Phase,
+                            league: str | None = None) -> list[Ranked]:
+    """`rank_leaderboard(session, phase, league)`, reused while the phase's fingerprint holds.
+    The list returned is shared: callers copy it before reordering it."""
+    key = (phase.id, league)
+    fingerprint = compute_fingerprint(session, phase)
+    engine = session.get_bind()
+    with _lock:
+        boards = _caches.setdefault(engine, OrderedDict())
+        hit = boards.get(key)
+        if hit is not None and hit[0] == fingerprint:
+            boards.move_to_end(key)
+            return hit[1]
+    ranked = rank_leaderboard(session, phase, league)
+    with _lock:
+        boards[key] = (fingerprint, ranked)
+        boards.move_to_end(key)
+        while len(boards) > MAX_BOARDS:
+            boards.popitem(last=False)
+    return ranked
+
+
+def cache_size(session: Session) -> int:
+    """Boards kept for the session's database (tests)."""
+    with _lock:
+        return len(_caches.get(session.get_bind(), ()))
