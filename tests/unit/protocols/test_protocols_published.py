@@ -62,6 +62,7 @@ def test_arena_run_runs_the_phase_runs_and_aggregates_them_like_the_phase(tmp_pa
     phase.write_text(json.dumps({**PHASE, "protocol": {**PHASE["protocol"],
                                                        "aggregation": "per_dataset_min"}}))
     (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "model.py").write_text("class MyMetaLearner: ...\nclass MyLearner: ...\n")
     answer = CliRunner().invoke(cli.app, ["run", str(tmp_path / "sub"), "--data", str(tmp_path),
                                           "--output", str(tmp_path / "out"), "--protocol-file",
                                           str(phase), "--shots", "3", "--quiet"])
