@@ -9,10 +9,10 @@ from arena_test_services import load_services_env
 
 from starting_kit.sample_data import generate_collection
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Before any test module reads ARENA_TEST_PG: find the services scripts/services.sh set up."""
-    load_services_env()
+# At import, not in pytest_configure: the conftests of the folders named on the command line
+# (tests/e2e/conftest.py imports platform_support, which reads ARENA_TEST_PG) are imported right
+# after this one, before any hook runs.
+load_services_env()
 
 
 @pytest.fixture(scope="session")
