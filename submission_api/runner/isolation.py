@@ -119,6 +119,13 @@ def drop_capabilities() -> bool:
 
 def _children_of(pid: int) -> list[int]:
     """Every process whose parent is `pid` (read from /proc; a racing exit is skipped)."""
+    if os.path.exists(f"/proc/{pid}/task/{pid}/children"):  # the kernel's own list: no scan
+        found = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                found += [int(c) for c in
+                          Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        return found
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -248,13 +255,14 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x20000, 0x8000000, 0x1
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 0x40000
 
 
-def enter_private_namespaces(shm_mb: int = 256) -> bool:
+def enter_private_namespaces(visible: Iterable[Path] = (), shm_mb: int = 256) -> bool:
     """Give this task its own IPC objects, /dev/shm and network (none): a user namespace (no
     privilege needed where the kernel allows unprivileged ones) with new IPC, mount and network
     namespaces, and a fresh tmpfs on /dev/shm. System V and POSIX IPC, shared memory files and
     sockets of every kind then die with the task. Where namespaces are refused (the platform's
     sandbox: its seccomp profile; there the container is the run's own and the supervisor sweeps
-    it), returns False and changes nothing.
+    it), returns False and changes nothing. Returns whether /dev/shm is now private: it is not
+    replaced when one of the `visible` folders (submission, learner, scratch) lies inside it.
     """
     libc = _libc()
     if libc is None:
@@ -268,9 +276,11 @@ def enter_private_namespaces(shm_mb: int = 256) -> bool:
             handle.write(text)
     if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), "cannot make the task's mounts private")
-    if os.path.isdir("/dev/shm") and libc.mount(
-            b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
-            f"mode=1777,size={shm_mb}m".encode()) != 0:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or any(Path(p).resolve().is_relative_to(shm) for p in visible):
+        return False
+    if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
+                  f"mode=1777,size={shm_mb}m".encode()) != 0:
         raise OSError(ctypes.get_errno(), "cannot mount a private /dev/shm for the task")
     return True
 

@@ -60,7 +60,8 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
-    private = isolation.enter_private_namespaces()  # needs root's capabilities, if root
+    # Namespaces first: mapping root needs root's capabilities, which are dropped next.
+    private = isolation.enter_private_namespaces([submission, learner_dir, *scratch])
     isolation.drop_capabilities()
     # /dev/shm may be written where it is this task's own (a private tmpfs) or the sandbox's,
     # which the supervisor empties after every task; never the shared one of a workstation.
