@@ -62,6 +62,8 @@ class ExecutionRequest:
     """Which deployment (server) the run belongs to; part of the container name."""
     answers_dir: Path | None = None
     """The trusted side's task plan; the meta-test stage's task server reads it."""
+    resources: Any = None
+    """The phase's resources (`worker.client.Resources`): pids, /dev/shm, /tmp, output bounds."""
 
     @property
     def threads(self) -> int:
@@ -124,7 +126,7 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
         cpus=claimed.resources.cpus, memory_mb=claimed.resources.memory_mb,
         gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
         # A random suffix: a container left by a killed attempt must not block the name.
-        deployment=deployment, answers_dir=answers_dir,
+        deployment=deployment, answers_dir=answers_dir, resources=claimed.resources,
         name=f"{container_prefix(deployment, claimed.run_id)}{claimed.fencing_token}-"
              f"{uuid.uuid4().hex[:8]}")
 
@@ -236,7 +238,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
     """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own)."""
     from worker.sandbox import SandboxPlatformError, run_sandbox
-    from worker.sandbox_config import SandboxLimits, SandboxSpec
+    from worker.sandbox_config import SandboxLimits, SandboxSpec, build_limits
 
     def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
         threads = str(request.threads)
@@ -249,9 +251,10 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
                 code_dir=code_dir, read_only_mounts=mounts,
                 env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
-            limits = SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus,
-                                   wall_time_s=limit_s, gpus=request.gpu_ids,
-                                   log_cap_bytes=request.log_cap_bytes)
+            fixed = {"wall_time_s": limit_s, "gpus": request.gpu_ids,
+                     "log_cap_bytes": request.log_cap_bytes}
+            limits = (build_limits(request.resources, **fixed) if request.resources is not None
+                      else SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus, **fixed))
             try:
                 return run_sandbox(docker_client, spec, limits, cancel=cancel)
             except SandboxPlatformError as exc:

@@ -24,7 +24,9 @@ WAIT_S = 10.0  # an upper bound for a background thread to act, never a timing a
 
 
 def claimed_with(gpus: int = 0):
-    return make_claimed(b"zip", [], resources={"cpus": 3.5, "memory_mb": 2048, "gpus": gpus},
+    return make_claimed(b"zip", [], resources={"cpus": 3.5, "memory_mb": 2048, "gpus": gpus,
+                                               "pids": 48, "shm_mb": 32, "tmp_mb": 64,
+                                               "output_mb": 100},
                         time_limit_s=90)
 
 
@@ -142,6 +144,7 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
     assert spec.name == f"{request.name}-meta-train" and spec.env["OMP_NUM_THREADS"] == "3"
     assert (limits.memory_mb, limits.cpus, limits.wall_time_s, limits.gpus) == (
         2048, 3.5, 90, ("1",))
+    assert (limits.pids, limits.shm_mb, limits.tmp_mb, limits.output_mb) == (48, 32, 64, 100)
     assert (result.exit_code, result.stderr, result.stderr_truncated) == (3, "err", True)
 
 
