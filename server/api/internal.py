@@ -50,6 +50,7 @@ from server.schemas.internal import (
 )
 from server.services import runs as run_service
 from server.services.datasets import dataset_tar
+from server.services.progress import record_progress
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
@@ -112,6 +113,9 @@ def heartbeat(run: RunAuth, body: HeartbeatRequest, session: WriteSessionDep, no
     with _commit_if_cancelled(session, owner, now):
         expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage,
                                             now, policy)
+    if body.progress is not None:
+        record_progress(session, run.id, body.fencing_token,
+                        body.progress.model_dump(exclude_none=True), now)
     record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus)
     session.commit()
     return HeartbeatOut(lease_expires_at=expires)

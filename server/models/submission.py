@@ -99,6 +99,8 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The worker's last heartbeat report (schemas.internal.RunProgress): step, tasks, log tail.
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")

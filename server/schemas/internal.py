@@ -39,10 +39,21 @@ class ClaimedRun(BaseModel):
     dataset_hashes: list[str]
 
 
+class RunProgress(BaseModel):
+    """What the run is doing now, for the participant watching it (all optional)."""
+
+    step: Literal["meta_fit", "meta_test"] | None = None
+    tasks_done: int | None = Field(default=None, ge=0)
+    tasks_total: int | None = Field(default=None, ge=0)
+    log_tail: str | None = Field(default=None, max_length=4000,
+                                 description="the last lines of stdout/stderr, capped")
+
+
 class HeartbeatRequest(BaseModel):
     fencing_token: int
     stage: Literal["preparing", "running", "scoring"]
     gpus: list[Any] | None = Field(default=None, max_length=64)
+    progress: RunProgress | None = None
 
 
 class HeartbeatOut(BaseModel):

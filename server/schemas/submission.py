@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class RunOut(BaseModel):
@@ -23,6 +23,15 @@ class RunOut(BaseModel):
     cancel_requested_at: datetime | None = None
     superseded_at: datetime | None = Field(
         default=None, description="set when a re-run replaced this run (kept as history)")
+    progress: dict[str, Any] | None = Field(
+        default=None, description="while it runs: step (meta_fit, meta_test), tasks_done, "
+        "tasks_total, at — as its worker last reported (the log tail is not here: logs follow "
+        "the phase's hide_logs rule, on the logs endpoint and the page)")
+
+    @field_validator("progress")
+    @classmethod
+    def _without_log(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else {k: v for k, v in value.items() if k != "log_tail"}
 
 
 class SubmissionOut(BaseModel):

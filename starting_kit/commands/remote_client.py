@@ -198,11 +198,25 @@ def follow(client: ArenaClient, submission_id: int, poll_s: float = 5.0,
             where = f", queue position {view['queue_position']}" if view.get(
                 "queue_position") else ""
             say(f"submission {submission_id}: still {view['state']} "
-                f"({_minutes(clock() - since)}{where})")
+                f"({_minutes(clock() - since)}{where}{progress_words(view)})")
             said = clock()
         if view["state"] in TERMINAL:
             return view
         sleep(poll_s)
+
+
+def progress_words(view: dict[str, Any]) -> str:
+    """`; meta-test 37 of 200 tasks` from the runs' last reported progress, or ``."""
+    parts = []
+    for run in view.get("runs") or []:
+        progress = run.get("progress") or {}
+        if run.get("state") != "running" or not progress.get("step"):
+            continue
+        step = "meta-training" if progress["step"] == "meta_fit" else "meta-test"
+        if progress.get("tasks_total"):
+            step += f" {progress.get('tasks_done') or 0} of {progress['tasks_total']} tasks"
+        parts.append(step if len(view["runs"]) == 1 else f"run {run['index']}: {step}")
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def _minutes(seconds: float) -> str:

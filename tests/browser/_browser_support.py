@@ -143,8 +143,9 @@ class FakeWorker:
         self.fencing = self._post("claim", {"worker": self.name})["fencing_token"]
         return run_id
 
-    def heartbeat(self, stage: str = "running") -> None:
-        self._post("heartbeat", {"fencing_token": self.fencing, "stage": stage})
+    def heartbeat(self, stage: str = "running", progress: dict | None = None) -> None:
+        body = {"fencing_token": self.fencing, "stage": stage}
+        self._post("heartbeat", body | ({"progress": progress} if progress else {}))
 
     def finish(self, base_score: float = 0.6) -> None:
         self._post("finish", {"fencing_token": self.fencing, **run_outcome(base_score)})

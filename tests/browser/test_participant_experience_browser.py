@@ -89,6 +89,10 @@ def test_a_running_submission_says_its_stage_and_time(page, arena, tmp_path):
     page.goto(f"/submissions/{submission_id}")
     expect(page.locator("#progress-0")).to_contain_text("running your code")
     expect(page.locator("#progress-0")).to_contain_text("limit 30 min")
+    worker.heartbeat("running", {"step": "meta_test", "tasks_done": 37, "tasks_total": 200,
+                                 "log_tail": "epoch 3 loss 0.41\n" + "y" * 2000})
+    expect(page.locator("#progress-0")).to_contain_text("37 of 200 test tasks")  # polled
+    expect(page.locator("#tail-0")).to_contain_text("epoch 3 loss 0.41")
     shots_at_both_widths(page, "14-submission-running")
     worker.finish(0.62)
     expect(page.locator("#state")).to_have_text("finished")

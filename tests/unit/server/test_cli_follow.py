@@ -12,7 +12,9 @@ class FakeClient:
 
     def get(self, _url: str) -> dict:
         state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
-        return {"state": state, "queue_position": 2 if state == "queued" else None}
+        progress = {"step": "meta_test", "tasks_done": 37, "tasks_total": 200}
+        return {"state": state, "queue_position": 2 if state == "queued" else None,
+                "runs": [{"index": 0, "state": state, "progress": progress}]}
 
 
 def test_follow_says_changes_and_reminds_during_a_long_state():
@@ -28,6 +30,6 @@ def test_follow_says_changes_and_reminds_during_a_long_state():
     assert view["state"] == "finished"
     assert said[0] == "submission 7: queued (queue position 2)"
     assert said[1] == "submission 7: running"
-    assert "submission 7: still running (1 min)" in said
-    assert "submission 7: still running (2 min)" in said
+    assert "submission 7: still running (1 min; meta-test 37 of 200 tasks)" in said
+    assert "submission 7: still running (2 min; meta-test 37 of 200 tasks)" in said
     assert said[-1] == "submission 7: finished"
