@@ -139,9 +139,14 @@ class InternalClient:
         response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())
 
-    def heartbeat(self, run_id: RunId, token: str, fencing_token: int, stage: str) -> bool:
-        """Extend the lease; `False` when the token is stale (the run was taken away)."""
-        body = {"fencing_token": fencing_token, "stage": stage}
+    def heartbeat(self, run_id: RunId, token: str, fencing_token: int, stage: str,
+                  progress: dict[str, Any] | None = None) -> bool:
+        """Extend the lease; `False` when the token is stale (the run was taken away).
+        `progress` (step, tasks_done, tasks_total, log_tail: schemas.internal.RunProgress) is
+        shown to the participant watching the run."""
+        body: dict[str, Any] = {"fencing_token": fencing_token, "stage": stage}
+        if progress:
+            body["progress"] = progress
         url = f"/internal/runs/{run_id}/heartbeat"
         return self._call("POST", url, token, json=body) is not None
 
