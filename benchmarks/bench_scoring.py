@@ -1,9 +1,10 @@
-"""Scoring speed: `runner.scorer.score_output` on an output folder of 6,000 prediction files, and
+"""Scoring speed: `runner.scorer.score_output` on a run of 6,000 prediction files, and
 `scoring.summarize_run` alone, against a naive reference.
 
-The output folder is what a participant side leaves: one `task_NNNNN.npy` per task, float32
-scores `[n_query, n_ways]` (N in 2..20, 20 queries per class, as at the NeurIPS'22 meta-test),
-plus `status.json`; the answers folder is what `bundle.write_meta_test` writes. The naive
+The answers folder is what the trusted side holds after meta-test: one `task_NNNNN.npy` per task
+under `predictions/` (float32 scores `[n_query, n_ways]`, N in 2..20, 20 queries per class, as at
+the NeurIPS'22 meta-test), the query labels and `meta_test.json`; the output folder holds the
+meta-train stage's `status.json`. The naive
 reference loads each file with a plain `np.load`, takes the argmax and calls scikit-learn's
 `balanced_accuracy_score(adjusted=True)` (the same normalized score when every class has queries,
 as here) in a Python loop; its summary filters the task list once per group value.
@@ -35,23 +36,25 @@ QUERIES_PER_CLASS = 20
 def write_run(root: Path, n_tasks: int, rng: np.random.Generator) -> tuple[Path, Path]:
     """An output folder (predictions, status) and its answers folder, for `n_tasks` tasks."""
     output, answers = root / "output", root / "answers"
-    (output / "predictions").mkdir(parents=True)
-    answers.mkdir()
+    output.mkdir(parents=True)
+    (answers / "predictions").mkdir(parents=True)
     tasks, labels, at = [], [], 0
     for task_id in range(n_tasks):
         n_ways = int(rng.integers(2, 21))
         truth = np.repeat(np.arange(n_ways), QUERIES_PER_CLASS)
         labels.append(truth)
         tasks.append(AnswerTask(task_id, f"dataset{task_id % 10}", "test", n_ways,
-                                int(rng.integers(1, 21)), at, len(truth)))
+                                int(rng.integers(1, 21)), 0, 0, at, len(truth)))
         at += len(truth)
         # Scores biased towards the truth, so that accuracies are spread as in real runs.
         scores = rng.random((len(truth), n_ways), dtype=np.float32)
         scores[np.arange(len(truth)), truth] += rng.random(len(truth), dtype=np.float32)
-        np.save(output / "predictions" / f"task_{task_id:05d}.npy", scores)
+        np.save(answers / "predictions" / f"task_{task_id:05d}.npy", scores)
     np.save(answers / "query_labels.npy", np.concatenate(labels))
     (answers / "tasks.json").write_text(json.dumps([asdict(t) for t in tasks]))
     (output / "status.json").write_text(json.dumps({"stage": "done", "error": None}))
+    (answers / "meta_test.json").write_text(json.dumps({"tasks_done": n_tasks,
+                                                        "n_tasks": n_tasks}))
     return output, answers
 
 
@@ -60,7 +63,7 @@ def score_naive(output: Path, answers: Path, n_tasks: int) -> list[float]:
     tasks, labels = read_answers(answers)
     scores = []
     for task in tasks[:n_tasks]:
-        predictions = np.load(output / "predictions" / f"task_{task.id:05d}.npy")
+        predictions = np.load(answers / "predictions" / f"task_{task.id:05d}.npy")
         predicted = predictions.argmax(axis=1) if predictions.ndim == 2 else predictions
         truth = labels[task.query_offset : task.query_offset + task.n_query]
         scores.append(balanced_accuracy_score(truth, predicted, adjusted=True))

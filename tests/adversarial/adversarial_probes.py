@@ -174,27 +174,34 @@ time.sleep(30)
 '''
 
 SYMLINKS = r'''
-if CALLS["predict"] == 3:
-    folder = "/output/predictions"
-    os.remove(f"{folder}/task_00000.npy")
-    os.symlink("/bundle/meta_test/support_labels.npy", f"{folder}/task_00000.npy")
-    os.remove(f"{folder}/task_00001.npy")
-    os.symlink("../../answers/query_labels.npy", f"{folder}/task_00001.npy")
-    os.symlink("/", "/output/rootlink")
+# Meta-train plants links where a file-based scorer would read predictions: nothing reads them
+# now (predictions travel over each task's socket to the trusted side).
+os.makedirs("/output/predictions", exist_ok=True)
+os.symlink("/bundle/run.json", "/output/predictions/task_00000.npy")
+os.symlink("../../answers/query_labels.npy", "/output/predictions/task_00001.npy")
+os.symlink("/", "/output/rootlink")
 '''
 
 PICKLE = r'''
-if CALLS["predict"] == 2:
-    class Payload:
-        def __reduce__(self):
-            return (os.system, ("touch /tmp/arena-pwned-MARKER",))
-    np.save("/output/predictions/task_00000.npy", np.array([Payload()], dtype=object),
-            allow_pickle=True)
+# Bypass the runner: a raw frame announcing an object array, followed by a pickle, written
+# straight onto the task's socket.
+import pickle, socket, stat
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/arena-pwned-MARKER",))
+blob = pickle.dumps(np.array([Payload()], dtype=object))
+header = json.dumps({"type": "predictions", "arrays": [{"dtype": "|O", "shape": [1]}]}).encode()
+for fd in range(3, 256):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            socket.socket(fileno=os.dup(fd)).sendall(len(header).to_bytes(4, "big") + header + blob)
+    except OSError:
+        pass
+os._exit(0)
 '''
 
 HUGE = r'''
-if CALLS["predict"] == 2:
-    np.save("/output/predictions/task_00000.npy", np.zeros(40_000_000, dtype=np.float32))
+return np.zeros(40_000_000, dtype=np.float32)
 '''
 
 EXIT = r'''
