@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from platform_support import Platform, make_model_zip, wait_until
 
+from server.core.config import Settings
+from server.services.seeds import compute_test_seed
 from submission_api.data import load_collection
 from submission_api.protocols import ProtocolParams
 from submission_api.runner.local import run_local
@@ -40,8 +42,11 @@ def test_a_baseline_uploaded_over_http_scores_as_arena_run_does(platform, compet
     final = platform.wait_terminal(competition["alice"], submission_id, timeout_s=600)
     assert final["state"] == "finished", final
 
+    # Same submission, same seeds: the phase's secret test seed (staff can derive it; the
+    # platform's server reads the same ARENA_* environment) and run 0's participant seed.
     local = run_local(BASELINES / "protonet", tiny_collection, tmp_path / "local",
-                      protocol=ProtocolParams.from_dict(PROTOCOL), seed=0, phase_seed=0,
+                      protocol=ProtocolParams.from_dict(PROTOCOL), seed=0,
+                      phase_seed=phase_test_seed(competition["phase_id"]),
                       threads=1, cache_dir=arena_cache)
     assert local.state == "finished", local.message
     with platform.api() as api:
@@ -51,11 +56,17 @@ def test_a_baseline_uploaded_over_http_scores_as_arena_run_does(platform, compet
     assert final["score"] == pytest.approx(local.scores["score"], abs=1e-9)
 
 
-def expected_label_fingerprints(tiny_collection: Path, cache: Path, tmp_path: Path) -> dict:
+def phase_test_seed(phase_id: int) -> int:
+    """The test seed the server derives for the phase (its seed is 0)."""
+    return compute_test_seed(Settings().seed_secret, phase_id, 0)
+
+
+def expected_label_fingerprints(tiny_collection: Path, cache: Path, tmp_path: Path,
+                                phase_id: int) -> dict:
     """What the worker's answers for run 0 of the phase look like (same code, same seeds)."""
     collection = load_collection(tiny_collection, cache)
-    prepare_run(collection, ProtocolParams.from_dict(PROTOCOL), (0, 0), tmp_path / "b",
-                tmp_path / "a")
+    prepare_run(collection, ProtocolParams.from_dict(PROTOCOL), (phase_test_seed(phase_id), 0),
+                tmp_path / "b", tmp_path / "a")
     answers = tmp_path / "a" / "query_labels.npy"
     labels = np.load(answers)
     return {"sha256": hashlib.sha256(answers.read_bytes()).hexdigest(),
@@ -91,7 +102,8 @@ print("LABEL-SCAN", scanned, "files; found:", found, "env:", secrets, flush=True
 
 def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition, tmp_path,
                                                           tiny_collection, arena_cache):
-    fingerprints = expected_label_fingerprints(tiny_collection, arena_cache, tmp_path)
+    fingerprints = expected_label_fingerprints(tiny_collection, arena_cache, tmp_path,
+                                               competition["phase_id"])
     scan = SCAN.format(sha=fingerprints["sha256"], raw=fingerprints["raw"])
     archive = make_model_zip(tmp_path / "scanner", meta_fit=scan)
     submission_id = platform.submit(competition["bob"], competition["phase_id"], archive)
