@@ -200,7 +200,17 @@ def submit_page(phase_id: int, request: Request, user: OptionalUser, session: Se
         return login_redirect(request)
     phase = visible_phase(session, phase_id, user)
     return render(request, "submit.html", user, settings, phase=phase,
+                  earlier=earlier_zips(session, user.id, phase.id),
                   **phase_context(session, phase, user, now))
+
+
+def earlier_zips(session, user_id: int, phase_id: int) -> dict[str, int]:
+    """sha256 -> submission id of the user's zips in this phase, so the form can say before the
+    upload that a chosen zip is one already submitted (it would count again)."""
+    rows = session.execute(select(Submission.sha256, Submission.id).where(
+        Submission.user_id == user_id, Submission.phase_id == phase_id)
+        .order_by(Submission.id.desc()).limit(200)).all()
+    return {sha: sid for sha, sid in reversed(rows)}
 
 
 @router.post("/phases/{phase_id}/submit")

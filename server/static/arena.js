@@ -67,7 +67,36 @@
     }, interval);
   }
 
+  /* Say before the upload that the chosen zip is one already submitted here (same SHA-256):
+   * it would count against the quota again. crypto.subtle exists on https and localhost only;
+   * elsewhere nothing is said and the upload works as before. */
+  function warnDuplicate(form) {
+    var input = form.querySelector("input[type=file]");
+    var note = form.querySelector("#duplicate");
+    var earlier = {};
+    try { earlier = JSON.parse(form.getAttribute("data-earlier") || "{}"); } catch (e) { return; }
+    if (!input || !note || !window.crypto || !window.crypto.subtle || !input.files) { return; }
+    input.addEventListener("change", function () {
+      note.hidden = true;
+      var file = input.files[0];
+      if (!file || !file.arrayBuffer) { return; }
+      file.arrayBuffer().then(function (bytes) {
+        return window.crypto.subtle.digest("SHA-256", bytes);
+      }).then(function (digest) {
+        var hex = Array.prototype.map.call(new Uint8Array(digest), function (b) {
+          return ("0" + b.toString(16)).slice(-2);
+        }).join("");
+        if (earlier[hex]) {
+          note.textContent = "This zip is identical to your submission #" + earlier[hex] +
+            " in this phase: submitting it again counts against your quota again.";
+          note.hidden = false;
+        }
+      }).catch(function () { /* no warning rather than a broken form */ });
+    });
+  }
+
   function enhanceUpload(form) {
+    warnDuplicate(form);
     var progress = form.querySelector("progress");
     var status = form.querySelector(".upload-status");
     form.addEventListener("submit", function (event) {

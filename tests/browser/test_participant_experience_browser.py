@@ -230,3 +230,17 @@ def test_an_organizer_disqualifies_a_submission_and_its_owner_sees_why(browser, 
     staff.get_by_role("button", name="Reinstate").click()
     staff.goto(f"/phases/{phase_id}/leaderboard")
     expect(staff.locator("table.leaderboard tbody tr")).to_have_count(1)
+
+
+def test_the_form_says_before_uploading_that_a_zip_was_already_submitted(page, arena,
+                                                                         tmp_path):
+    token = arena.user("ann")
+    phase_id = arena.phase(quota_per_day=5)
+    archive = write_zip(tmp_path / "s.zip")
+    first = arena.upload(phase_id, token, archive)
+    login(page, token)
+    page.goto(f"/phases/{phase_id}/submit")
+    expect(page.locator("#quota")).to_contain_text("4 of 5 left today")
+    page.get_by_label("Submission zip").set_input_files(str(archive))
+    expect(page.locator("#duplicate")).to_contain_text(f"identical to your submission #{first}")
+    shots_at_both_widths(page, "14-submit-form-duplicate")
