@@ -75,6 +75,9 @@ def run_command(
         None, help="Compiled-dataset cache (default ~/.cache/metadl-arena)."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    keep_work: bool = typer.Option(
+        False, "--keep-work", help="Keep OUTPUT/.work (meta-train view, task plan) for debugging."
+    ),
 ) -> None:
     """Meta-train and meta-test a submission locally, exactly as the platform scores it."""
     from submission_api.protocols import ProtocolParamsError
@@ -107,7 +110,7 @@ def run_command(
             result = run_local(
                 submission, data, target, protocol=params, seed=seed + index,
                 phase_seed=phase_seed, time_limit_s=time_limit, threads=threads,
-                cache_dir=cache, show_progress=not quiet,
+                cache_dir=cache, show_progress=not quiet, keep_work=keep_work,
             )
             if result.state != "finished":
                 console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")

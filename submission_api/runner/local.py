@@ -82,12 +82,20 @@ def _run_participant(
     return process.returncode, timed_out, time.monotonic() - started
 
 
-def compute_scores_document(scored: ScoredRun) -> dict:
-    """The scores.json document: headline score, CI half-width, per-task records."""
+def compute_scores_document(scored: ScoredRun, protocol: ProtocolParams) -> dict:
+    """The scores.json document: the phase's headline (its ranking metric, as the platform
+    scores one run: `scoring.aggregate`), the CI half-width, the task mean, per-task records."""
+    from submission_api.scoring.aggregate import compute_submission_score
+    from submission_api.scoring.summary import read_metric_cells
+
     summary = scored.summary
+    headline = compute_submission_score([read_metric_cells(summary)], protocol.metric or "score",
+                                        protocol.aggregation)
     tasks = [{"ways": r.n_ways, "shots": r.n_shots, **r.to_dict()} for r in scored.records]
     return {
-        "score": summary["mean"],
+        "score": headline.score,
+        "metric": headline.metric,
+        "mean": summary["mean"],
         "ci95": summary["ci95"],
         "n_tasks": summary["n_tasks"],
         "duration_s": summary.get("duration_s"),
@@ -96,20 +104,19 @@ def compute_scores_document(scored: ScoredRun) -> dict:
     }
 
 
-def write_scores(
-    output_dir: Path, scored: ScoredRun, title: str, protocol: str | None = None
-) -> dict:
+def write_scores(output_dir: Path, scored: ScoredRun, title: str,
+                 protocol: ProtocolParams) -> dict:
     """Write scores.json and detailed_results.html; return the scores document."""
     from submission_api.report import write_detailed_results
 
-    document = compute_scores_document(scored)
+    document = compute_scores_document(scored, protocol)
     (output_dir / "scores.json").write_text(json.dumps(document, indent=2))
     write_detailed_results(
         scored.summary,
         scored.records,
         output_dir / "detailed_results.html",
         title=title,
-        protocol=protocol,
+        protocol=protocol.name,
         duration_s=scored.summary.get("duration_s"),
     )
     return document
@@ -209,5 +216,5 @@ def _run_and_score(submission: Path, collection_dir: Path, output_dir: Path, wor
         return LocalRunResult("failed", output_dir, None, failure.reason, message)
     shutil.copytree(answers / PREDICTIONS, output_dir / "predictions", dirs_exist_ok=True)
     scores = write_scores(output_dir, scored, title=f"{submission.name} — {protocol.name}",
-                          protocol=protocol.name)
+                          protocol=protocol)
     return LocalRunResult("finished", output_dir, scores)

@@ -136,7 +136,8 @@ def meta_train(
         config = load_submission_config(submission_dir)
         train_sets, valid_sets = open_view("meta_train"), open_view("meta_valid")
         train_gen, valid_gen = build_meta_generators(train_sets, valid_sets, config, rng)
-        train_classes, total_classes = compute_train_classes(train_sets, config)
+        # The NeurIPS'22 kit counts only the datasets left for meta-training.
+        train_classes, total_classes = compute_train_classes(train_gen.datasets, config)
         stage = "meta_fit"
         meta_learner = my_meta_learner(train_classes, total_classes, Logger(output_dir / "logs"))
         learner = meta_learner.meta_fit(_counting(train_gen, status), _counting(valid_gen, status))

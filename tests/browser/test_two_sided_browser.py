@@ -11,14 +11,13 @@ from playwright.sync_api import expect
 
 from submission_api.scoring import TaskRecord, summarize_run
 
-
 DATASET = {"BaseGen": "birds", "NovelGen": "plankton", "ValGen": "insects"}
 
 
 def outcome(groups: dict[str, float]) -> dict:
     """A finished run with one task per (group, dataset), FewSTAB wAcc as its worst class."""
-    records = [TaskRecord(id=i, dataset=DATASET.get(group, "spurious"), group=group, n_ways=5, n_shots=1,
-                          score=value, accuracy=value, worst_class_accuracy=value)
+    records = [TaskRecord(id=i, dataset=DATASET.get(group, "spurious"), group=group, n_ways=5,
+                          n_shots=1, score=value, accuracy=value, worst_class_accuracy=value)
                for i, (group, value) in enumerate(groups.items())]
     return {"state": "finished", "summary": summarize_run(records).to_dict(),
             "tasks": [r.to_dict() for r in records], "log": "done"}

@@ -28,7 +28,7 @@ from worker.client import (
     ServerUnavailableError,
 )
 from worker.pipeline.errors import ParticipantFault, PlatformFault
-from worker.pipeline.execute import Executor, Heartbeat, build_request
+from worker.pipeline.execute import Executor, Heartbeat, build_request, read_progress
 from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
 from worker.pipeline.prepare import ParseProtocol, PrepareRun, build_collection, prepare_bundle
 from worker.pipeline.publish import publish_outcome, release_run
@@ -91,11 +91,14 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         return RunResult.NOT_CLAIMED
     log.info("run.claimed", extra={"run_id": run_id, "fencing_token": claimed.fencing_token})
 
+    work: Path | None = None
+
     def beat(stage: str) -> bool:
-        return rt.client.heartbeat(run_id, run_token, claimed.fencing_token, stage)
+        progress = read_progress(work) if work is not None and stage == "running" else None
+        return rt.client.heartbeat(run_id, run_token, claimed.fencing_token, stage,
+                                   progress=progress)
 
     heartbeat = Heartbeat(beat, rt.heartbeat_interval_s, stage="preparing")
-    work: Path | None = None
     try:
         work = _make_work_dir(rt.runs_dir, run_id)
         with heartbeat:

@@ -14,6 +14,7 @@ event, the executor kills the participant side and nothing is published.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import uuid
@@ -223,8 +224,37 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
                                           sandboxed=paths.get("sandboxed") == "1"))
         return run_stage("meta-test", command, remaining, None, mounts, scratch_out)
 
-    test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch)
+    test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch,
+                                  progress_path=request.output_dir.parent / PROGRESS_FILE)
     return merge_stages(train, test)
+
+
+PROGRESS_FILE = "progress.json"
+
+
+def read_progress(work: Path) -> dict[str, Any] | None:
+    """What the run is doing, for the participant watching it: the task server's count of test
+    tasks (written outside any sandbox) or, before that, meta-train's own progress.json (written
+    by participant code: read as untrusted, bounded, only numbers kept)."""
+    from submission_api.runner.scorer import _read_regular
+
+    for path, step in ((work / PROGRESS_FILE, "meta_test"),
+                       (work / "output" / PROGRESS_FILE, "meta_fit")):
+        raw = _read_regular(path, 4096)
+        if not raw:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        numbers = {key: data.get(key) for key in ("done", "total")}
+        ok = {k: v for k, v in numbers.items()
+              if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9}
+        return {"step": step, "tasks_done": ok.get("done") if step == "meta_test" else None,
+                "tasks_total": ok.get("total") if step == "meta_test" else None}
+    return None
 
 
 def _make_readable(tree: Path) -> None:

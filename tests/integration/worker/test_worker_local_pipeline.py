@@ -75,7 +75,7 @@ class FileServer:
     def claim(self, run_id: Any, token: str, worker: str) -> ClaimedRun:
         return self.claimed
 
-    def heartbeat(self, *args: Any) -> bool:
+    def heartbeat(self, *args: Any, **kwargs: Any) -> bool:
         return True
 
     def finish(self, run_id: Any, token: str, body: dict[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,26 @@ def test_sandbox_platform_error_becomes_a_platform_fault(monkeypatch, tmp_path):
     monkeypatch.setattr(worker.sandbox, "run_sandbox", broken)
     with pytest.raises(PlatformFault, match="engine gone"):
         make_docker_executor(FakeDocker())(request_for(tmp_path), threading.Event())
+
+
+def test_progress_reports_test_tasks_from_the_trusted_side_first(tmp_path):
+    from worker.pipeline.execute import read_progress
+
+    (tmp_path / "output").mkdir()
+    assert read_progress(tmp_path) is None
+    (tmp_path / "output" / "progress.json").write_text('{"stage": "meta_fit", "done": 7}')
+    assert read_progress(tmp_path) == {"step": "meta_fit", "tasks_done": None,
+                                       "tasks_total": None}
+    (tmp_path / "progress.json").write_text('{"stage": "meta_test", "done": 3, "total": 40}')
+    assert read_progress(tmp_path) == {"step": "meta_test", "tasks_done": 3, "tasks_total": 40}
+
+
+def test_progress_written_by_participant_code_is_read_as_untrusted(tmp_path):
+    from worker.pipeline.execute import read_progress
+
+    (tmp_path / "output").mkdir()
+    os.mkfifo(tmp_path / "output" / "progress.json")  # would block a naive open forever
+    assert read_progress(tmp_path) is None
+    (tmp_path / "output" / "progress.json").unlink()
+    (tmp_path / "output" / "progress.json").write_text("[1, 2]")
+    assert read_progress(tmp_path) is None

@@ -72,13 +72,16 @@ class FakeClient:
     release_fails: bool = False
     release_details: list[str | None] = field(default_factory=list)
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    progress: list[dict[str, Any] | None] = field(default_factory=list)
 
     def claim(self, run_id: Any, token: str, worker: str) -> ClaimedRun | None:
         self.calls.append(("claim", worker))
         return self.claimed
 
-    def heartbeat(self, run_id: Any, token: str, fencing_token: int, stage: str) -> bool:
+    def heartbeat(self, run_id: Any, token: str, fencing_token: int, stage: str,
+                  progress: dict[str, Any] | None = None) -> bool:
         self.calls.append(("heartbeat", stage))
+        self.progress.append(progress)
         return not self.revoked
 
     def finish(self, run_id: Any, token: str, body: dict[str, Any]) -> bool:
