@@ -16,11 +16,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from submission_api.data import load_collection
+from submission_api.log_text import HeadTailBuffer
 from submission_api.protocols import ProtocolParams
 from submission_api.runner.prepare import prepare_run
 from submission_api.runner.progress import ProgressView
@@ -28,6 +31,7 @@ from submission_api.runner.scorer import (
     ParticipantFailure,
     ScoredRun,
     check_status,
+    read_status,
     score_output,
 )
 from submission_api.runner.stages import (
@@ -51,11 +55,22 @@ class LocalRunResult:
     message: str | None = None
 
 
+LOG_CAP_BYTES = 1 << 20
+"""Kept of each of stdout and stderr per stage: the first and last half MiB, as the platform
+keeps head and tail (`submission_api.log_text`), so a flood cannot fill the disk."""
+
+
+def _pump(stream: IO[bytes], kept: HeadTailBuffer) -> None:
+    for chunk in iter(lambda: stream.read(1 << 16), b""):
+        kept.append(chunk)
+
+
 def _run_participant(
     command: list[str], run_dir: Path, time_limit_s: float | None, show_progress: bool,
     extra_env: dict[str, str] | None = None,
 ) -> tuple[int, bool, float]:
-    """Run one stage; returns (exit code, timed out, seconds). Logs are appended in run_dir."""
+    """Run one stage; returns (exit code, timed out, seconds). Its logs, capped to their head
+    and tail, are appended to run_dir/stdout.txt and stderr.txt."""
     started = time.monotonic()
     project_root = str(Path(__file__).resolve().parents[2])
     env = {
@@ -65,20 +80,31 @@ def _run_participant(
             p for p in (project_root, os.environ.get("PYTHONPATH", "")) if p
         ),
     }
-    with (run_dir / "stdout.txt").open("ab") as out, (run_dir / "stderr.txt").open("ab") as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
-        view = ProgressView(run_dir, time_limit_s, enabled=show_progress)
-        timed_out = False
-        with view:
-            while process.poll() is None:
-                view.refresh()
-                if time_limit_s is not None and time.monotonic() - started > time_limit_s:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-                    timed_out = True
-                    break
-                time.sleep(0.2)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    kept = {name: HeadTailBuffer(LOG_CAP_BYTES) for name in ("stdout.txt", "stderr.txt")}
+    streams = (process.stdout, process.stderr)
+    pumps = [threading.Thread(target=_pump, args=(stream, buffer), daemon=True)
+             for stream, buffer in zip(streams, kept.values(), strict=True)]
+    for pump in pumps:
+        pump.start()
+    view = ProgressView(run_dir, time_limit_s, enabled=show_progress)
+    timed_out = False
+    with view:
+        while process.poll() is None:
             view.refresh()
+            if time_limit_s is not None and time.monotonic() - started > time_limit_s:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                timed_out = True
+                break
+            time.sleep(0.2)
+        view.refresh()
+    for pump in pumps:
+        pump.join(5.0)  # a leftover holding the pipe open must not hold the run
+    for name, buffer in kept.items():
+        with (run_dir / name).open("a", encoding="utf-8") as log:
+            log.write(buffer.text())
     return process.returncode, timed_out, time.monotonic() - started
 
 
@@ -189,9 +215,14 @@ def _run_and_score(submission: Path, collection_dir: Path, output_dir: Path, wor
     try:
         if code != 0:
             check_status(output_dir)
+            stage = read_status(output_dir).get("stage") or "import"
+            stderr = output_dir / "stderr.txt"
+            said = ("see stderr.txt" if stderr.stat().st_size else
+                    "stderr.txt is empty: the process ended without a Python error (an explicit "
+                    "os._exit, a signal or a crash in native code)")
             return LocalRunResult("failed", output_dir, None, "crashed",
-                                  f"meta-training exited with code {code} without reporting an "
-                                  "error; see stderr.txt")
+                                  f"meta-training ended during stage {stage!r} with exit code "
+                                  f"{code} without reporting an error; {said}")
         learner, scratch = output_dir / "learner", work / "scratch"
         scratch.mkdir(parents=True)
         _set_writable(learner, False)

@@ -76,7 +76,15 @@ def seed_everything(participant_seed: int) -> np.random.Generator:
 
 
 def import_submission(submission_dir: Path) -> tuple[type, type]:
-    """Import `model.py` with the NeurIPS'22 names (`api`, `cdmetadl`) on the path."""
+    """Import `model.py` with the NeurIPS'22 names (`api`, `cdmetadl`) on the path.
+
+    Raises:
+        ImportError: model.py is missing (the message says where it was looked for), or defines
+            neither class.
+    """
+    if not (submission_dir / "model.py").is_file():
+        raise ImportError(f"model.py is missing: looked for {submission_dir / 'model.py'}; the "
+                          "submission folder (or the zip's top level) must hold model.py")
     sys.path[:0] = [str(submission_dir), str(COMPAT_DIR)]
     module = importlib.import_module("model")
     missing = [n for n in ("MyMetaLearner", "MyLearner") if not hasattr(module, n)]

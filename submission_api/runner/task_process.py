@@ -31,17 +31,22 @@ def seed_task(seed: int, task_id: int) -> None:
     torch.manual_seed(int(state[0]))
 
 
-def to_prediction_array(predictions: Any) -> np.ndarray:
+def to_prediction_array(predictions: Any, n_query: int, n_ways: int) -> np.ndarray:
     """A numeric array from what `predict` returned (tensor, array or list)."""
     import torch
 
     if isinstance(predictions, torch.Tensor):
         predictions = predictions.detach().cpu().numpy()
-    array = np.asarray(predictions)
-    if array.dtype == object or array.dtype.kind not in "biuf":
+    try:
+        array = np.asarray(predictions)
+    except ValueError as error:  # ragged lists
+        array, cause = None, f" ({error})"
+    else:
+        cause = f" of dtype {array.dtype}"
+    if array is None or array.dtype == object or array.dtype.kind not in "biuf":
         raise TypeError(
-            f"predict returned {type(predictions).__name__} of dtype {array.dtype}; return a "
-            "numeric numpy array of labels [n] or scores [n, n_ways]")
+            f"predict returned {type(predictions).__name__}{cause}; return a numeric numpy "
+            f"array of labels [{n_query}] or scores [{n_query}, {n_ways}]")
     return array
 
 
@@ -89,7 +94,8 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
         stage = "fit"
         predictor = learner.fit(support)
         stage = "predict"
-        array = to_prediction_array(predictor.predict(images_to_tensor(query_images)))
+        array = to_prediction_array(predictor.predict(images_to_tensor(query_images)),
+                                    len(query_images), int(header["n_ways"]))
         send_message(sock, {"type": "predictions"}, [array])
     except (ChannelError, ValueError) as error:
         if stage == "receive":

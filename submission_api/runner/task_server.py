@@ -143,7 +143,8 @@ class TaskServer:
                 send_control(self._control, {"type": "end"})
         except (ChannelError, OSError) as error:
             if not self._closing.is_set() and self.report.reason is None:
-                self._fail(None, "crashed", None, f"the meta-test side stopped answering: {error}")
+                self._fail(None, "crashed", "meta_test",
+                           f"the meta-test side stopped answering: {error}")
         finally:
             isolation.set_dumpable(True)
             images.close()

@@ -104,7 +104,7 @@ def test_test_tasks_depend_on_the_phase_seed_only(tmp_path, tiny_collection, are
         ("pass", " + float('nan')", "bad_predictions", "NaN"),
         ("pass", "[:1]", "bad_predictions", "expected"),
         ("pass", ".tolist() and [object()]", "predict_error", "numeric"),
-        ("import os; os._exit(3)", "", "crashed", "exited with code 3"),
+        ("import os; os._exit(3)", "", "crashed", "stage 'meta_fit' with exit code 3"),
     ],
 )
 def test_participant_faults_end_failed_with_a_clear_reason(
@@ -144,7 +144,7 @@ def test_predictions_are_read_from_the_trusted_side_only(tmp_path, tiny_collecti
 
     from submission_api.runner.scorer import ParticipantFailure, score_output
 
-    assert score_output(tmp_path / "out", answers).summary["mean"] == result.scores["score"]
+    assert score_output(tmp_path / "out", answers).summary["mean"] == result.scores["mean"]
     # Defence in depth: even the trusted folder is read without following links.
     prediction = answers / "predictions" / "task_00000.npy"
     prediction.unlink()
@@ -213,3 +213,24 @@ def test_a_config_the_data_cannot_serve_is_an_invalid_submission(tmp_path, tiny_
 
     assert (result.state, result.reason) == ("failed", "invalid_submission")
     assert words in result.message
+
+
+def test_a_flood_of_output_is_kept_to_its_head_and_tail(tmp_path, tiny_collection, arena_cache):
+    flood = ("import sys\n        print('FIRST'); sys.stdout.write('x' * (8 << 20)); "
+             "print('LAST', flush=True)")
+    result = run(tmp_path, write_submission(tmp_path / "sub", meta_fit_extra=flood),
+                 tiny_collection, arena_cache)
+
+    assert result.state == "finished", result.message
+    kept = (tmp_path / "out" / "stdout.txt").read_text()
+    assert len(kept) < 2 << 20  # 8 MiB went in
+    assert "FIRST" in kept[:4096] and "bytes cut here" in kept and kept.endswith("LAST\n")
+
+
+def test_a_missing_model_py_is_named_with_where_it_was_looked_for(
+        tmp_path, tiny_collection, arena_cache):
+    (tmp_path / "empty").mkdir()
+    result = run(tmp_path, tmp_path / "empty", tiny_collection, arena_cache)
+
+    assert (result.state, result.reason) == ("failed", "import_error")
+    assert f"model.py is missing: looked for {tmp_path / 'empty' / 'model.py'}" in result.message
