@@ -49,6 +49,9 @@ class LeaderboardSettings(BaseModel):
     columns: list[Literal["score", "ci95", "per_dataset", "average_rank", "submitted_at"]] = [
         "score", "ci95", "per_dataset"]
     hidden: Literal["none", "scores", "board"] = "none"
+    statistics: Literal["during", "after_close", "never"] = Field(
+        default="never", description="when the board shows rank intervals and tied groups: "
+        "during the phase, only after it closes, or never (services.leaderboard_stats)")
 
 
 class PhaseFields(BaseModel):

@@ -112,6 +112,13 @@ class LeaderboardEntry(BaseModel):
     flips: list[int] | None = Field(
         default=None, description="id-ood: submission ids whose order against this one differs "
         "between BaseGen and NovelGen")
+    rank_low: int | None = Field(
+        default=None, description="95% rank interval over bootstrap resamples (when the phase "
+        "shows statistics)")
+    rank_high: int | None = None
+    tied_group: int | None = Field(
+        default=None, description="entries of one group do not differ significantly from the "
+        "entry above (paired t-test over tasks, Holm-corrected along the board)")
 
 
 class Leaderboard(BaseModel):
@@ -126,4 +133,5 @@ class Leaderboard(BaseModel):
     total: int = Field(default=0, description="entries on the whole board (all pages)")
     offset: int = 0
     limit: int | None = Field(default=None, description="null: the whole board")
+    statistics: bool = Field(default=False, description="rank intervals and tied groups shown")
     entries: list[LeaderboardEntry]

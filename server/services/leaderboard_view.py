@@ -18,11 +18,14 @@ import pydantic_core
 from server.models import Competition, Phase
 from server.services.leaderboard import Entry, Ranked, build_entries
 from server.services.leaderboard_cache import cached_rank_leaderboard
+from server.services.leaderboard_stats import cached_board_statistics, shows_statistics
 from server.services.scores import explain_phase_score
 from submission_api.scoring.aggregate import compute_order_flips
 
 CSV_FIXED = ["rank", "username", "league", "submission_id", "score", "ci95", "average_rank",
              "baseline", "selected", "submitted_at"]
+CSV_STATISTICS = ["rank_low", "rank_high", "tied_group"]
+"""Columns after CSV_FIXED when the phase shows statistics (rank interval, tied group)."""
 
 
 def league_names(comp: Competition | None) -> list[str]:
@@ -44,8 +47,10 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
         league = leagues[0]
     settings = phase.leaderboard or {}
     hidden = "none" if sees_all else settings.get("hidden", "none")
-    ranked: list[Ranked] = [] if hidden == "board" else list(
-        cached_rank_leaderboard(session, phase, league))
+    board_order = [] if hidden == "board" else cached_rank_leaderboard(session, phase, league)
+    ranked: list[Ranked] = list(board_order)
+    stats = (cached_board_statistics(session, phase, league, board_order)
+             if hidden == "none" and shows_statistics(phase) else {})
     if hidden == "scores":
         ranked.sort(key=lambda r: (r.row.username, r.row.id))
     window = ranked[offset:None if limit is None else offset + limit]
@@ -55,6 +60,10 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
     entries = build_entries(session, window + pinned, details=hidden == "none",
                             protocol=phase.protocol)
     rows = [_row(e, hidden == "scores") for e in entries]
+    for row in rows:
+        own = stats.get(row["submission_id"])
+        row |= {"rank_low": own.rank_low, "rank_high": own.rank_high,
+                "tied_group": own.tied_group} if own else {}
     if hidden == "none" and (phase.protocol or {}).get("name") == "id-ood":
         _mark_flips(rows)
     datasets = sorted({d for e in entries for d in e.per_dataset}) if hidden == "none" else []
@@ -64,6 +73,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
             "hidden": settings.get("hidden", "none"), "league": league, "leagues": leagues,
             "datasets": datasets, "total": len(ranked), "offset": offset, "limit": limit,
             "scoring": explain_phase_score(phase.protocol, phase.runs_per_submission),
+            "statistics": bool(stats),
             "entries": rows[:len(window)], "pinned": rows[len(window):]}
 
 
@@ -95,7 +105,8 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     sides = list(dict.fromkeys(k for e in board["entries"] for k in (e.get("sides") or {})))
-    writer.writerow(CSV_FIXED + [f"side:{k}" for k in sides]
+    extra = CSV_STATISTICS if board.get("statistics") else []
+    writer.writerow(CSV_FIXED + extra + [f"side:{k}" for k in sides]
                     + [f"dataset:{d}" for d in board["datasets"]])
     for e in board["entries"]:
         per_dataset, own = e["per_dataset"] or {}, e.get("sides") or {}
@@ -103,6 +114,7 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
             e["rank"], e["username"], e["league"] or "", e["submission_id"],
             _num(e["score"]), _num(e["ci95"]), _num(e["average_rank"]),
             int(e["is_baseline"]), int(e["is_selected"]), e["created_at"].isoformat(),
+            *[e.get(k) if e.get(k) is not None else "" for k in extra],
             *[_num(own.get(k)) for k in sides],
             *[_num(per_dataset.get(d)) for d in board["datasets"]]])
     return out.getvalue()

@@ -1,0 +1,79 @@
+"""Rank intervals and tied groups on the board (issue 15): in the JSON and CSV exports when the
+phase shows them (during, after close, never), computed from the entries' per-task results."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from server.models import Phase, Run
+from server.services.runs import LeasePolicy, RunOutcome, claim_run, finish_run
+from submission_api.scoring import TaskRecord, summarize_run
+
+
+def finish_tasks(env, submission_id: int, scores: list[float]) -> None:
+    """Finish every queued run of a submission with these per-task scores (two datasets)."""
+    records = [TaskRecord(id=i, dataset=("birds", "fungi")[i % 2], group="test", n_ways=2,
+                          n_shots=1, score=s, accuracy=s, worst_class_accuracy=s)
+               for i, s in enumerate(scores)]
+    outcome = RunOutcome(state="finished", summary=summarize_run(records).to_dict(),
+                         tasks=[{**r.to_dict(), "task_id": r.id} for r in records], log="ok")
+    with env.db.session(write=True) as s:
+        runs = s.execute(select(Run).where(Run.submission_id == submission_id,
+                                           Run.state == "queued")).scalars().all()
+        for run in runs:
+            token = claim_run(s, run.id, "w", env.clock.now, LeasePolicy()).fencing_token
+            finish_run(s, run.id, token, outcome, env.clock.now, LeasePolicy())
+
+
+def three_entries(env, statistics: str) -> int:
+    """ann and bob within noise of each other, carl far below."""
+    phase_id = env.phase(leaderboard={"statistics": statistics}).id
+    rng = np.random.default_rng(0)
+    for name, level in (("ann", 0.80), ("bob", 0.79), ("carl", 0.40)):
+        _, headers = env.user(name)
+        env.clock.advance(seconds=1)
+        sid = env.submit(phase_id, headers).json()["id"]
+        finish_tasks(env, sid, list(np.clip(level + rng.normal(0, 0.1, 60), 0, 1)))
+    return phase_id
+
+
+def test_board_shows_rank_intervals_and_tied_groups_during_the_phase(env):
+    phase_id = three_entries(env, "during")
+    board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()
+    assert board["statistics"] is True
+    rows = [(e["username"], e["rank_low"], e["rank_high"], e["tied_group"])
+            for e in board["entries"]]
+    assert [r[0] for r in rows] == ["ann", "bob", "carl"]
+    assert rows[0][1:3] == (1, 2) and rows[1][1:3] == (1, 2) and rows[2][1:3] == (3, 3)
+    assert [r[3] for r in rows] == [1, 1, 2]
+    again = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()
+    assert again["entries"] == board["entries"]  # seeded by the phase: deterministic
+
+    text = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard?format=csv").text
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["rank_low"], r["rank_high"], r["tied_group"]) for r in table] == [
+        ("1", "2", "1"), ("1", "2", "1"), ("3", "3", "2")]
+
+
+@pytest.mark.parametrize("statistics", ["never", "after_close"])
+def test_board_without_statistics_has_no_interval_columns(env, statistics):
+    phase_id = three_entries(env, statistics)
+    board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()
+    assert board["statistics"] is False
+    assert all(e.get("rank_low") is None and e.get("tied_group") is None
+               for e in board["entries"])
+    text = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard?format=csv").text
+    assert "rank_low" not in text.splitlines()[0]
+
+
+def test_after_close_shows_them_once_the_phase_is_closed(env):
+    phase_id = three_entries(env, "after_close")
+    with env.db.session(write=True) as s:
+        s.get(Phase, phase_id).status = "closed"
+    board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()
+    assert board["statistics"] is True and board["entries"][2]["tied_group"] == 2
