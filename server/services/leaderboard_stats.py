@@ -28,12 +28,15 @@ from sqlalchemy.orm import Session
 
 from server.models import Phase, Run, TaskResult, utcnow
 from server.services.leaderboard import Ranked
-from server.services.leaderboard_cache import compute_fingerprint
+from server.services.leaderboard_cache import cached_rank_leaderboard, compute_fingerprint
 from server.services.scores import lower_is_better
 from server.services.timeline import effective_status
 from submission_api.scoring.paired import (
     N_RESAMPLES,
+    PairedDifference,
+    align_tasks,
     compute_dataset_ranks,
+    compute_paired_difference,
     compute_rank_intervals,
     compute_tied_groups,
     sample_task_weights,
@@ -139,3 +142,30 @@ def cached_board_statistics(session: Session, phase: Phase, league: str | None,
         while len(boards) > MAX_BOARDS:
             boards.popitem(last=False)
     return stats
+
+
+def compare_submissions(session: Session, a: int, b: int) -> PairedDifference | None:
+    """Paired difference a − b over the tasks both submissions have (None if none shared)."""
+    tasks = read_task_matrix(session, [a, b])
+    if a not in tasks or b not in tasks:
+        return None
+    scores_a, scores_b = align_tasks({k: v[1] for k, v in tasks[a].items()},
+                                     {k: v[1] for k, v in tasks[b].items()})
+    return compute_paired_difference(scores_a, scores_b) if scores_a.size else None
+
+
+def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
+                             submission_id: int) -> dict | None:
+    """The submission's paired difference from the board entry right above it, as the
+    submission page shows it; None when it is first, not on the board, or nothing is shared."""
+    board = cached_rank_leaderboard(session, phase, league)
+    index = next((i for i, r in enumerate(board) if r.row.id == submission_id), None)
+    if not index:
+        return None
+    above = board[index - 1].row
+    diff = compare_submissions(session, submission_id, above.id)
+    if diff is None:
+        return None
+    return {"username": above.username, "rank": board[index - 1].position, "mean": diff.mean,
+            "low": diff.low, "high": diff.high, "p_value": diff.p_value, "n": diff.n,
+            "significant": diff.significant}

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User, utcnow
+from server.services.leaderboard_stats import compare_with_entry_above
 from server.services.leaderboard_view import view_leaderboard
 from server.services.quotas import quota_left
 from server.services.timeline import (
@@ -116,6 +117,8 @@ def submission_standing(session: Session, phase: Phase, submission, sees_all: bo
     out["total"] = board["total"]
     if row is not None:
         out |= {"on_board": True, "rank": row["rank"]}
+    if row is not None and board["statistics"]:
+        out["vs_above"] = compare_with_entry_above(session, phase, board["league"], submission.id)
     return out
 
 
@@ -150,6 +153,7 @@ class Board:
     pinned: list[dict] = field(default_factory=list)
     page: int = 1
     pages: int = 1
+    statistics: bool = False
 
 
 PER_PAGE = 100
@@ -174,7 +178,8 @@ def leaderboards(session: Session, phase: Phase, sees_all: bool, *, page: int = 
             description=league.get("description", ""), entries=view["entries"],
             columns=view["columns"] if chosen else [*view["columns"], "submitted_at"],
             datasets=view["datasets"], league=league["name"], total=view["total"],
-            pinned=view["pinned"], page=page, pages=max(1, -(-view["total"] // per_page))))
+            pinned=view["pinned"], page=page, pages=max(1, -(-view["total"] // per_page)),
+            statistics=view["statistics"]))
     return boards
 
 

@@ -9,6 +9,7 @@ import io
 import numpy as np
 import pytest
 from sqlalchemy import select
+from test_pages import login
 
 from server.models import Phase, Run
 from server.services.runs import LeasePolicy, RunOutcome, claim_run, finish_run
@@ -34,12 +35,31 @@ def three_entries(env, statistics: str) -> int:
     """ann and bob within noise of each other, carl far below."""
     phase_id = env.phase(leaderboard={"statistics": statistics}).id
     rng = np.random.default_rng(0)
+    env.headers, env.submission_ids = {}, {}
     for name, level in (("ann", 0.80), ("bob", 0.79), ("carl", 0.40)):
         _, headers = env.user(name)
         env.clock.advance(seconds=1)
         sid = env.submit(phase_id, headers).json()["id"]
         finish_tasks(env, sid, list(np.clip(level + rng.normal(0, 0.1, 60), 0, 1)))
+        env.headers[name], env.submission_ids[name] = headers, sid
     return phase_id
+
+
+def test_pages_show_the_rank_range_tied_shading_and_the_gap_to_the_entry_above(env):
+    phase_id = three_entries(env, "during")
+    page = env.client.get(f"/phases/{phase_id}/leaderboard").text
+    assert "Rank range" in page and 'id="stats-legend-1"' in page
+    assert page.count('data-tied-group="1"') == 2 and page.count('data-tied-group="2"') == 1
+    assert "1–2" in page and "3–3" in page
+    login(env, env.headers["bob"])
+    own = env.client.get(f"/submissions/{env.submission_ids['bob']}").text
+    assert 'id="vs-above"' in own and "vs the entry above you (ann, rank 1)" in own
+    assert "not significant" in own
+    env.client.cookies.clear()
+    login(env, env.headers["carl"])
+    own = env.client.get(f"/submissions/{env.submission_ids['carl']}").text
+    assert "vs the entry above you (bob, rank 2): <strong>−0." in own
+    assert "), significant" in own
 
 
 def test_board_shows_rank_intervals_and_tied_groups_during_the_phase(env):
