@@ -14,10 +14,15 @@ from fastapi.responses import Response
 
 from server.api.competitions import visible_phase
 from server.api.deps import OptionalUser, SessionDep
-from server.core.errors import InvalidInputError, NotFoundError
-from server.models import Competition, Phase, User
-from server.schemas.submission import Leaderboard
+from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
+from server.models import Competition, Phase, Submission, User
+from server.schemas.submission import Comparison, Leaderboard
 from server.services.competitions import get_owned_competition
+from server.services.leaderboard_stats import (
+    board_submission_ids,
+    describe_comparison,
+    shows_statistics,
+)
 from server.services.leaderboard_view import (
     leaderboard_csv,
     leaderboard_json,
@@ -63,3 +68,36 @@ def leaderboard(phase_id: int, session: SessionDep, user: OptionalUser,
                         headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
     # Already in the schema's shape: validating every entry again cost a fifth of a request.
     return Response(leaderboard_json(board), media_type="application/json")
+
+
+@router.get("/submissions/{submission_id}/compare/{other_submission_id}",
+            response_model=Comparison)
+def compare(submission_id: int, other_submission_id: int, session: SessionDep,
+            user: OptionalUser) -> Comparison:
+    """Submission `a` against `b` (same phase) over their shared test tasks. Participants may
+    compare their own submissions and those on the board, when the phase shows statistics."""
+    a, b = submission_id, other_submission_id
+    subs = [session.get(Submission, sid) for sid in (a, b)]
+    if any(s is None or s.state != "finished" for s in subs):
+        raise NotFoundError(f"submissions {a} and {b}: expected two finished submissions; "
+                            "`arena status` lists yours", code="compare.not_found")
+    if subs[0].phase_id != subs[1].phase_id:
+        raise InvalidInputError(f"submission {a} is in phase {subs[0].phase_id}, {b} in phase "
+                                f"{subs[1].phase_id}; compare two submissions of one phase",
+                                code="compare.phases")
+    phase = visible_phase(session, subs[0].phase_id, user)
+    if not organizes(session, phase, user):
+        if not shows_statistics(phase) or (phase.leaderboard or {}).get("hidden", "none") != "none":
+            raise ForbiddenError(f"phase {phase.id} does not show statistics now; its organizers "
+                                 "chose when (during, after close, or never)",
+                                 code="compare.hidden")
+        on_board = board_submission_ids(session, phase, None)
+        for s in subs:
+            if s.id not in on_board and (user is None or s.user_id != user.id):
+                raise ForbiddenError(f"submission {s.id} is neither yours nor on the board; "
+                                     "compare your own or board entries", code="compare.hidden")
+    answer = describe_comparison(session, phase, a, b)
+    if answer is None:
+        raise NotFoundError(f"submissions {a} and {b} share no test task (per-task results are "
+                            "needed)", code="compare.no_tasks")
+    return Comparison(**answer)

@@ -135,3 +135,21 @@ class Leaderboard(BaseModel):
     limit: int | None = Field(default=None, description="null: the whole board")
     statistics: bool = Field(default=False, description="rank intervals and tied groups shown")
     entries: list[LeaderboardEntry]
+
+
+class Comparison(BaseModel):
+    """Submission a against b on the tasks both have (issue 15): mean per-task difference a − b,
+    its t-based 95% interval and paired t-test, and a 95% bootstrap interval resampling
+    datasets (tasks share images, so the t interval is optimistic)."""
+
+    a: int
+    b: int
+    n_tasks: int
+    n_datasets: int
+    mean: float
+    t_low: float
+    t_high: float
+    p_value: float
+    significant: bool
+    bootstrap_low: float
+    bootstrap_high: float

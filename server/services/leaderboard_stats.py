@@ -35,6 +35,7 @@ from submission_api.scoring.paired import (
     N_RESAMPLES,
     PairedDifference,
     align_tasks,
+    compute_cluster_bootstrap,
     compute_dataset_ranks,
     compute_paired_difference,
     compute_rank_intervals,
@@ -169,3 +170,28 @@ def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
     return {"username": above.username, "rank": board[index - 1].position, "mean": diff.mean,
             "low": diff.low, "high": diff.high, "p_value": diff.p_value, "n": diff.n,
             "significant": diff.significant}
+
+
+def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict | None:
+    """`arena compare`'s answer: a − b with its t interval over tasks and a bootstrap interval
+    resampling datasets (tasks share images, so the t interval is optimistic; the dataset
+    bootstrap is the conservative one, and wide with few datasets). None if nothing shared."""
+    tasks = read_task_matrix(session, [a, b])
+    if a not in tasks or b not in tasks:
+        return None
+    shared = sorted(tasks[a].keys() & tasks[b].keys())
+    if not shared:
+        return None
+    diff = np.array([tasks[a][k][1] - tasks[b][k][1] for k in shared])
+    t = compute_paired_difference(diff, np.zeros_like(diff))
+    datasets = np.array([tasks[a][k][0] for k in shared])
+    low, high = compute_cluster_bootstrap(diff, datasets, np.random.default_rng(
+        [phase.id, SEED_SALT, a, b]))
+    return {"a": a, "b": b, "n_tasks": t.n, "n_datasets": int(np.unique(datasets).size),
+            "mean": t.mean, "t_low": t.low, "t_high": t.high, "p_value": t.p_value,
+            "significant": t.significant, "bootstrap_low": low, "bootstrap_high": high}
+
+
+def board_submission_ids(session: Session, phase: Phase, league: str | None) -> set[int]:
+    """Ids of the submissions standing on the board (one league, or the whole phase)."""
+    return {r.row.id for r in cached_rank_leaderboard(session, phase, league)}

@@ -19,6 +19,7 @@ from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,
     bundle_request,
+    comparison_words,
     console,
     follow,
     load_credentials,
@@ -172,6 +173,9 @@ def logs_command(submission: int = typer.Argument(..., help="Submission id."),
 def leaderboard_command(phase: int = typer.Option(..., "--phase", help="Phase id."),
                         league: str | None = typer.Option(None, help="League."),
                         csv: bool = typer.Option(False, "--csv", help="Print CSV."),
+                        stats: bool = typer.Option(
+                            False, "--stats", help="Add each entry's rank range and tied group "
+                            "(when the phase shows statistics)."),
                         server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """The leaderboard of a phase."""
     params = {"league": league} if league else {}
@@ -181,7 +185,17 @@ def leaderboard_command(phase: int = typer.Option(..., "--phase", help="Phase id
             url = f"/api/v1/phases/{phase}/leaderboard"
             typer.echo(client.call("GET", url, params=params | {"format": "csv"}).text)
             return
-        print_board(client.get(f"/api/v1/phases/{phase}/leaderboard", params=params))
+        print_board(client.get(f"/api/v1/phases/{phase}/leaderboard", params=params),
+                    stats=stats)
+
+
+def compare_command(a: int = typer.Argument(..., help="Submission id A."),
+                    b: int = typer.Argument(..., help="Submission id B (same phase)."),
+                    server: str | None = SERVER, token: str | None = TOKEN) -> None:
+    """A − B over the test tasks both met: mean difference, 95% intervals, significance."""
+    with _reported():
+        answer = _client(server, token).get(f"/api/v1/submissions/{a}/compare/{b}")
+    typer.echo(comparison_words(answer))
 
 
 def cancel_command(submission: int = typer.Argument(..., help="Submission id."),
@@ -259,7 +273,7 @@ def register(app: typer.Typer) -> None:
                           ("submit", submit_command),
                           ("status", status_command), ("logs", logs_command),
                           ("leaderboard", leaderboard_command), ("cancel", cancel_command),
-                          ("select", select_command)):
+                          ("select", select_command), ("compare", compare_command)):
         app.command(name)(command)
     app.add_typer(competition_app, name="competition")
     app.add_typer(user_app, name="user")

@@ -255,20 +255,38 @@ def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, 
     return {"yaml": text, "resolved": resolved}
 
 
-def print_board(board: dict[str, Any]) -> None:
+def print_board(board: dict[str, Any], stats: bool = False) -> None:
+    """The board as a table; with `stats`, each entry's rank range and tied group too."""
     from rich.table import Table
 
     title = f"phase {board['phase_id']}" + (f" · league {board['league']}" if board["league"]
                                             else "")
     if board["hidden"] != "none":
         title += f" · hidden: {board['hidden']}"
+    stats = stats and bool(board.get("statistics"))
     table = Table(title=title)
-    for column in ("#", "participant", "score", "ci95", *board["datasets"]):
+    for column in ("#", *(("rank range", "group") if stats else ()), "participant", "score",
+                   "ci95", *board["datasets"]):
         table.add_column(column)
     for e in board["entries"]:
         per = e.get("per_dataset") or {}
-        cells = [e["rank"], e["username"] + (" (baseline)" if e["is_baseline"] else ""),
+        extra = ([f"{e['rank_low']}–{e['rank_high']}" if e.get("rank_low") else None,
+                  e.get("tied_group")] if stats else [])
+        cells = [e["rank"], *extra, e["username"] + (" (baseline)" if e["is_baseline"] else ""),
                  e["score"], e["ci95"], *[per.get(d) for d in board["datasets"]]]
         table.add_row(*["-" if c is None else f"{c:.4f}" if isinstance(c, float) else str(c)
                         for c in cells])
     Console().print(table)
+    if stats:
+        Console().print("rank range: ranks in 95% of bootstrap resamples of the test tasks; "
+                        "one group: no entry differs significantly from the one above it "
+                        "(paired t-test over tasks, Holm-corrected)")
+
+
+def comparison_words(c: dict[str, Any]) -> str:
+    """`arena compare`'s answer, e.g. "A − B = +0.012 (−0.004 … +0.028), not significant"."""
+    verdict = "significant" if c["significant"] else "not significant"
+    return (f"{c['a']} − {c['b']} = {c['mean']:+.4f} ({c['t_low']:+.4f} … {c['t_high']:+.4f}), "
+            f"{verdict} (paired t-test over {c['n_tasks']} shared tasks, p = {c['p_value']:.3g})"
+            f"\nbootstrap over {c['n_datasets']} datasets, 95%: {c['bootstrap_low']:+.4f} … "
+            f"{c['bootstrap_high']:+.4f} (tasks share images: this one is the cautious interval)")

@@ -42,7 +42,7 @@ def build_world(env: InProcess) -> World:
         ids={"submission_id": mine["id"], "phase_id": phase_id,
              "competition_id": competition["id"], "ref": competition["slug"],
              "run_id": mine["runs"][0]["id"], "run_index": 0, "content_hash": "ab" * 32,
-             "name": static, "user_id": other_id})
+             "name": static, "user_id": other_id, "other_submission_id": mine["id"]})
 
 
 def finish_run(env: InProcess, run_id: int) -> None:

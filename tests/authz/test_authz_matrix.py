@@ -68,6 +68,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/phases/{phase_id}/close"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/phases/{phase_id}/rerun"): ORGANIZER_OF_IT,
     ("GET", "/api/v1/phases/{phase_id}/leaderboard"): PUBLIC,
+    # The world's phase shows no statistics: only its organizers (and admins) compare, and
+    # then only where per-task results exist.
+    ("GET", "/api/v1/submissions/{submission_id}/compare/{other_submission_id}"): "DDD*D*",
     ("POST", "/api/v1/phases/{phase_id}/submissions"): SIGNED_IN,
     ("GET", "/api/v1/submissions/{submission_id}"): OWNER_OR_ORGANIZER,
     ("GET", "/api/v1/submissions/{submission_id}/logs"): OWNER_OR_ORGANIZER,
