@@ -116,6 +116,8 @@ class LeaderboardSpec(_Strict):
     rule: Literal["best", "latest"] = "best"
     columns: list[Literal[COLUMNS]] = ["score", "ci95", "per_dataset"]  # type: ignore[valid-type]
     hidden: Literal["none", "scores", "board"] = "none"
+    # When rank intervals and tied groups show (services.leaderboard_stats).
+    statistics: Literal["during", "after_close", "never"] = "never"
 
 
 class PhaseSpec(_Strict):

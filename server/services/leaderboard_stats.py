@@ -26,7 +26,7 @@ import numpy as np
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from server.models import Phase, Run, TaskResult, utcnow
+from server.models import Phase, Run, Submission, TaskResult, utcnow
 from server.services.leaderboard import Ranked
 from server.services.leaderboard_cache import cached_rank_leaderboard, compute_fingerprint
 from server.services.scores import lower_is_better
@@ -195,3 +195,18 @@ def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict 
 def board_submission_ids(session: Session, phase: Phase, league: str | None) -> set[int]:
     """Ids of the submissions standing on the board (one league, or the whole phase)."""
     return {r.row.id for r in cached_rank_leaderboard(session, phase, league)}
+
+
+def compare_with_previous(session: Session, submission: Any) -> dict | None:
+    """The submission against its owner's previous finished submission in the same phase."""
+    previous = session.execute(
+        select(Submission.id).where(
+            Submission.phase_id == submission.phase_id, Submission.user_id == submission.user_id,
+            Submission.state == "finished", Submission.id != submission.id,
+            Submission.created_at <= submission.created_at)
+        .order_by(Submission.created_at.desc(), Submission.id.desc()).limit(1)).scalar()
+    diff = compare_submissions(session, submission.id, previous) if previous else None
+    if diff is None:
+        return None
+    return {"submission_id": previous, "mean": diff.mean, "low": diff.low, "high": diff.high,
+            "p_value": diff.p_value, "n": diff.n, "significant": diff.significant}

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User, utcnow
-from server.services.leaderboard_stats import compare_with_entry_above
+from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.quotas import quota_left
 from server.services.timeline import (
@@ -119,6 +119,8 @@ def submission_standing(session: Session, phase: Phase, submission, sees_all: bo
         out |= {"on_board": True, "rank": row["rank"]}
     if row is not None and board["statistics"]:
         out["vs_above"] = compare_with_entry_above(session, phase, board["league"], submission.id)
+    if board["statistics"]:
+        out["vs_previous"] = compare_with_previous(session, submission)
     return out
 
 

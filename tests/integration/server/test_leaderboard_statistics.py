@@ -97,3 +97,29 @@ def test_after_close_shows_them_once_the_phase_is_closed(env):
         s.get(Phase, phase_id).status = "closed"
     board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()
     assert board["statistics"] is True and board["entries"][2]["tied_group"] == 2
+
+
+def test_average_rank_boards_resample_datasets(env):
+    phase_id = env.phase(leaderboard={"statistics": "during", "ranking": "average_rank"}).id
+    rng = np.random.default_rng(1)
+    for name, level in (("ann", 0.80), ("bob", 0.79), ("carl", 0.40)):
+        _, headers = env.user(name)
+        env.clock.advance(seconds=1)
+        sid = env.submit(phase_id, headers).json()["id"]
+        finish_tasks(env, sid, list(np.clip(level + rng.normal(0, 0.1, 60), 0, 1)))
+    entries = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()["entries"]
+    assert (entries[2]["username"], entries[2]["rank_low"], entries[2]["rank_high"]) == (
+        "carl", 3, 3)
+    assert entries[0]["rank_low"] == 1 and [e["tied_group"] for e in entries] == [1, 1, 2]
+
+
+def test_submission_page_compares_with_the_owners_previous_submission(env):
+    phase_id = three_entries(env, "during")
+    env.clock.advance(seconds=1)
+    again = env.submit(phase_id, env.headers["carl"]).json()["id"]
+    finish_tasks(env, again, list(np.full(60, 0.9)))
+    login(env, env.headers["carl"])
+    page = env.client.get(f"/submissions/{again}").text
+    assert f'vs your previous submission (<a href="/submissions/{env.submission_ids["carl"]}">' \
+        in page
+    assert "<strong>+0." in page.split('id="vs-previous"')[1] and "), significant" in page
