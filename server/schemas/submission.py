@@ -153,3 +153,4 @@ class Comparison(BaseModel):
     significant: bool
     bootstrap_low: float
     bootstrap_high: float
+    wilcoxon_p: float = Field(description="signed-rank test over tasks (normal approximation)")

@@ -40,6 +40,7 @@ from submission_api.scoring.paired import (
     compute_paired_difference,
     compute_rank_intervals,
     compute_tied_groups,
+    compute_wilcoxon_p,
     sample_task_weights,
 )
 
@@ -189,7 +190,8 @@ def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict 
         [phase.id, SEED_SALT, a, b]))
     return {"a": a, "b": b, "n_tasks": t.n, "n_datasets": int(np.unique(datasets).size),
             "mean": t.mean, "t_low": t.low, "t_high": t.high, "p_value": t.p_value,
-            "significant": t.significant, "bootstrap_low": low, "bootstrap_high": high}
+            "significant": t.significant, "bootstrap_low": low, "bootstrap_high": high,
+            "wilcoxon_p": compute_wilcoxon_p(diff)}
 
 
 def board_submission_ids(session: Session, phase: Phase, league: str | None) -> set[int]:

@@ -287,6 +287,7 @@ def comparison_words(c: dict[str, Any]) -> str:
     """`arena compare`'s answer, e.g. "A − B = +0.012 (−0.004 … +0.028), not significant"."""
     verdict = "significant" if c["significant"] else "not significant"
     return (f"{c['a']} − {c['b']} = {c['mean']:+.4f} ({c['t_low']:+.4f} … {c['t_high']:+.4f}), "
-            f"{verdict} (paired t-test over {c['n_tasks']} shared tasks, p = {c['p_value']:.3g})"
+            f"{verdict} (paired t-test over {c['n_tasks']} shared tasks, p = {c['p_value']:.3g}; "
+            f"Wilcoxon signed-rank p = {c['wilcoxon_p']:.3g})"
             f"\nbootstrap over {c['n_datasets']} datasets, 95%: {c['bootstrap_low']:+.4f} … "
             f"{c['bootstrap_high']:+.4f} (tasks share images: this one is the cautious interval)")

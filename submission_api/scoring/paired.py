@@ -6,6 +6,8 @@ drawn. This module owns those statistics, as pure numpy functions (no SciPy: see
 
 - `compute_paired_difference`: mean per-task difference over shared task ids, a Student-t 95%
   interval and the paired t-test p-value (as scipy.stats.ttest_rel).
+- `compute_wilcoxon_p`: the signed-rank test's p-value (normal approximation), a check on the
+  t-test that does not assume normal differences (scores are bounded and often skewed).
 - `compute_cluster_bootstrap`: a percentile interval that resamples *clusters* (test classes or
   datasets) rather than tasks. Tasks of a phase draw their images from the same class pools, so
   they are not independent and the t interval is optimistic; resampling the clusters keeps that
@@ -23,6 +25,7 @@ deterministic given its seed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -207,3 +210,29 @@ def compute_holm(p: np.ndarray) -> np.ndarray:
     adjusted = np.empty(m)
     adjusted[order] = np.minimum(stepped, 1.0)
     return adjusted
+
+
+def compute_wilcoxon_p(diff: np.ndarray) -> float:
+    """Two-sided p-value of Wilcoxon's signed-rank test on per-task differences (shape (n,)).
+
+    Zero differences are dropped (Wilcoxon's rule), tied magnitudes share their average rank
+    and the variance is tie-corrected; normal approximation without continuity correction, as
+    scipy.stats.wilcoxon(method="approx"). 1.0 when every difference is zero.
+    """
+    d = np.asarray(diff, dtype=float)
+    d = d[d != 0]
+    n = d.size
+    if n == 0:
+        return 1.0
+    magnitude = np.abs(d)
+    order = np.argsort(magnitude, kind="stable")
+    _, first, count = np.unique(magnitude[order], return_index=True, return_counts=True)
+    ranks = np.empty(n)
+    ranks[order] = np.repeat(first + (count + 1) / 2.0, count)
+    r_plus = float(ranks[d > 0].sum())
+    mean = n * (n + 1) / 4.0
+    variance = (n * (n + 1) * (2 * n + 1) - float((count ** 3 - count).sum()) / 2.0) / 24.0
+    if variance <= 0:
+        return 1.0
+    z = (r_plus - mean) / math.sqrt(variance)
+    return float(math.erfc(abs(z) / math.sqrt(2.0)))

@@ -16,6 +16,7 @@ def test_compare_prints_the_difference_its_intervals_and_the_verdict(env, arena_
     assert code == 0, out
     assert f"{ids['bob']} − {ids['ann']} = " in out and "not significant" in out
     assert "paired t-test over 60 shared tasks" in out and "bootstrap over 2 datasets" in out
+    assert "Wilcoxon signed-rank p = " in out
     code, out = arena_cli("compare", str(ids["carl"]), str(ids["bob"]),
                           token=_token(env.headers["carl"]))
     assert code == 0 and "), significant" in out and " = -0." in out

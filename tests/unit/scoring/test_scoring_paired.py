@@ -18,6 +18,7 @@ from submission_api.scoring.paired import (
     compute_paired_difference,
     compute_rank_intervals,
     compute_tied_groups,
+    compute_wilcoxon_p,
     sample_task_weights,
 )
 from submission_api.scoring.student_t import compute_t_quantile, compute_t_two_sided_p
@@ -156,3 +157,15 @@ def test_tied_groups_of_a_board_without_pairs(n_entries):
 def test_identical_entries_are_one_group():
     groups, _ = compute_tied_groups(np.tile(np.linspace(0, 1, 50), (3, 1)))
     assert groups.tolist() == [1, 1, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(score_pairs(min_size=1))
+def test_wilcoxon_matches_scipy_signed_rank_approximation(pair):
+    a, b = pair
+    diff = a - b
+    if not np.any(diff != 0):
+        assert compute_wilcoxon_p(diff) == 1.0
+        return
+    expected = stats.wilcoxon(diff, zero_method="wilcox", correction=False, method="approx")
+    assert compute_wilcoxon_p(diff) == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-12)
