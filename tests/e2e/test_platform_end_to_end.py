@@ -152,7 +152,10 @@ def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, c
         ({"name": "id-ood", "tasks_per_dataset": 2, "held_out_fraction": 0.4}, (), "id_ood"),
         ({"name": "fewstab", "tasks_per_dataset": 2}, ("spurious",), "wacc_gap"),
         ({"name": "within-domain", "tasks_per_dataset": 2}, ("scripts",), "per_dataset"),
-        ({"name": "meta-dataset", "tasks_per_dataset": 2}, (), "md_ci95"),
+        # The tiny collection's other meta-test domain has 5 classes, each its own
+        # super-category: Meta-Dataset's bilevel rule refuses it (at least one with 5 classes).
+        ({"name": "meta-dataset", "tasks_per_dataset": 2, "datasets": ["spectra"]}, (),
+         "md_ci95"),
     ],
 )
 def test_each_protocol_runs_on_the_platform_as_it_does_locally(platform, competition, tmp_path,
