@@ -17,7 +17,8 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
@@ -26,10 +27,45 @@ from server.models import Phase, Submission
 from server.services.leaderboard import Ranked, rank_leaderboard
 
 MAX_BOARDS = 64
+T = TypeVar("T")
 
-_lock = threading.Lock()
-_caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[tuple, list[Ranked]]]] = (
-    weakref.WeakKeyDictionary())
+
+class FingerprintCache(Generic[T]):
+    """Values computed from a phase's board (the ranked list, its statistics), kept per engine
+    and per (phase, league) while the phase's fingerprint holds; bounded, thread-safe."""
+
+    def __init__(self, max_boards: int) -> None:
+        self.max_boards = max_boards
+        self._lock = threading.Lock()
+        self._caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[tuple, T]]] = (
+            weakref.WeakKeyDictionary())
+
+    def get(self, session: Session, phase: Phase, league: str | None,
+            compute: Callable[[], T]) -> T:
+        """The value for the phase's current fingerprint, computed by `compute` on a miss."""
+        key = (phase.id, league)
+        fingerprint = compute_fingerprint(session, phase)
+        engine = session.get_bind()
+        with self._lock:
+            boards = self._caches.setdefault(engine, OrderedDict())
+            hit = boards.get(key)
+            if hit is not None and hit[0] == fingerprint:
+                boards.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            boards[key] = (fingerprint, value)
+            boards.move_to_end(key)
+            while len(boards) > self.max_boards:
+                boards.popitem(last=False)
+        return value
+
+    def size(self, session: Session) -> int:
+        with self._lock:
+            return len(self._caches.get(session.get_bind(), ()))
+
+
+_boards: FingerprintCache[list[Ranked]] = FingerprintCache(MAX_BOARDS)
 
 
 def compute_fingerprint(session: Session, phase: Phase) -> tuple:
@@ -54,25 +90,9 @@ def cached_rank_leaderboard(session: Session, phase: Phase,
                             league: str | None = None) -> list[Ranked]:
     """`rank_leaderboard(session, phase, league)`, reused while the phase's fingerprint holds.
     The list returned is shared: callers copy it before reordering it."""
-    key = (phase.id, league)
-    fingerprint = compute_fingerprint(session, phase)
-    engine = session.get_bind()
-    with _lock:
-        boards = _caches.setdefault(engine, OrderedDict())
-        hit = boards.get(key)
-        if hit is not None and hit[0] == fingerprint:
-            boards.move_to_end(key)
-            return hit[1]
-    ranked = rank_leaderboard(session, phase, league)
-    with _lock:
-        boards[key] = (fingerprint, ranked)
-        boards.move_to_end(key)
-        while len(boards) > MAX_BOARDS:
-            boards.popitem(last=False)
-    return ranked
+    return _boards.get(session, phase, league, lambda: rank_leaderboard(session, phase, league))
 
 
 def cache_size(session: Session) -> int:
     """Boards kept for the session's database (tests)."""
-    with _lock:
-        return len(_caches.get(session.get_bind(), ()))
+    return _boards.size(session)

@@ -16,9 +16,6 @@ official score; only tasks every entry has are compared (with one test seed per 
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -28,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from server.models import Phase, Run, Submission, TaskResult, utcnow
 from server.services.leaderboard import Ranked
-from server.services.leaderboard_cache import cached_rank_leaderboard, compute_fingerprint
+from server.services.leaderboard_cache import FingerprintCache, cached_rank_leaderboard
 from server.services.scores import lower_is_better
 from server.services.timeline import effective_status
 from submission_api.scoring.paired import (
@@ -49,9 +46,7 @@ MAX_BOARDS = 16
 SEED_SALT = 15
 """Mixed with the phase id into the bootstrap seed, so it never equals a phase's task seed."""
 
-_lock = threading.Lock()
-_caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[tuple, dict]]] = (
-    weakref.WeakKeyDictionary())
+_statistics: FingerprintCache[dict] = FingerprintCache(MAX_BOARDS)
 
 
 class EntryStats(NamedTuple):
@@ -128,22 +123,8 @@ def compute_board_statistics(session: Session, phase: Phase,
 def cached_board_statistics(session: Session, phase: Phase, league: str | None,
                             ranked: list[Ranked]) -> dict[int, EntryStats]:
     """`compute_board_statistics`, reused while the phase's board fingerprint holds."""
-    key = (phase.id, league)
-    fingerprint = compute_fingerprint(session, phase)
-    engine = session.get_bind()
-    with _lock:
-        boards = _caches.setdefault(engine, OrderedDict())
-        hit = boards.get(key)
-        if hit is not None and hit[0] == fingerprint:
-            boards.move_to_end(key)
-            return hit[1]
-    stats = compute_board_statistics(session, phase, ranked)
-    with _lock:
-        boards[key] = (fingerprint, stats)
-        boards.move_to_end(key)
-        while len(boards) > MAX_BOARDS:
-            boards.popitem(last=False)
-    return stats
+    return _statistics.get(session, phase, league,
+                           lambda: compute_board_statistics(session, phase, ranked))
 
 
 def compare_submissions(session: Session, a: int, b: int) -> PairedDifference | None:
