@@ -49,14 +49,20 @@ def list_command(competition: str = COMPETITION, server: str | None = SERVER,
         typer.echo(f"{row['user_id']}\t{row['username']}\t{row['status']}\t{row['requested_at']}")
 
 
+def _decide(competition: str, user_id: int, verdict: str, server: str | None,
+            token: str | None) -> None:
+    client, comp_id = _connect(server, token, competition)
+    row = _call(client, "POST",
+                f"/api/v1/competitions/{comp_id}/participants/{user_id}/{verdict}")
+    typer.echo(f"{row['username']}: {row['status']}")
+
+
 @participants_app.command("approve")
 def approve_command(competition: str = COMPETITION,
                     user_id: int = typer.Argument(..., help="The participant's user id."),
                     server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Let a participant submit."""
-    client, comp_id = _connect(server, token, competition)
-    row = _call(client, "POST", f"/api/v1/competitions/{comp_id}/participants/{user_id}/approve")
-    typer.echo(f"{row['username']}: {row['status']}")
+    _decide(competition, user_id, "approve", server, token)
 
 
 @participants_app.command("deny")
@@ -64,9 +70,7 @@ def deny_command(competition: str = COMPETITION,
                  user_id: int = typer.Argument(..., help="The participant's user id."),
                  server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Refuse a participant: their uploads are refused from now on."""
-    client, comp_id = _connect(server, token, competition)
-    row = _call(client, "POST", f"/api/v1/competitions/{comp_id}/participants/{user_id}/deny")
-    typer.echo(f"{row['username']}: {row['status']}")
+    _decide(competition, user_id, "deny", server, token)
 
 
 @participants_app.command("mode")
