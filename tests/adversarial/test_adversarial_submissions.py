@@ -19,6 +19,8 @@ import pytest
 from hardening_support import IsolatedPlatform, leftover_sandboxes
 from platform_support import make_model_zip
 
+from worker.sandbox_output import pick_mechanism
+
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
 PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
@@ -115,7 +117,10 @@ def test_a_hostile_submission_ends_in_its_documented_state(arena, name):
     for word in case.message_words:
         assert word in message, f"{word!r} not in the message of {name}: {message[:800]}"
     log = read_log(arena, final["id"])
-    for word in case.log_words:
+    # With the watchdog (no loop devices on this host) the container is killed at the bound
+    # instead of its write failing with ENOSPC, so it never gets to say so.
+    loop_only = {"fill_output"} if pick_mechanism() != "loop" else set()
+    for word in () if name in loop_only else case.log_words:
         assert word in log, f"{word!r} not in the log of {name}: {log[-800:]}"
     # A participant fault is never retried: its verdict is final at the first attempt that
     # reaches it. Extra attempts can only come from platform faults (released, uncharged) —
