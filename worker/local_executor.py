@@ -2,7 +2,8 @@
 
 The embedded default falls back to this when no Docker engine is reachable, so that one machine
 can run a demo or a private competition without Docker. It enforces the wall-clock limit (the
-whole process group is killed) and nothing else: no memory, network or file-system isolation.
+whole process group is killed) and nothing else: no memory, network or file-system isolation
+(an OOM kill by the host is still recognised, from the cgroup's count).
 The submission can read everything the worker's user can, including other runs' answers. That
 is why building it logs an error-level warning, and why it is opt-in by configuration
 (`ARENA_WORKER_EXECUTOR=local`, or `auto` without Docker).
@@ -22,6 +23,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from submission_api.contract.evidence import oom_kill_rose, read_oom_kills
 from submission_api.log_text import read_head_tail
 from worker.pipeline.execute import ExecutionRequest, ExecutionResult, Executor, run_two_stages
 
@@ -77,6 +79,7 @@ def run_command(command: list[str], request: ExecutionRequest, cancel: threading
         if home is None:
             home = scratch_dir / "home"
             home.mkdir()
+        oom_before = read_oom_kills()
         started = time.monotonic()
         with out_path.open("wb") as out, err_path.open("wb") as err:
             process = subprocess.Popen(
@@ -87,7 +90,10 @@ def run_command(command: list[str], request: ExecutionRequest, cancel: threading
         wall = time.monotonic() - started
         stdout, stdout_cut = read_head_tail(out_path, request.log_cap_bytes)
         stderr, stderr_cut = read_head_tail(err_path, request.log_cap_bytes)
-    return ExecutionResult(exit_code=process.returncode, oom_killed=False, timed_out=timed_out,
+    # No memory limit is enforced here, but the host's OOM killer may still end the run: only
+    # its count in our cgroup says so, never the signal alone.
+    oom = oom_kill_rose(oom_before, read_oom_kills())
+    return ExecutionResult(exit_code=process.returncode, oom_killed=oom, timed_out=timed_out,
                            wall_time_s=wall, stdout=stdout, stderr=stderr,
                            stdout_truncated=stdout_cut, stderr_truncated=stderr_cut)
 

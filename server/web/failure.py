@@ -11,32 +11,36 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# What a reason means and what to try, in the participant's words (reasons: scorer.STAGE_REASONS,
-# worker/pipeline/score.py, submission_api/runner/task_server.py).
+from submission_api.contract.reasons import FailureReason
+from submission_api.contract.states import RunState
+
+R = FailureReason
+# What a reason means and what to try, in the participant's words: one entry per stored
+# `FailureReason` (a test checks none is missing).
 REASONS: dict[str, tuple[str, str]] = {
-    "invalid_submission": ("The submission was refused before it ran.",
+    R.INVALID_SUBMISSION: ("The submission was refused before it ran.",
                            "Check the zip with `arena zip` and `arena run` on the sample data."),
-    "import_error": ("model.py could not be imported.",
+    R.IMPORT_ERROR: ("model.py could not be imported.",
                      "Run `arena run` locally: it imports model.py the same way."),
-    "meta_fit_error": ("MyMetaLearner.meta_fit (or saving the learner it returned) raised an "
+    R.META_FIT_ERROR: ("MyMetaLearner.meta_fit (or saving the learner it returned) raised an "
                        "exception during meta-training.",
                        "The traceback below shows where; `arena run` reproduces it on the "
                        "sample data."),
-    "fit_error": ("MyLearner.load or MyLearner.fit raised an exception on a test task.",
+    R.FIT_ERROR: ("MyLearner.load or MyLearner.fit raised an exception on a test task.",
                   "Each test task loads a fresh MyLearner() from what save() wrote: check that "
                   "load() restores everything fit() needs."),
-    "predict_error": ("Predictor.predict raised an exception on a test task.",
+    R.PREDICT_ERROR: ("Predictor.predict raised an exception on a test task.",
                       "The traceback below shows where; `arena run` reproduces it."),
-    "bad_predictions": ("The predictions could not be scored.",
+    R.BAD_PREDICTIONS: ("The predictions could not be scored.",
                         "predict must return labels of shape [n] or scores of shape "
                         "[n, n_ways] for the n query images, finite numbers only."),
-    "crashed": ("The submission's process ended without reporting an exception (exit code or "
+    R.CRASHED: ("The submission's process ended without reporting an exception (exit code or "
                 "signal below).", "Look for os._exit, sys.exit or a native crash in the log."),
-    "out_of_memory": ("The submission was killed for using more memory than the phase allows.",
+    R.OUT_OF_MEMORY: ("The submission was killed for using more memory than the phase allows.",
                       "Use smaller batches or models; the phase page lists the limits."),
-    "timed_out": ("The run took longer than the phase's time limit and was stopped.",
+    R.TIME_LIMIT: ("The run took longer than the phase's time limit and was stopped.",
                   "Time meta_fit locally with `arena run --time-limit`."),
-    "platform_error": ("The platform failed, not your submission; it is not charged to your "
+    R.PLATFORM_ERROR: ("The platform failed, not your submission; it is not charged to your "
                        "quota.", "It is retried automatically; if it stays failed, tell the "
                        "organizers."),
 }
@@ -78,13 +82,15 @@ def explain_failure(reason: str | None, message: str | None) -> FailureView | No
     text = (message or "").strip()
     start = text.find("Traceback (most recent call last):")
     headline, trace = (text[:start].strip(), text[start:].strip()) if start >= 0 else (text, "")
-    meaning, advice = REASONS.get(reason or "", ("The run failed.", ""))
+    # A timed-out submission without a run's reason is explained by its state.
+    key = FailureReason.TIME_LIMIT if reason == RunState.TIMED_OUT else reason or ""
+    meaning, advice = REASONS.get(key, ("The run failed.", ""))
     stage_match = STAGE_PREFIX.match(headline)
     stage = None
     if stage_match:
         stage = STAGES.get(stage_match.group(1), stage_match.group(1)) + (
             stage_match.group(2) or "")
-    missing = MISSING_MODULE.search(text) if reason == "import_error" else None
+    missing = MISSING_MODULE.search(text) if reason == FailureReason.IMPORT_ERROR else None
     return FailureView(meaning=meaning, advice=advice, headline=headline, stage=stage,
                        last_frames=last_frames(trace) if trace else None,
                        full_trace=trace or None,

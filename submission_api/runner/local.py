@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from submission_api.contract.evidence import oom_kill_rose, read_oom_kills
+from submission_api.contract.record import ResultRecord, exit_status
+from submission_api.contract.states import RunState
+from submission_api.contract.verdict import Verdict, VerdictKind, decide_verdict, from_failure
 from submission_api.data import load_collection
 from submission_api.log_text import HeadTailBuffer
 from submission_api.protocols import ProtocolParams
@@ -30,8 +34,8 @@ from submission_api.runner.progress import ProgressView
 from submission_api.runner.scorer import (
     ParticipantFailure,
     ScoredRun,
-    check_status,
-    read_status,
+    read_meta_test_end,
+    read_reported_status,
     score_output,
 )
 from submission_api.runner.stages import (
@@ -48,11 +52,24 @@ DEFAULT_CACHE = Path(os.path.expanduser("~/.cache/metadl-arena"))
 
 @dataclass
 class LocalRunResult:
-    state: str  # finished | failed | timed_out
+    state: str  # finished | failed | timed_out (RunState)
     output_dir: Path
     scores: dict | None
     reason: str | None = None
     message: str | None = None
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """How one stage's process ended (the facts of the result record)."""
+
+    exit_code: int
+    timed_out: bool
+    seconds: float
+    oom_killed: bool = False
+    """Evidence only: the OOM killer ended a process of our cgroup during the stage."""
+    stderr_empty: bool = False
+    truncated: bool = False
 
 
 LOG_CAP_BYTES = 1 << 20
@@ -68,9 +85,10 @@ def _pump(stream: IO[bytes], kept: HeadTailBuffer) -> None:
 def _run_participant(
     command: list[str], run_dir: Path, time_limit_s: float | None, show_progress: bool,
     extra_env: dict[str, str] | None = None,
-) -> tuple[int, bool, float]:
-    """Run one stage; returns (exit code, timed out, seconds). Its logs, capped to their head
+) -> StageRun:
+    """Run one stage until it ends or its time limit passes. Its logs, capped to their head
     and tail, are appended to run_dir/stdout.txt and stderr.txt."""
+    oom_before = read_oom_kills()
     started = time.monotonic()
     project_root = str(Path(__file__).resolve().parents[2])
     env = {
@@ -105,7 +123,11 @@ def _run_participant(
     for name, buffer in kept.items():
         with (run_dir / name).open("a", encoding="utf-8") as log:
             log.write(buffer.text())
-    return process.returncode, timed_out, time.monotonic() - started
+    stderr = kept["stderr.txt"]
+    return StageRun(process.returncode, timed_out, time.monotonic() - started,
+                    oom_killed=oom_kill_rose(oom_before, read_oom_kills()),
+                    stderr_empty=not stderr.text().strip(),
+                    truncated=any(buffer.truncated for buffer in kept.values()))
 
 
 def compute_scores_document(scored: ScoredRun, protocol: ProtocolParams) -> dict:
@@ -196,9 +218,25 @@ def run_local(
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _timed_out(output_dir: Path, time_limit_s: float | None) -> LocalRunResult:
-    return LocalRunResult("timed_out", output_dir, None, "time_limit",
-                          f"the run exceeded its time limit of {time_limit_s:g} s and was stopped")
+def build_record(stage: StageRun, output_dir: Path, answers: Path,
+                 time_limit_s: float | None) -> ResultRecord:
+    """The fixed record of the stage that ended the run, as the worker builds its own
+    (`worker.pipeline.score.build_record`): the same files, the same verdict."""
+    exit_code, signal = exit_status(stage.exit_code, container=False)
+    return ResultRecord(
+        exit_code=exit_code, signal=signal,
+        timed_out=stage.timed_out, oom_killed=stage.oom_killed, wall_time_s=stage.seconds,
+        time_limit_s=time_limit_s, status=read_reported_status(output_dir),
+        meta_test=read_meta_test_end(answers), stderr_empty=stage.stderr_empty,
+        logs_truncated=stage.truncated)
+
+
+def _result(verdict: Verdict, output_dir: Path) -> LocalRunResult:
+    """A decided verdict as `arena run` reports it; a platform verdict (a kill from outside,
+    which nothing retries here) is reported failed with the platform's reason."""
+    state = verdict.state or RunState.FAILED
+    return LocalRunResult(str(state), output_dir, None, str(verdict.reason),
+                          verdict.full_message())
 
 
 def _run_and_score(submission: Path, collection_dir: Path, output_dir: Path, work: Path,
@@ -209,43 +247,36 @@ def _run_and_score(submission: Path, collection_dir: Path, output_dir: Path, wor
     prepare_run(collection, protocol, seed, bundle, answers, threads)
     python = sys.executable
     command = meta_train_command(python, str(submission), str(bundle), str(output_dir))
-    code, timed_out, train_s = _run_participant(command, output_dir, time_limit_s, show_progress)
-    if timed_out:
-        return _timed_out(output_dir, time_limit_s)
+    train = _run_participant(command, output_dir, time_limit_s, show_progress)
+    verdict = decide_verdict(build_record(train, output_dir, answers, time_limit_s))
+    if verdict.kind is not VerdictKind.SCORE:
+        return _result(verdict, output_dir)
+    learner, scratch = output_dir / "learner", work / "scratch"
+    scratch.mkdir(parents=True)
+    _set_writable(learner, False)
+    remaining = None if time_limit_s is None else max(0.0, time_limit_s - train.seconds)
+    test_command = meta_test_command(python, "", str(submission), str(learner),
+                                     [str(scratch)], compute_task_seed(read_run_info(bundle)),
+                                     threads)
+    env = {"TMPDIR": str(scratch), "HOME": str(scratch)}
+
+    def launch(control: Path) -> StageRun:
+        test_command[test_command.index("--control") + 1] = str(control)
+        return _run_participant(test_command, output_dir, remaining, show_progress, env)
+
+    test, _report = run_meta_test(
+        answers, work / "channel", remaining if remaining is not None else 10.0**9, launch,
+        progress_path=output_dir / "progress.json")
+    test = StageRun(test.exit_code, test.timed_out, train.seconds + test.seconds,
+                    test.oom_killed, test.stderr_empty, test.truncated)
+    verdict = decide_verdict(build_record(test, output_dir, answers, time_limit_s))
+    if verdict.kind is not VerdictKind.SCORE:
+        return _result(verdict, output_dir)
     try:
-        if code != 0:
-            check_status(output_dir)
-            stage = read_status(output_dir).get("stage") or "import"
-            stderr = output_dir / "stderr.txt"
-            said = ("see stderr.txt" if stderr.stat().st_size else
-                    "stderr.txt is empty: the process ended without a Python error (an explicit "
-                    "os._exit, a signal or a crash in native code)")
-            return LocalRunResult("failed", output_dir, None, "crashed",
-                                  f"meta-training ended during stage {stage!r} with exit code "
-                                  f"{code} without reporting an error; {said}")
-        learner, scratch = output_dir / "learner", work / "scratch"
-        scratch.mkdir(parents=True)
-        _set_writable(learner, False)
-        remaining = None if time_limit_s is None else max(0.0, time_limit_s - train_s)
-        test_command = meta_test_command(python, "", str(submission), str(learner),
-                                         [str(scratch)], compute_task_seed(read_run_info(bundle)),
-                                         threads)
-        env = {"TMPDIR": str(scratch), "HOME": str(scratch)}
-
-        def launch(control: Path) -> tuple[int, bool, float]:
-            test_command[test_command.index("--control") + 1] = str(control)
-            return _run_participant(test_command, output_dir, remaining, show_progress, env)
-
-        (_, timed_out, test_s), _report = run_meta_test(
-            answers, work / "channel", remaining if remaining is not None else 10.0**9, launch,
-            progress_path=output_dir / "progress.json")
-        if timed_out:
-            return _timed_out(output_dir, time_limit_s)
-        scored = score_output(output_dir, answers, duration_s=train_s + test_s)
+        scored = score_output(output_dir, answers, duration_s=test.seconds)
     except ParticipantFailure as failure:
-        message = failure.message + (f"\n{failure.trace}" if failure.trace else "")
-        return LocalRunResult("failed", output_dir, None, failure.reason, message)
+        return _result(from_failure(failure.reason, failure.message, failure.trace), output_dir)
     shutil.copytree(answers / PREDICTIONS, output_dir / "predictions", dirs_exist_ok=True)
     scores = write_scores(output_dir, scored, title=f"{submission.name} — {protocol.name}",
                           protocol=protocol)
-    return LocalRunResult("finished", output_dir, scores)
+    return LocalRunResult(str(RunState.FINISHED), output_dir, scores)

@@ -16,19 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from submission_api.contract.caps import cap_error, cap_trace
+from submission_api.contract.reasons import STAGE_REASONS, FailureReason
+from submission_api.contract.record import MetaTestEnd, ReportedStatus
 from submission_api.runner.bundle import AnswerTask, read_answers
 from submission_api.scoring import BadPredictionsError, TaskRecord, score_task, summarize_run
 
 STATUS_MAX_BYTES = 1 << 20
-STAGE_REASONS = {
-    "config": "invalid_submission",
-    "import": "import_error",
-    "meta_fit": "meta_fit_error",
-    "save": "meta_fit_error",
-    "load": "fit_error",
-    "fit": "fit_error",
-    "predict": "predict_error",
-}
 
 
 STATUS_FIELDS: dict[str, type] = {"stage": str, "error": str, "traceback": str, "task": int}
@@ -101,9 +95,33 @@ def check_status_shape(status: object) -> dict:
             break
     if problem is not None:
         raise ParticipantFailure(
-            "bad_predictions", f"output/status.json holds {problem}; it is written by the runner "
-            f"with the fields {sorted(STATUS_FIELDS)}: do not write or replace it from model.py")
+            FailureReason.BAD_PREDICTIONS, f"output/status.json holds {problem}; it is written "
+            f"by the runner with the fields {sorted(STATUS_FIELDS)}: do not write or replace it "
+            "from model.py")
     return {key: status.get(key) for key in STATUS_FIELDS if key in status}
+
+
+def read_reported_status(output_dir: Path) -> ReportedStatus:
+    """status.json as the verdict's record holds it; a file of the wrong shape is kept as the
+    `problem` it is (`check_status_shape`), never raised."""
+    try:
+        return ReportedStatus.from_mapping(read_status(output_dir))
+    except ParticipantFailure as failure:
+        return ReportedStatus(problem=failure.message)
+
+
+def read_meta_test_end(answers_dir: Path) -> MetaTestEnd | None:
+    """The trusted side's report of meta-test as the verdict's record holds it; None when
+    meta-test never started."""
+    from submission_api.runner.task_server import read_report
+
+    report = read_report(answers_dir)
+    if report is None:
+        return None
+    return MetaTestEnd(tasks_done=report.tasks_done, n_tasks=report.n_tasks,
+                       reason=report.reason, message=report.message,
+                       traceback=report.traceback, failed_task=report.failed_task,
+                       stage=report.stage)
 
 
 def check_status(output_dir: Path) -> None:
@@ -113,11 +131,9 @@ def check_status(output_dir: Path) -> None:
     if stage in STAGE_REASONS and status.get("error"):
         task = status.get("task")
         where = f" on test task {task}" if isinstance(task, int) else ""
-        message = f"{stage} raised{where}: {str(status['error'])[:2000]}"
+        message = f"{stage} raised{where}: {cap_error(str(status['error']))}"
         trace = status.get("traceback")
-        raise ParticipantFailure(
-            STAGE_REASONS[stage], message, str(trace)[:20000] if trace else None
-        )
+        raise ParticipantFailure(STAGE_REASONS[stage], message, cap_trace(str(trace or "")))
 
 
 def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
@@ -127,7 +143,7 @@ def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
     raw = _read_regular(path, limit)
     if raw is None:
         raise ParticipantFailure(
-            "bad_predictions",
+            FailureReason.BAD_PREDICTIONS,
             f"task {task.id}: no readable predictions file {path.name} (missing, a link, or over "
             f"{limit} bytes); expected labels [{task.n_query}] or scores [{task.n_query}, "
             f"{task.n_ways}] saved with numpy.save",
@@ -136,7 +152,7 @@ def load_predictions(output_dir: Path, task: AnswerTask) -> np.ndarray:
         return np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
         raise ParticipantFailure(
-            "bad_predictions",
+            FailureReason.BAD_PREDICTIONS,
             f"task {task.id}: {path.name} is not a numeric .npy array ({error}); save predictions "
             "with numpy.save as labels [n] or scores [n, n_ways]",
         ) from error
@@ -161,11 +177,12 @@ def check_meta_test(answers_dir: Path) -> None:
         raise failure
     report = read_report(answers_dir)
     if report is None:
-        raise ParticipantFailure("crashed", "meta-test never started: the learner was not saved "
-                                 "or the meta-test side did not run; see the log.")
+        raise ParticipantFailure(FailureReason.CRASHED, "meta-test never started: the learner "
+                                 "was not saved or the meta-test side did not run; see the log.")
     if report.tasks_done != report.n_tasks:
-        raise ParticipantFailure("crashed", f"meta-test ended after {report.tasks_done} of "
-                                 f"{report.n_tasks} test tasks; see the log.")
+        raise ParticipantFailure(FailureReason.CRASHED, f"meta-test ended after "
+                                 f"{report.tasks_done} of {report.n_tasks} test tasks; see the "
+                                 "log.")
 
 
 def score_output(output_dir: Path, answers_dir: Path, duration_s: float | None = None) -> ScoredRun:
@@ -191,7 +208,7 @@ def score_output(output_dir: Path, answers_dir: Path, duration_s: float | None =
                 )
             )
     except BadPredictionsError as error:
-        raise ParticipantFailure("bad_predictions", str(error)) from error
+        raise ParticipantFailure(FailureReason.BAD_PREDICTIONS, str(error)) from error
     summary = summarize_run(records).to_dict()
     if duration_s is not None:
         summary["duration_s"] = round(duration_s, 3)

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from submission_api.contract.caps import cap_error, cap_trace
+from submission_api.contract.reasons import STAGE_REASONS, FailureReason
+from submission_api.contract.record import SIGKILL
 from submission_api.runner import isolation
 from submission_api.runner.bundle import AnswerTask, TaskImages, read_task_plan
 from submission_api.runner.channel import (
@@ -40,8 +43,6 @@ from submission_api.runner.channel import (
 CONTROL_SOCKET = "control.sock"
 REPORT_FILE = "meta_test.json"
 PREDICTIONS = "predictions"
-STAGE_REASONS = {"import": "import_error", "load": "fit_error", "fit": "fit_error",
-                 "predict": "predict_error", "receive": "predict_error"}
 
 
 @dataclass
@@ -143,7 +144,7 @@ class TaskServer:
                 send_control(self._control, {"type": "end"})
         except (ChannelError, OSError) as error:
             if not self._closing.is_set() and self.report.reason is None:
-                self._fail(None, "crashed", "meta_test",
+                self._fail(None, FailureReason.CRASHED, "meta_test",
                            f"the meta-test side stopped answering: {error}")
         finally:
             isolation.set_dumpable(True)
@@ -198,7 +199,7 @@ class TaskServer:
     def _record(self, task: AnswerTask, answer: tuple[dict, list[np.ndarray]] | None,
                 problem: Exception | None, ended: dict) -> bool:
         if isinstance(problem, MalformedMessage):
-            self._fail(task.id, "bad_predictions", "predict",
+            self._fail(task.id, FailureReason.BAD_PREDICTIONS, "predict",
                        f"test task {task.id}: the predictions could not be accepted: {problem}; "
                        f"expected labels [{task.n_query}] or scores [{task.n_query}, "
                        f"{task.n_ways}] as a numeric array")
@@ -209,17 +210,18 @@ class TaskServer:
             return True
         if answer is not None and answer[0].get("type") == "error":
             stage = str(answer[0].get("stage"))
-            error = str(answer[0].get("error"))[:2000]
-            self._fail(task.id, STAGE_REASONS.get(stage, "predict_error"), stage,
+            error = cap_error(str(answer[0].get("error")))
+            self._fail(task.id, STAGE_REASONS.get(stage, FailureReason.PREDICT_ERROR), stage,
                        f"{stage} raised on test task {task.id}: {error}",
-                       str(answer[0].get("traceback") or "")[-20000:] or None)
+                       cap_trace(str(answer[0].get("traceback") or "")))
             return False
         how = (f"was killed by signal {ended.get('signal')}" if ended.get("signal")
                else f"exited with code {ended.get('exit_code')}")
         detail = f" ({problem})" if problem else ""
-        reason = "out_of_memory" if ended.get("signal") == 9 else "crashed"
-        hint = (" — most likely out of memory" if reason == "out_of_memory"
-                else "; see the log for its output")
+        # A SIGKILL is out of memory only on evidence, which the executor holds: the verdict
+        # (`submission_api.contract.verdict`) decides it.
+        reason = FailureReason.KILLED if ended.get("signal") == SIGKILL else FailureReason.CRASHED
+        hint = "" if reason == FailureReason.KILLED else "; see the log for its output"
         self._fail(task.id, reason, "meta_test", f"the process of test task {task.id} {how} "
                    f"without sending valid predictions{detail}{hint}")
         return False

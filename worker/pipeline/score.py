@@ -1,10 +1,10 @@
 """Score step: turn what the participant side did (an `ExecutionResult` and its `output/`) into
 the run's final state, failure reason, message and log.
 
-Order matters: a limit the sandbox enforced (time, memory, output size) explains any exit code,
-so it is checked first; then a non-zero exit is attributed to the stage `status.json` reports;
-only a clean exit is scored, by the runner's own `score_output`, against the kept answers.
-Everything read from `output/` is untrusted; the runner's scorer reads it with that in mind.
+The verdict itself is `submission_api.contract.verdict.decide_verdict`'s, over the fixed record
+`build_record` assembles (the same function decides for `arena run`); only a clean exit is
+scored, by the runner's own `score_output`, against the kept answers. Everything read from
+`output/` is untrusted; the runner's scorer reads it with that in mind.
 """
 
 from __future__ import annotations
@@ -15,19 +15,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from submission_api.runner.scorer import (
-    STAGE_REASONS,
-    ParticipantFailure,
-    meta_test_failure,
-    read_status,
+from submission_api.contract.record import ResultRecord, exit_status
+from submission_api.contract.verdict import (
+    Verdict,
+    VerdictKind,
+    compose_message,
+    decide_verdict,
+    from_failure,
 )
-from worker.pipeline.errors import ParticipantFault
+from submission_api.runner.scorer import (
+    ParticipantFailure,
+    read_meta_test_end,
+    read_reported_status,
+)
+from worker.pipeline.errors import ParticipantFault, PlatformFault
 from worker.pipeline.execute import ExecutionResult
 
 SCORE_TIMEOUT_S = 600.0
 """Backstop on scoring one run's output (bounded files, so seconds in practice)."""
-MESSAGE_CAP = 20_000
-"""The server's limit on `finish.message` (server/schemas/internal.py)."""
 ScoreOutput = Callable[..., Any]
 """`submission_api.runner.scorer.score_output(output_dir, answers_dir, duration_s)`."""
 
@@ -49,30 +54,57 @@ class Outcome:
                 "log": self.log}
 
 
+def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *,
+                 time_limit_s: float | None = None,
+                 memory_limit_mb: int | None = None) -> ResultRecord:
+    """The fixed record of an executed run: the executor's facts, status.json (untrusted) and
+    the task server's report of meta-test."""
+    # The Docker sandbox's init reports a death by signal as 128 + n, local mode as -n.
+    exit_code, signal = exit_status(result.exit_code, container=True)
+    return ResultRecord(
+        exit_code=exit_code, signal=signal,
+        timed_out=result.timed_out, oom_killed=result.oom_killed,
+        output_exceeded=result.output_exceeded, wall_time_s=result.wall_time_s,
+        time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+        status=read_reported_status(output_dir), meta_test=read_meta_test_end(answers_dir),
+        stderr_empty=not result.stderr.strip(),
+        logs_truncated=result.stdout_truncated or result.stderr_truncated)
+
+
 def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path, *,
-                   score_output: ScoreOutput, log_cap_bytes: int) -> Outcome:
-    """The verdict on one executed run; participant failures become `failed`, never raise."""
+                   score_output: ScoreOutput, log_cap_bytes: int,
+                   time_limit_s: float | None = None,
+                   memory_limit_mb: int | None = None) -> Outcome:
+    """The verdict on one executed run (`decide_verdict`); participant failures become `failed`.
+
+    Raises:
+        PlatformFault: the verdict is the platform's (a kill from outside the run).
+    """
     log = format_log(result, log_cap_bytes)
-    if result.timed_out:
-        return Outcome("timed_out", "time_limit", f"the run exceeded its wall-clock limit and was "
-                       f"stopped after {result.wall_time_s:.0f} s; make meta-training and "
-                       "meta-testing faster or check for a hang (see the log).", log=log)
-    if result.oom_killed:
-        return Outcome("failed", "out_of_memory", "the run was killed for exceeding its memory "
-                       "limit; use smaller batches or a smaller model.", log=log)
-    if result.output_exceeded:
-        return Outcome("failed", "bad_predictions", "the output folder exceeded its size limit; "
-                       "write only predictions and a compact learner.", log=log)
-    try:
-        if result.exit_code != 0:
-            # What the trusted task server saw of meta-test outranks the participant's status.json.
-            raise (meta_test_failure(answers_dir)
-                   or failure_from_status(output_dir, result.exit_code))
-        scored = score_within(score_output, output_dir, answers_dir, result.wall_time_s)
-    except ParticipantFailure as failure:
-        return failure_outcome(failure.reason, failure.message, failure.trace, log)
-    return Outcome("finished", summary=dict(scored.summary),
-                   tasks=[record.to_dict() for record in scored.records], log=log)
+    record = build_record(result, output_dir, answers_dir, time_limit_s=time_limit_s,
+                          memory_limit_mb=memory_limit_mb)
+    verdict = decide_verdict(record)
+    if verdict.kind is VerdictKind.SCORE:
+        try:
+            scored = score_within(score_output, output_dir, answers_dir, result.wall_time_s)
+        except ParticipantFailure as failure:
+            verdict = from_failure(failure.reason, failure.message, failure.trace)
+        else:
+            return Outcome("finished", summary=dict(scored.summary),
+                           tasks=[record.to_dict() for record in scored.records], log=log)
+    return verdict_outcome(verdict, log)
+
+
+def verdict_outcome(verdict: Verdict, log: str = "") -> Outcome:
+    """The outcome a decided verdict is published as.
+
+    Raises:
+        PlatformFault: a platform verdict (the run is released, never charged).
+    """
+    if verdict.kind is VerdictKind.PLATFORM:
+        raise PlatformFault(verdict.message)
+    assert verdict.state is not None and verdict.reason is not None
+    return Outcome(str(verdict.state), str(verdict.reason), verdict.full_message(), log=log)
 
 
 def score_within(score_output: ScoreOutput, output_dir: Path, answers_dir: Path,
@@ -107,36 +139,9 @@ def score_within(score_output: ScoreOutput, output_dir: Path, answers_dir: Path,
     return box["scored"]
 
 
-def failure_from_status(output_dir: Path, exit_code: int | None) -> ParticipantFailure:
-    """The failure a non-zero exit stands for, from the last stage `status.json` reported."""
-    status = read_status(output_dir)
-    stage = status.get("stage")
-    trace = status.get("traceback")
-    trace = str(trace) if trace else None
-    error = status.get("error")
-    if stage in STAGE_REASONS:
-        where = f" on test task {status['task']}" if isinstance(status.get("task"), int) else ""
-        if error:
-            what = f"raised: {str(error)[:2000]}"
-        else:
-            what = (f"ended the process with exit code {exit_code} without reporting an error "
-                    "(a crash or an explicit exit); the log may hold its traceback")
-        return ParticipantFailure(STAGE_REASONS[stage], f"{stage}{where} {what}", trace)
-    if stage == "meta_test":  # between tasks: after a fit, before or while predicting
-        return ParticipantFailure("predict_error", f"the process died during meta-testing with "
-                                  f"exit code {exit_code}; see the log.", trace)
-    return ParticipantFailure("import_error", f"the participant side exited with code "
-                              f"{exit_code} before reporting a stage (last: {stage!r}); check "
-                              "that model.py imports with `arena run`, and see the log.", trace)
-
-
 def failure_outcome(reason: str, message: str, trace: str | None, log: str = "") -> Outcome:
     """A `failed` outcome whose message carries the traceback, both capped to fit the server."""
-    message = message[: MESSAGE_CAP // 4]
-    if trace:
-        room = MESSAGE_CAP - len(message) - 2
-        message = f"{message}\n\n{trace[-room:]}"
-    return Outcome("failed", reason, message, log=log)
+    return Outcome("failed", reason, compose_message(message, trace), log=log)
 
 
 def fault_outcome(fault: ParticipantFault) -> Outcome:

@@ -1,0 +1,88 @@
+"""What one run may use: the one set of defaults and bounds of a phase's resources.
+
+The bundle (`server/bundles/schema.py`), the JSON API (`server/schemas/competition.py`), the
+claim the worker receives (`worker/client.py`) and the sandbox's limits
+(`worker/sandbox_config.py`) all read `RESOURCE_BOUNDS`; a phase stored before a bound existed
+reads its default here. Each bound says why it is what it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Default and range of one resource; `least` is exclusive when `exclusive_least`."""
+
+    default: float
+    least: float
+    most: float
+    integer: bool = True
+    exclusive_least: bool = False
+
+    def check(self, name: str, value: object) -> None:
+        """Raise ValueError unless `value` is of the bound's kind and in range."""
+        kinds: tuple[type, ...] = (int,) if self.integer else (int, float)
+        low_ok = isinstance(value, kinds) and not isinstance(value, bool) and (
+            value > self.least if self.exclusive_least else value >= self.least)
+        if not low_ok or value > self.most:  # type: ignore[operator]
+            kind = "an integer" if self.integer else "a number"
+            low = f"> {self.least:g}" if self.exclusive_least else f">= {self.least:g}"
+            raise ValueError(f"resources.{name}={value!r}: expected {kind} {low} and "
+                             f"<= {self.most:g}; fix the phase's resources")
+
+
+PIDS_DEFAULT, PIDS_MIN, PIDS_MAX = 128, 16, 4096
+"""Processes and threads at once: 256 let a fork bomb load a 2-core host to 150-200 (issue 13);
+torch's threads and data-loader processes of a normal run fit well under 128."""
+SIZE_MAX_MB = 1024 * 1024
+"""1 TiB: any larger memory, /dev/shm, /tmp or output bound is a typo."""
+
+RESOURCE_BOUNDS: dict[str, Bound] = {
+    "cpus": Bound(2.0, 0, 256, integer=False, exclusive_least=True),
+    "memory_mb": Bound(8192, 16, SIZE_MAX_MB),
+    "gpus": Bound(0, 0, 16),
+    "pids": Bound(PIDS_DEFAULT, PIDS_MIN, PIDS_MAX),
+    "shm_mb": Bound(256, 1, SIZE_MAX_MB),
+    "tmp_mb": Bound(512, 1, SIZE_MAX_MB),
+    "output_mb": Bound(512, 1, SIZE_MAX_MB),
+}
+"""Every resource of a run: memory in MB (RAM and swap alike), /dev/shm, the /tmp tmpfs and the
+writable output folder in MB, GPUs as a count (the worker picks the devices)."""
+
+
+@dataclass(frozen=True)
+class RunResources:
+    """One phase's resources; validated on construction (`RESOURCE_BOUNDS`)."""
+
+    cpus: float = RESOURCE_BOUNDS["cpus"].default
+    memory_mb: int = int(RESOURCE_BOUNDS["memory_mb"].default)
+    gpus: int = int(RESOURCE_BOUNDS["gpus"].default)
+    pids: int = PIDS_DEFAULT
+    shm_mb: int = int(RESOURCE_BOUNDS["shm_mb"].default)
+    tmp_mb: int = int(RESOURCE_BOUNDS["tmp_mb"].default)
+    output_mb: int = int(RESOURCE_BOUNDS["output_mb"].default)
+
+    def __post_init__(self) -> None:
+        for name, bound in RESOURCE_BOUNDS.items():
+            bound.check(name, getattr(self, name))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> RunResources:
+        """The resources a stored or sent mapping names; unknown keys are ignored (a newer
+        server may send more), missing ones read their default.
+
+        Raises:
+            ValueError: a value out of range or of the wrong kind.
+        """
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DEFAULT_RESOURCES = RunResources()
