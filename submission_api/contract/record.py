@@ -71,8 +71,8 @@ class ResultRecord:
     `exit_code`/`signal` are those of the stage that ended the participant side (meta-train if
     it failed, else meta-test's supervisor), as `exit_status` makes them. `oom_killed` is
     evidence, never a guess from the signal: the engine's OOMKilled flag or `oom` event, or a
-    rise of the cgroup's `memory.events` oom_kill count. `status` is the meta-train side's last report; `meta_test`
-    the trusted side's, None when meta-test never started.
+    rise of the cgroup's `memory.events` oom_kill count. `status` is the meta-train side's last
+    report; `meta_test` the trusted side's, None when meta-test never started.
     """
 
     exit_code: int | None
