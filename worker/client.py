@@ -20,9 +20,14 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from submission_api.contract.resources import RunResources
+from submission_api.contract.wire import ClaimBody, HeartbeatBody, ReleaseBody, RunProgress
+
 log = logging.getLogger(__name__)
 
-RunId = int | str
+RunId = int
+Resources = RunResources
+"""A run's resources: the run contract's, with its one set of defaults and bounds."""
 
 
 class ServerUnavailableError(Exception):
@@ -31,23 +36,6 @@ class ServerUnavailableError(Exception):
 
 class ServerRejectedError(Exception):
     """The server refused a call with a 4xx other than 409 (bad token, unknown run)."""
-
-
-class Resources(BaseModel):
-    """What one run may use; the sandbox enforces it (`worker.sandbox_config.SandboxLimits`).
-
-    Phases stored before pids, /dev/shm, /tmp and output bounds were phase settings send none:
-    the defaults are those of `SandboxLimits`.
-    """
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    cpus: float = Field(default=1.0, gt=0)
-    memory_mb: int = Field(default=4096, gt=0)
-    gpus: int = Field(default=0, ge=0)
-    pids: int = Field(default=128, ge=4)
-    shm_mb: int = Field(default=256, ge=1)
-    tmp_mb: int = Field(default=512, ge=1)
-    output_mb: int = Field(default=512, ge=1)
 
 
 class DatasetRef(BaseModel):
@@ -89,7 +77,7 @@ class ClaimedRun(BaseModel):
     test_seed: int = Field(ge=0)  # secret: seeds the test tasks; never enters the sandbox
     participant_seed: int = Field(ge=0)  # the only seed the participant side sees
     time_limit_s: float = Field(gt=0)
-    resources: Resources = Resources()
+    resources: RunResources = RunResources()
     image: str | None = None
     datasets: list[DatasetRef]
     collection: str = "phase"
@@ -132,10 +120,8 @@ class InternalClient:
         The claim also reports the sandbox images this worker's engine holds (when it has a
         `list_images`), which the server checks a phase's image against.
         """
-        body: dict[str, Any] = {"worker": worker}
         images = self._list_images() if self._list_images is not None else None
-        if images is not None:
-            body["images"] = images
+        body = ClaimBody(worker=worker, images=images).to_json()
         response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())
 
@@ -144,11 +130,10 @@ class InternalClient:
         """Extend the lease; `False` when the token is stale (the run was taken away).
         `progress` (step, tasks_done, tasks_total, log_tail: schemas.internal.RunProgress) is
         shown to the participant watching the run."""
-        body: dict[str, Any] = {"fencing_token": fencing_token, "stage": stage}
-        if progress:
-            body["progress"] = progress
+        body = HeartbeatBody(fencing_token=fencing_token, stage=stage,  # type: ignore[arg-type]
+                             progress=RunProgress(**progress) if progress else None)
         url = f"/internal/runs/{run_id}/heartbeat"
-        return self._call("POST", url, token, json=body) is not None
+        return self._call("POST", url, token, json=body.to_json()) is not None
 
     def finish(self, run_id: RunId, token: str, body: dict[str, Any]) -> bool:
         """Publish the final state; `False` when the token is stale (nothing was written)."""
@@ -160,9 +145,7 @@ class InternalClient:
 
         `error` is the short cause the participant reads; `detail` is for operators only.
         """
-        body: dict[str, Any] = {"fencing_token": fencing_token, "error": error}
-        if detail is not None:
-            body["detail"] = detail
+        body = ReleaseBody(fencing_token=fencing_token, error=error, detail=detail).to_json()
         return self._call("POST", f"/internal/runs/{run_id}/release", token, json=body) is not None
 
     def download_submission(self, run_id: RunId, token: str, dest: Path) -> None:

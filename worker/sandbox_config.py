@@ -22,6 +22,8 @@ from typing import Any
 
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
+from submission_api.contract.resources import DEFAULT_RESOURCES, RESOURCE_BOUNDS, RunResources
+
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 CODE_TARGET = "/opt/arena"
@@ -42,29 +44,32 @@ class SandboxLimits:
     """Every resource bound of one sandboxed run; validated on construction.
 
     `gpus` holds device ids (index or UUID strings as `nvidia-smi` shows them); empty means no GPU.
-    `log_cap_bytes` bounds each of stdout and stderr as kept by the worker.
+    `log_cap_bytes` bounds each of stdout and stderr as kept by the worker. The phase's bounds
+    (memory, cpus, pids, /dev/shm, /tmp, output) take their defaults and ranges from the run
+    contract (`submission_api.contract.resources`).
     """
 
-    memory_mb: int = 4096
-    cpus: float = 2.0
-    pids: int = 128
-    shm_mb: int = 256
-    tmp_mb: int = 512
-    output_mb: int = 512
+    memory_mb: int = DEFAULT_RESOURCES.memory_mb
+    cpus: float = DEFAULT_RESOURCES.cpus
+    pids: int = DEFAULT_RESOURCES.pids
+    shm_mb: int = DEFAULT_RESOURCES.shm_mb
+    tmp_mb: int = DEFAULT_RESOURCES.tmp_mb
+    output_mb: int = DEFAULT_RESOURCES.output_mb
     wall_time_s: float = 3600.0
     log_cap_bytes: int = 1_000_000
     gpus: tuple[str, ...] = ()
     network: bool = False
 
     def __post_init__(self) -> None:
-        minimums = {"memory_mb": 16, "pids": 4, "shm_mb": 1, "tmp_mb": 1, "output_mb": 1,
-                    "log_cap_bytes": 0}
-        for name, least in minimums.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"SandboxLimits.{name}={value!r}: expected an integer >= {least}; "
-                                 "fix the phase's limits")
-        for name in ("cpus", "wall_time_s"):
+        for name in ("cpus", "memory_mb", *PHASE_BOUNDS):
+            try:
+                RESOURCE_BOUNDS[name].check(name, getattr(self, name))
+            except ValueError as error:
+                raise ValueError(f"SandboxLimits: {error}") from None
+        value = self.log_cap_bytes
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"SandboxLimits.log_cap_bytes={value!r}: expected an integer >= 0")
+        for name in ("wall_time_s",):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name}={value!r}: expected a number > 0; "
@@ -82,9 +87,9 @@ PHASE_BOUNDS = ("pids", "shm_mb", "tmp_mb", "output_mb")
 """Bounds a phase sets besides cpus and memory (its `resources`), by their SandboxLimits names."""
 
 
-def build_limits(resources: Any, **fixed: Any) -> SandboxLimits:
+def build_limits(resources: RunResources, **fixed: Any) -> SandboxLimits:
     """The limits of a run of a phase: cpus, memory and `PHASE_BOUNDS` from the phase's
-    `resources` (a `worker.client.Resources`), the rest (wall time, GPUs, log cap) as given.
+    `resources`, the rest (wall time, GPUs, log cap) as given.
 
     Raises:
         ValueError: a bound out of range (SandboxLimits validates every one).

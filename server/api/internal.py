@@ -55,6 +55,8 @@ from server.services.queue import JobQueue, enqueue_quietly
 from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
 from server.services.workers import record_worker
+from submission_api.contract.caps import MESSAGE_CAP, cap_head
+from submission_api.contract.resources import RunResources
 
 router = APIRouter(prefix="/internal", tags=["internal"])
 Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
@@ -92,7 +94,8 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
         test_seed=compute_test_seed(settings.seed_secret, phase.id, phase.seed),
         participant_seed=compute_participant_seed(run), run_index=run.index,
         time_limit_s=phase.time_limit_s,
-        resources=phase.resources or {}, image=phase.image, data=data.model_dump(),
+        resources=RunResources.from_mapping(phase.resources), image=phase.image,
+        data=data.model_dump(),
         dataset_hashes=data.hashes(),
     )
 
@@ -114,8 +117,7 @@ def heartbeat(run: RunAuth, body: HeartbeatRequest, session: WriteSessionDep, no
         expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage,
                                             now, policy)
     if body.progress is not None:
-        record_progress(session, run.id, body.fencing_token,
-                        body.progress.model_dump(exclude_none=True), now)
+        record_progress(session, run.id, body.fencing_token, body.progress.to_json(), now)
     record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus)
     session.commit()
     return HeartbeatOut(lease_expires_at=expires)
@@ -126,7 +128,9 @@ def finish(run: RunAuth, body: FinishRequest, session: WriteSessionDep, now: Now
            policy: Policy) -> RunStateOut:
     outcome = run_service.RunOutcome(
         state=body.state, reason=body.reason, message=body.message, summary=body.summary,
-        tasks=[t.model_dump() for t in body.tasks], log=body.log)
+        tasks=[{"task_id": t.id, "dataset": t.dataset, "group": t.group, "n_ways": t.n_ways,
+                "n_shots": t.n_shots, "score": t.score, "accuracy": t.accuracy}
+               for t in body.tasks], log=body.log)
     owner = run.lease_owner
     with _commit_if_cancelled(session, owner, now):
         run = run_service.finish_run(session, run.id, body.fencing_token, outcome, now, policy)
@@ -144,7 +148,7 @@ def release(run: RunAuth, body: ReleaseRequest, session: WriteSessionDep, now: N
     run_id, owner = run.id, run.lease_owner
     token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
     record_worker(session, owner, now, run_id=None, stage=None,
-                  fault=(body.detail or body.error)[:20_000])
+                  fault=cap_head(body.detail or body.error, MESSAGE_CAP))
     phase_queue = session.execute(
         select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
         .where(Submission.id == run.submission_id)).scalar_one()

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from submission_api.contract.resources import RESOURCE_BOUNDS
+
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
@@ -36,11 +38,13 @@ def parse_duration(value: Any) -> int:
     return hours * 3600 + minutes * 60 + seconds
 
 
-PIDS_DEFAULT, PIDS_MIN, PIDS_MAX = 128, 16, 4096
-"""Pids bound of a run: 256 let a fork bomb load a 2-core host to 150-200 (issue 13); torch's
-threads and data-loader processes of a normal run fit well under 128."""
-SIZE_MAX_MB = 1024 * 1024
-"""1 TiB: any larger /dev/shm, /tmp or output bound is a typo."""
+def resource_field(name: str, **extra: Any) -> Any:
+    """A pydantic field with the default and bounds of resource `name`
+    (`submission_api.contract.resources.RESOURCE_BOUNDS`, their one definition)."""
+    bound = RESOURCE_BOUNDS[name]
+    low = {"gt": bound.least} if bound.exclusive_least else {"ge": bound.least}
+    default = int(bound.default) if bound.integer else bound.default
+    return Field(default=default, le=bound.most, **low, **extra)
 
 
 def parse_memory_mb(value: Any) -> int:
@@ -91,15 +95,15 @@ class DataSpec(_Strict):
 class ResourcesSpec(_Strict):
     """What one run of the phase may use; the sandbox enforces each bound (SandboxLimits)."""
 
-    gpus: int = Field(default=0, ge=0, le=16)
-    cpus: float = Field(default=2, gt=0, le=256)
-    memory: int = Field(default=8192, gt=0, description="megabytes, or '16G'")
-    pids: int = Field(default=PIDS_DEFAULT, ge=PIDS_MIN, le=PIDS_MAX,
-                      description="processes and threads at once (a fork bomb stops here)")
-    shm: int = Field(default=256, ge=1, le=SIZE_MAX_MB, description="/dev/shm: MB, or '1G'")
-    tmp: int = Field(default=512, ge=1, le=SIZE_MAX_MB, description="/tmp tmpfs: MB, or '1G'")
-    output: int = Field(default=512, ge=1, le=SIZE_MAX_MB,
-                        description="the run's writable output folder: MB, or '1G'")
+    gpus: int = resource_field("gpus")
+    cpus: float = resource_field("cpus")
+    memory: int = resource_field("memory_mb", description="megabytes, or '16G'")
+    pids: int = resource_field("pids", description="processes and threads at once (a fork "
+                               "bomb stops here)")
+    shm: int = resource_field("shm_mb", description="/dev/shm: MB, or '1G'")
+    tmp: int = resource_field("tmp_mb", description="/tmp tmpfs: MB, or '1G'")
+    output: int = resource_field("output_mb",
+                                 description="the run's writable output folder: MB, or '1G'")
 
     _memory = field_validator("memory", "shm", "tmp", "output", mode="before")(classmethod(
         lambda cls, v: parse_memory_mb(v)))

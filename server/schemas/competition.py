@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from server.bundles.schema import PIDS_DEFAULT, PIDS_MAX, PIDS_MIN, SIZE_MAX_MB
+from server.bundles.schema import resource_field
 
 
 class DatasetRef(BaseModel):
@@ -30,15 +30,16 @@ class PhaseData(BaseModel):
 
 class Resources(BaseModel):
     """What one run may use; the worker's sandbox enforces every bound (stored as JSON with the
-    phase, so bounds added later read their defaults from older rows)."""
+    phase, so bounds added later read their defaults from older rows). Defaults and bounds are
+    the run contract's (`submission_api.contract.resources`)."""
 
-    cpus: float = Field(default=2, gt=0)
-    memory_mb: int = Field(default=8192, gt=0)
-    gpus: int = Field(default=0, ge=0)
-    pids: int = Field(default=PIDS_DEFAULT, ge=PIDS_MIN, le=PIDS_MAX)
-    shm_mb: int = Field(default=256, ge=1, le=SIZE_MAX_MB)
-    tmp_mb: int = Field(default=512, ge=1, le=SIZE_MAX_MB)
-    output_mb: int = Field(default=512, ge=1, le=SIZE_MAX_MB)
+    cpus: float = resource_field("cpus")
+    memory_mb: int = resource_field("memory_mb")
+    gpus: int = resource_field("gpus")
+    pids: int = resource_field("pids")
+    shm_mb: int = resource_field("shm_mb")
+    tmp_mb: int = resource_field("tmp_mb")
+    output_mb: int = resource_field("output_mb")
 
 
 class LeaderboardSettings(BaseModel):

@@ -30,9 +30,14 @@ class Bound:
             value > self.least if self.exclusive_least else value >= self.least)
         if not low_ok or value > self.most:  # type: ignore[operator]
             kind = "an integer" if self.integer else "a number"
-            low = f"> {self.least:g}" if self.exclusive_least else f">= {self.least:g}"
+            low = f"> {_number(self.least)}" if self.exclusive_least else (
+                f">= {_number(self.least)}")
             raise ValueError(f"resources.{name}={value!r}: expected {kind} {low} and "
-                             f"<= {self.most:g}; fix the phase's resources")
+                             f"<= {_number(self.most)}; fix the phase's resources")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 PIDS_DEFAULT, PIDS_MIN, PIDS_MAX = 128, 16, 4096
@@ -69,6 +74,7 @@ class RunResources:
     def __post_init__(self) -> None:
         for name, bound in RESOURCE_BOUNDS.items():
             bound.check(name, getattr(self, name))
+        object.__setattr__(self, "cpus", float(self.cpus))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> RunResources:

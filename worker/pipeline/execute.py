@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from submission_api.contract.resources import RunResources
 from submission_api.runner.stages import (
     compute_task_seed,
     meta_test_command,
@@ -36,8 +37,6 @@ from worker.sandbox_result import SandboxResult
 
 log = logging.getLogger(__name__)
 
-SANDBOX_COMMAND = tuple(meta_train_command("python3", "/submission", "/bundle", "/output"))
-"""The meta-train stage's command in the sandbox."""
 CHANNEL_TARGET, LEARNER_TARGET = "/channel", "/learner"
 META_TEST_SCRATCH = ("/tmp", "/output")
 """What the supervisor empties after every task (with /dev/shm and IPC, swept by kind)."""
@@ -47,7 +46,7 @@ META_TEST_SCRATCH = ("/tmp", "/output")
 class ExecutionRequest:
     """One participant-side run: host folders, wall-clock limit and resources."""
 
-    run_id: int | str
+    run_id: int
     image: str
     submission_dir: Path
     bundle_dir: Path
@@ -63,8 +62,15 @@ class ExecutionRequest:
     """Which deployment (server) the run belongs to; part of the container name."""
     answers_dir: Path | None = None
     """The trusted side's task plan; the meta-test stage's task server reads it."""
-    resources: Any = None
-    """The phase's resources (`worker.client.Resources`): pids, /dev/shm, /tmp, output bounds."""
+    resources: RunResources | None = None
+    """The phase's resources: pids, /dev/shm, /tmp, output bounds (None: the defaults, with
+    this request's cpus and memory)."""
+
+    @property
+    def run_resources(self) -> RunResources:
+        """The phase's resources, with this request's cpus and memory."""
+        return replace(self.resources or RunResources(), cpus=self.cpus,
+                       memory_mb=self.memory_mb)
 
     @property
     def threads(self) -> int:
@@ -268,7 +274,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
     """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own)."""
     from worker.sandbox import SandboxPlatformError, run_sandbox
-    from worker.sandbox_config import SandboxLimits, SandboxSpec, build_limits
+    from worker.sandbox_config import SandboxSpec, build_limits
 
     def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
         threads = str(request.threads)
@@ -281,10 +287,8 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
                 code_dir=code_dir, read_only_mounts=mounts,
                 env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
-            fixed = {"wall_time_s": limit_s, "gpus": request.gpu_ids,
-                     "log_cap_bytes": request.log_cap_bytes}
-            limits = (build_limits(request.resources, **fixed) if request.resources is not None
-                      else SandboxLimits(memory_mb=request.memory_mb, cpus=request.cpus, **fixed))
+            limits = build_limits(request.run_resources, wall_time_s=limit_s,
+                                  gpus=request.gpu_ids, log_cap_bytes=request.log_cap_bytes)
             try:
                 return run_sandbox(docker_client, spec, limits, cancel=cancel)
             except SandboxPlatformError as exc:

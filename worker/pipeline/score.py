@@ -23,6 +23,7 @@ from submission_api.contract.verdict import (
     decide_verdict,
     from_failure,
 )
+from submission_api.contract.wire import FinishBody
 from submission_api.runner.scorer import (
     ParticipantFailure,
     read_meta_test_end,
@@ -49,6 +50,9 @@ class Outcome:
     log: str = ""
 
     def to_finish_body(self, fencing_token: int) -> dict[str, Any]:
+        """The `finish` body (`submission_api.contract.wire.FinishBody`'s fields and bounds;
+        tasks as `TaskRecord.to_dict` gives them)."""
+        FinishBody(fencing_token, self.state, self.reason, self.message)  # type: ignore[arg-type]
         return {"fencing_token": fencing_token, "state": self.state, "reason": self.reason,
                 "message": self.message, "summary": self.summary, "tasks": self.tasks,
                 "log": self.log}

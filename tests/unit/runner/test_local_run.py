@@ -104,7 +104,9 @@ def test_test_tasks_depend_on_the_phase_seed_only(tmp_path, tiny_collection, are
         ("pass", " + float('nan')", "bad_predictions", "NaN"),
         ("pass", "[:1]", "bad_predictions", "expected"),
         ("pass", ".tolist() and [object()]", "predict_error", "numeric"),
-        ("import os; os._exit(3)", "", "crashed", "stage 'meta_fit' with exit code 3"),
+        # The worker's verdict (tests/unit/contract/test_verdicts.py): the stage it ended in.
+        ("import os; os._exit(3)", "", "meta_fit_error", "meta_fit ended the process with exit "
+         "code 3"),
     ],
 )
 def test_participant_faults_end_failed_with_a_clear_reason(

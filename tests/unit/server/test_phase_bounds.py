@@ -48,7 +48,7 @@ def test_the_api_refuses_a_bound_out_of_range(field):
 
 
 def test_the_worker_turns_the_phase_bounds_into_the_containers_limits(tmp_path):
-    claimed = ClaimedResources.model_validate({"cpus": 1.5, "memory_mb": 512, "pids": 48,
+    claimed = ClaimedResources.from_mapping({"cpus": 1.5, "memory_mb": 512, "pids": 48,
                                                "shm_mb": 32, "tmp_mb": 64, "output_mb": 16})
     limits = build_limits(claimed, wall_time_s=60.0, gpus=(), log_cap_bytes=1024)
     assert (limits.pids, limits.shm_mb, limits.tmp_mb, limits.output_mb) == (48, 32, 64, 16)
@@ -61,7 +61,7 @@ def test_the_worker_turns_the_phase_bounds_into_the_containers_limits(tmp_path):
 
 
 def test_a_phase_stored_before_the_bounds_existed_gets_the_sandbox_defaults():
-    old = ClaimedResources.model_validate({"cpus": 2, "memory_mb": 4096, "gpus": 0})
+    old = ClaimedResources.from_mapping({"cpus": 2, "memory_mb": 4096, "gpus": 0})
     limits = build_limits(old, wall_time_s=60.0)
     defaults = SandboxLimits()
     assert (limits.pids, limits.shm_mb, limits.tmp_mb, limits.output_mb) == (

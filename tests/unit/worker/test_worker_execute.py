@@ -11,9 +11,9 @@ import pytest
 from worker_fakes import make_claimed
 
 import worker.sandbox
+from submission_api.runner.stages import meta_train_command
 from worker.pipeline.errors import PlatformFault
 from worker.pipeline.execute import (
-    SANDBOX_COMMAND,
     ExecutionRequest,
     Heartbeat,
     build_request,
@@ -139,7 +139,9 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
     result = make_docker_executor(FakeDocker())(request, threading.Event())
     spec, limits = seen["spec"], seen["limits"]
     # A failed meta-train stage ends the run; its sandbox is the only one started.
-    assert spec.command == SANDBOX_COMMAND and spec.image == "arena/sandbox:cpu"
+    assert spec.image == "arena/sandbox:cpu"
+    assert spec.command == tuple(meta_train_command("python3", "/submission", "/bundle",
+                                                    "/output"))
     assert (spec.submission_dir, spec.bundle_dir, spec.output_dir) == (
         (tmp_path / "s").resolve(), (tmp_path / "b").resolve(), (tmp_path / "o").resolve())
     assert spec.name == f"{request.name}-meta-train" and spec.env["OMP_NUM_THREADS"] == "3"

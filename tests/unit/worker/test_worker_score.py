@@ -135,14 +135,16 @@ def test_finish_body_carries_the_fencing_token_and_every_field():
 
 
 def test_finish_body_validates_against_the_servers_schema(tmp_path: Path):
+    from pydantic import TypeAdapter
+
     from server.schemas.internal import FinishRequest
 
     finished = decide(CLEAN, tmp_path, score=scored_ok).to_finish_body(fencing_token=2)
-    parsed = FinishRequest.model_validate(finished)
-    assert parsed.tasks[0].task_id == RECORD.id and parsed.state == "finished"
+    parsed = TypeAdapter(FinishRequest).validate_python(finished)
+    assert parsed.tasks[0].id == RECORD.id and parsed.state == "finished"
     write_status(tmp_path / "output", stage="predict", error="x", traceback="t" * 100_000)
     failed = decide(replace(CLEAN, exit_code=1), tmp_path).to_finish_body(fencing_token=2)
-    assert FinishRequest.model_validate(failed).reason == "predict_error"
+    assert TypeAdapter(FinishRequest).validate_python(failed).reason == "predict_error"
 
 
 @pytest.mark.parametrize("name", ["status.json", "predictions/task_00000.npy"])

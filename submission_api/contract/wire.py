@@ -1,0 +1,143 @@
+"""The internal API's request bodies (docs/internals.md, "Platform: server <-> worker"), once:
+the worker builds them (`worker.client`), the server's routes take them as they are
+(`server/api/internal.py`; FastAPI validates a dataclass body by its annotations, then
+`__post_init__` checks the bounds, so an overlong field is a 422, never a 500).
+
+Standard library only: the contract package runs where FastAPI and pydantic do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from submission_api.contract.caps import LOG_TAIL_CAP, MESSAGE_CAP, REASON_CAP
+
+WORKER_NAME_CAP = 200
+GPUS_CAP = 64
+"""GPUs a worker may report holding."""
+IMAGES_CAP, IMAGE_NAME_CAP = 1000, 255
+"""Sandbox images a claim may list, and the length of one name."""
+TASKS_CAP = 100_000
+"""Per-task results one finish may carry."""
+
+HeartbeatStage = Literal["preparing", "running", "scoring"]
+FinishState = Literal["finished", "failed", "timed_out"]
+ProgressStep = Literal["meta_fit", "meta_test"]
+
+
+def _check_length(name: str, value: object, cap: int, least: int = 0) -> None:
+    if value is not None and not least <= len(value) <= cap:  # type: ignore[arg-type]
+        raise ValueError(f"{name} has length {len(value)}; expected {least} to {cap}")  # type: ignore[arg-type]
+
+
+def _json(body: object) -> dict[str, Any]:
+    """The body as the wire carries it: None fields left out where optional."""
+    return {key: value for key, value in asdict(body).items()  # type: ignore[call-overload]
+            if value is not None or key in ("reason", "message")}
+
+
+@dataclass(frozen=True)
+class ClaimBody:
+    worker: str
+    gpus: list[Any] | None = None
+    """Optional: the GPUs this worker holds."""
+    images: list[str] | None = None
+    """Optional: the sandbox images this worker's engine holds (checked against a phase's image
+    when the phase is created)."""
+
+    def __post_init__(self) -> None:
+        _check_length("worker", self.worker, WORKER_NAME_CAP, least=1)
+        _check_length("gpus", self.gpus, GPUS_CAP)
+        _check_length("images", self.images, IMAGES_CAP)
+        for image in self.images or ():
+            _check_length("an image name", image, IMAGE_NAME_CAP)
+
+    def to_json(self) -> dict[str, Any]:
+        return _json(self)
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What the run is doing now, for the participant watching it (all optional)."""
+
+    step: ProgressStep | None = None
+    tasks_done: int | None = None
+    tasks_total: int | None = None
+    log_tail: str | None = None
+    """The last lines of stdout/stderr (`LOG_TAIL_CAP`)."""
+
+    def __post_init__(self) -> None:
+        for name in ("tasks_done", "tasks_total"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name}={value}; expected a count >= 0")
+        _check_length("log_tail", self.log_tail, LOG_TAIL_CAP)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class HeartbeatBody:
+    fencing_token: int
+    stage: HeartbeatStage
+    gpus: list[Any] | None = None
+    progress: RunProgress | None = None
+
+    def __post_init__(self) -> None:
+        _check_length("gpus", self.gpus, GPUS_CAP)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"fencing_token": self.fencing_token, "stage": self.stage}
+        if self.gpus is not None:
+            body["gpus"] = self.gpus
+        if self.progress is not None:
+            body["progress"] = self.progress.to_json()
+        return body
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One test task's score (`submission_api.scoring.TaskRecord.to_dict`, extra keys ignored)."""
+
+    id: int
+    dataset: str
+    n_ways: int
+    n_shots: int
+    score: float
+    group: str = "test"
+    accuracy: float | None = None
+
+
+@dataclass(frozen=True)
+class FinishBody:
+    fencing_token: int
+    state: FinishState
+    reason: str | None = None
+    message: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    tasks: list[TaskResult] = field(default_factory=list)
+    log: str = ""
+
+    def __post_init__(self) -> None:
+        _check_length("reason", self.reason, REASON_CAP)
+        _check_length("message", self.message, MESSAGE_CAP)
+        _check_length("tasks", self.tasks, TASKS_CAP)
+
+
+@dataclass(frozen=True)
+class ReleaseBody:
+    fencing_token: int
+    error: str
+    """The short cause, shown on the run."""
+    detail: str | None = None
+    """Optional: the details for operators only (engine URLs, host paths), kept on the
+    worker's row."""
+
+    def __post_init__(self) -> None:
+        _check_length("error", self.error, MESSAGE_CAP)
+        _check_length("detail", self.detail, MESSAGE_CAP)
+
+    def to_json(self) -> dict[str, Any]:
+        return _json(self)
