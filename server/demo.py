@@ -174,7 +174,7 @@ def run_demo(options: DemoOptions) -> int:
     admin_token = secrets.token_urlsafe(24)
     settings = Settings(data_dir=options.data_dir, broker_url="filesystem://",
                         admin_bootstrap_token=admin_token, reconcile_interval_s=30,
-                        requeue_after_s=120, public_base_url=f"http://127.0.0.1:{options.port}")
+                        requeue_after_s=120)
     roles = prepare_data(options.data_dir)
     _, server = start_server(settings, options.port)
     worker = start_worker(options, executor)

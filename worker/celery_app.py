@@ -16,33 +16,16 @@ recovered by the server's reconciler, which re-enqueues runs that stay queued.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from celery import Celery
 
+from submission_api.contract.jobs import EVALUATE_RUN, filesystem_broker_options
 from worker.settings import WorkerSettings
 
 APP_NAME = "arena"
-EVALUATE_RUN = "arena.evaluate_run"
-"""The job's wire name: the server enqueues it by this name, with `(run_id, run_token)`."""
 TASK_MODULES = ["worker.tasks"]
-
-
-def filesystem_broker_options(broker_dir: Path) -> dict[str, Any]:
-    """Transport options of the filesystem broker; producer and consumer must use the same.
-
-    One folder serves as both `data_folder_in` and `data_folder_out`, so what the server
-    writes is what the worker reads; `control` holds exchange tables, `processed` a copy of each
-    message taken (an audit trail an operator may prune).
-    """
-    queue_dir, processed, control = (broker_dir / "queue", broker_dir / "processed",
-                                     broker_dir / "control")
-    for folder in (queue_dir, processed, control):
-        folder.mkdir(parents=True, exist_ok=True)
-    return {"data_folder_in": str(queue_dir), "data_folder_out": str(queue_dir),
-            "processed_folder": str(processed), "control_folder": str(control),
-            "store_processed": True}
+__all__ = ["EVALUATE_RUN", "build_celery_config", "filesystem_broker_options"]
 
 
 def build_celery_config(settings: WorkerSettings) -> dict[str, Any]:

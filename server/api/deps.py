@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from server.core.config import Settings
 from server.core.db import Database
-from server.core.errors import AuthRequiredError, ForbiddenError, NotFoundError
+from server.core.errors import AuthRequiredError, ForbiddenError
 from server.core.security import token_matches
 from server.models import Run, User
 from server.services.queue import JobQueue
@@ -157,6 +157,3 @@ def authorized_run(run_id: int, request: Request, session: WriteSessionDep) -> R
 
 RunAuth = Annotated[Run, Depends(authorized_run)]
 
-
-def not_found(what: str, ident: object) -> NotFoundError:
-    return NotFoundError(f"no {what} with id {ident}")

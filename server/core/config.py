@@ -24,7 +24,6 @@ class Settings(BaseSettings):
     default_queue: str = "arena"
     secret_key: str = Field(default="change-me-in-production", min_length=8)
     test_seed_secret: str = ""  # "" -> secret_key; the test tasks' seeds derive from it
-    public_base_url: str = "http://127.0.0.1:8000"
     admin_bootstrap_token: str | None = None
     auto_migrate: bool = True
 

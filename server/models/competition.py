@@ -32,10 +32,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.models.base import Base, UTCDateTime, utcnow
 
-PHASE_STATUSES = ("draft", "open", "closed")
 PARTICIPATION_MODES = ("open", "approval")
-MEMBER_STATUSES = ("pending", "approved", "denied")
-LEADERBOARD_RULES = ("best", "latest")
 
 
 class Competition(Base):

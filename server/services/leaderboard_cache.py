@@ -92,7 +92,3 @@ def cached_rank_leaderboard(session: Session, phase: Phase,
     The list returned is shared: callers copy it before reordering it."""
     return _boards.get(session, phase, league, lambda: rank_leaderboard(session, phase, league))
 
-
-def cache_size(session: Session) -> int:
-    """Boards kept for the session's database (tests)."""
-    return _boards.size(session)

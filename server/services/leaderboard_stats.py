@@ -41,7 +41,6 @@ from submission_api.scoring.paired import (
     sample_task_weights,
 )
 
-STATISTICS = ("during", "after_close", "never")
 MAX_BOARDS = 16
 SEED_SALT = 15
 """Mixed with the phase id into the bootstrap seed, so it never equals a phase's task seed."""

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-EVALUATE_RUN = "arena.evaluate_run"
+from submission_api.contract.jobs import EVALUATE_RUN, filesystem_broker_options
+
 log = logging.getLogger("arena.queue")
+__all__ = ["EVALUATE_RUN", "CeleryJobQueue", "JobQueue", "filesystem_broker_options"]
 
 
 class JobQueue(Protocol):
@@ -33,18 +35,6 @@ class JobQueue(Protocol):
     def pending_runs(self, queue: str) -> set[int] | None:
         """Ids of the runs whose jobs the broker holds for `queue` (waiting, or taken and not
         acknowledged); None when this broker cannot be inspected (or is unreachable)."""
-
-
-def filesystem_broker_options(broker_dir: Path) -> dict[str, Any]:
-    """Kombu's filesystem transport layout; the worker's `filesystem_broker_options` must agree
-    (a test checks both), or jobs land where no worker looks."""
-    queue_dir, processed, control = (broker_dir / "queue", broker_dir / "processed",
-                                     broker_dir / "control")
-    for folder in (queue_dir, processed, control):
-        folder.mkdir(parents=True, exist_ok=True)
-    return {"data_folder_in": str(queue_dir), "data_folder_out": str(queue_dir),
-            "processed_folder": str(processed), "control_folder": str(control),
-            "store_processed": True}
 
 
 class CeleryJobQueue:
