@@ -68,7 +68,9 @@ class StatusWriter:
 def seed_everything(participant_seed: int) -> np.random.Generator:
     """Seed Python, NumPy and torch from the run's participant seed; return the meta-train data
     generator. The test seed is never known here (run.json carries only this one)."""
-    state = np.random.SeedSequence([participant_seed]).generate_state(2)
+    from submission_api.sampling.seeds import compute_seed_words
+
+    state = compute_seed_words(participant_seed, words=2)
     random.seed(int(state[0]))
     np.random.seed(int(state[0]) % (2**32))
     torch.manual_seed(int(state[0]))

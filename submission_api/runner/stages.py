@@ -20,9 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-
 from submission_api.runner.task_server import MetaTestReport, TaskServer
+from submission_api.sampling.seeds import compute_seed_words
 
 META_TRAIN_MODULE = "submission_api.runner.participant"
 META_TEST_MODULE = "submission_api.runner.supervisor"
@@ -58,8 +57,7 @@ def read_run_info(bundle_dir: Path) -> dict:
 
 def compute_task_seed(info: dict) -> int:
     """The seed test-task processes derive theirs from: participant-side only (run.json)."""
-    state = np.random.SeedSequence([int(info["participant_seed"]), 1]).generate_state(1)
-    return int(state[0])
+    return compute_seed_words(int(info["participant_seed"]), 1)[0]
 
 
 def run_meta_test(answers_dir: Path, channel_dir: Path, time_limit_s: float,

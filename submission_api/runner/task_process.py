@@ -25,7 +25,9 @@ TASK_MAX_BYTES = 1 << 31
 def seed_task(seed: int, task_id: int) -> None:
     import torch
 
-    state = np.random.SeedSequence([seed, task_id]).generate_state(1)
+    from submission_api.sampling.seeds import compute_seed_words
+
+    state = compute_seed_words(seed, task_id)
     random.seed(int(state[0]))
     np.random.seed(int(state[0]) % (2**32))
     torch.manual_seed(int(state[0]))

@@ -29,6 +29,14 @@ def compute_stable_key(value: int | str) -> int:
     return int.from_bytes(hashlib.sha256(value.encode("utf-8")).digest()[:8], "little")
 
 
+def compute_seed_words(*keys: int | str, words: int = 1) -> list[int]:
+    """`words` 32-bit seeds drawn from `SeedSequence([compute_stable_key(k) for k in keys])`:
+    the seeds handed to Python's, NumPy's and torch's global generators in participant
+    processes (meta-train, each test task), which take integers rather than a Generator."""
+    entropy = [compute_stable_key(k) for k in keys]
+    return [int(word) for word in np.random.SeedSequence(entropy).generate_state(words)]
+
+
 def make_rng(*keys: int | str) -> np.random.Generator:
     """A PCG64 generator seeded from `SeedSequence([compute_stable_key(k) for k in keys])`."""
     entropy = [compute_stable_key(k) for k in keys]
