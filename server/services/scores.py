@@ -5,7 +5,10 @@ function that computes it, for worker, server and starting kit alike — does th
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from submission_api.protocols import ProtocolParams, ProtocolParamsError
@@ -19,13 +22,24 @@ from submission_api.scoring.aggregate import (
 )
 from submission_api.scoring.summary import read_metric_cells
 
+log = logging.getLogger("arena.scores")
+
 
 def compute_phase_scoring(protocol: Mapping[str, Any] | None) -> tuple[str, str]:
-    """(metric, aggregation) of a phase's stored protocol; defaults if it does not parse (the
-    phase's own validation reports that elsewhere, a leaderboard must still render)."""
+    """(metric, aggregation) of a phase's stored protocol, parsed once per distinct protocol
+    (a board asks for it per row). A protocol that does not parse gets the defaults, logged as
+    an error for operators: phases are validated when stored, so only a row written by hand or
+    by an older version can get there, and a leaderboard must still render."""
+    return _parse_scoring(json.dumps(dict(protocol or {}), sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=256)
+def _parse_scoring(key: str) -> tuple[str, str]:
     try:
-        params = ProtocolParams.from_dict(dict(protocol or {}))
-    except (ProtocolParamsError, TypeError):
+        params = ProtocolParams.from_dict(json.loads(key))
+    except (ProtocolParamsError, TypeError) as error:
+        log.error("scores.protocol.unparsable", extra={"protocol": key[:500],
+                                                       "error": str(error)})
         return "score", DEFAULT_AGGREGATION
     return str(params.metric), params.aggregation
 
@@ -48,7 +62,8 @@ def aggregate_runs(runs: Sequence[Any], protocol: Mapping[str, Any] | None) -> S
     cells = [compute_run_cells(getattr(r, "summary", None), r.score) for r in runs]
     try:
         return compute_submission_score(cells, metric, aggregation)
-    except ValueError:
+    except ValueError as error:
+        log.warning("scores.metric.missing", extra={"metric": metric, "error": str(error)})
         return compute_submission_score(cells, "score", aggregation)
 
 
