@@ -6,20 +6,17 @@ written, when stale). Answers: claim 200 ClaimedRun | 409; heartbeat 200 new exp
 finish 200 | 409; release 200 (back to queued, never charged) | 409. A run whose cancel was
 requested answers its next heartbeat or finish with 409 `run.cancelled`, committed first.
 Each call also records the worker (name from the claim, then the lease owner) for the status
-view.
+view. The routes translate HTTP; `server.services.worker_calls` does each call's work and
+commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
@@ -35,7 +32,7 @@ from server.api.deps import (
     get_storage,
 )
 from server.core.config import Settings
-from server.core.errors import AuthRequiredError, NotFoundError, StaleLeaseError
+from server.core.errors import AuthRequiredError, NotFoundError
 from server.core.security import hash_token
 from server.models import ACTIVE_STATES, Dataset, Phase, Run, Submission
 from server.schemas.competition import PhaseData
@@ -49,13 +46,11 @@ from server.schemas.internal import (
     RunStateOut,
 )
 from server.services import runs as run_service
+from server.services import worker_calls
 from server.services.datasets import dataset_tar
-from server.services.progress import record_progress
-from server.services.queue import JobQueue, enqueue_quietly
+from server.services.queue import JobQueue
 from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
-from server.services.workers import record_worker
-from submission_api.contract.caps import MESSAGE_CAP, cap_head
 from submission_api.contract.resources import RunResources
 
 router = APIRouter(prefix="/internal", tags=["internal"])
@@ -63,28 +58,13 @@ Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
 _CONFLICT = {409: {"description": "finished, leased by another worker, or stale fencing token"}}
 
 
-@contextmanager
-def _commit_if_cancelled(session: Session, worker: str | None, now: datetime) -> Iterator[None]:
-    """Let a `run.cancelled` 409 through only after its state change is committed."""
-    try:
-        yield
-    except StaleLeaseError as exc:
-        if exc.code == "run.cancelled":
-            record_worker(session, worker, now, run_id=None, stage=None)
-            session.commit()
-        raise
-
-
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
 def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDep,
           policy: Policy, settings: SettingsDep) -> ClaimedRun:
     """Take the run's lease; everything the worker needs to evaluate it comes back."""
-    run = run_service.claim_run(session, run.id, body.worker, now, policy)
-    record_worker(session, body.worker, now, run_id=run.id, stage="preparing", claimed=True,
-                  gpus=body.gpus, images=body.images)
-    submission = session.get(Submission, run.submission_id)
-    phase = session.get(Phase, submission.phase_id)
-    session.commit()
+    claimed = worker_calls.claim(session, run.id, body.worker, body.gpus, body.images, now,
+                                 policy)
+    run, submission, phase = claimed.run, claimed.submission, claimed.phase
     data = PhaseData.model_validate(phase.data or {})
     return ClaimedRun(
         run_id=run.id, submission_id=submission.id, fencing_token=run.fencing_token,
@@ -112,30 +92,14 @@ def submission_zip(run: RunAuth, session: SessionDep, storage: Annotated[
 @router.post("/runs/{run_id}/heartbeat", response_model=HeartbeatOut, responses=_CONFLICT)
 def heartbeat(run: RunAuth, body: HeartbeatRequest, session: WriteSessionDep, now: NowDep,
               policy: Policy) -> HeartbeatOut:
-    owner = run.lease_owner
-    with _commit_if_cancelled(session, owner, now):
-        expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage,
-                                            now, policy)
-    if body.progress is not None:
-        record_progress(session, run.id, body.fencing_token, body.progress.to_json(), now)
-    record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus)
-    session.commit()
+    expires = worker_calls.heartbeat(session, run, body, now, policy)
     return HeartbeatOut(lease_expires_at=expires)
 
 
 @router.post("/runs/{run_id}/finish", response_model=RunStateOut, responses=_CONFLICT)
 def finish(run: RunAuth, body: FinishRequest, session: WriteSessionDep, now: NowDep,
            policy: Policy) -> RunStateOut:
-    outcome = run_service.RunOutcome(
-        state=body.state, reason=body.reason, message=body.message, summary=body.summary,
-        tasks=[{"task_id": t.id, "dataset": t.dataset, "group": t.group, "n_ways": t.n_ways,
-                "n_shots": t.n_shots, "score": t.score, "accuracy": t.accuracy}
-               for t in body.tasks], log=body.log)
-    owner = run.lease_owner
-    with _commit_if_cancelled(session, owner, now):
-        run = run_service.finish_run(session, run.id, body.fencing_token, outcome, now, policy)
-    record_worker(session, owner, now, run_id=None, stage=None)
-    session.commit()
+    run = worker_calls.finish(session, run, body, now, policy)
     return RunStateOut(run_id=run.id, state=run.state)
 
 
@@ -145,20 +109,9 @@ def release(run: RunAuth, body: ReleaseRequest, session: WriteSessionDep, now: N
             settings: Annotated[Settings, Depends(get_settings)]) -> RunStateOut:
     """A platform fault: back to queued with a fresh token (never charged), then re-enqueued
     after a back-off that doubles with each fault of the run."""
-    run_id, owner = run.id, run.lease_owner
-    token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
-    record_worker(session, owner, now, run_id=None, stage=None,
-                  fault=cap_head(body.detail or body.error, MESSAGE_CAP))
-    phase_queue = session.execute(
-        select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
-        .where(Submission.id == run.submission_id)).scalar_one()
-    released = session.get(Run, run_id)
-    state, failures = released.state, released.platform_failures
-    session.commit()
-    if token:
-        enqueue_quietly(queue, [(run_id, token, phase_queue or settings.default_queue)],
-                        countdown_s=run_service.compute_release_backoff(failures, policy))
-    return RunStateOut(run_id=run_id, state=state, requeued=bool(token))
+    released = worker_calls.release(session, run, body, now, policy, queue,
+                                    settings.default_queue)
+    return RunStateOut(run_id=run.id, state=released.state, requeued=released.requeued)
 
 
 @router.get("/datasets/{content_hash}", response_class=FileResponse)

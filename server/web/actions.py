@@ -1,7 +1,8 @@
 """Buttons that change a submission: cancel (owner or organizer), select (owner), re-run,
 baseline flag and disqualification (organizers). Each is a plain form POST carrying the
-session's CSRF token and calls `server.services.operations` (the service the JSON API uses);
-the browser is then sent back to a fixed page (never to a URL taken from the request).
+session's CSRF token and calls `server.services.submission_actions` (the unit of work the JSON
+API uses too, so both answer alike); the browser is then sent back to a fixed page (never to a
+URL taken from the request).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from fastapi.responses import RedirectResponse
 
 from server.api.deps import SESSION_COOKIE, NowDep, SettingsDep, get_db, get_queue
 from server.core.db import Database
-from server.core.errors import AuthRequiredError, ForbiddenError
-from server.models import TERMINAL_STATES, Phase, Submission, User
+from server.core.errors import AuthRequiredError
+from server.models import TERMINAL_STATES, Submission, User
 from server.services import operations
+from server.services import submission_actions as actions
 from server.services import users as user_service
 from server.services.disqualify import set_disqualified
-from server.services.queue import JobQueue, enqueue_quietly
+from server.services.queue import JobQueue
 from server.web.rendering import PageRoute, check_csrf
 from server.web.views import is_staff
 
@@ -86,8 +88,7 @@ async def cancel(submission_id: int, request: Request, settings: SettingsDep, no
                  db: Annotated[Database, Depends(get_db)]):
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
-        submission = operations.get_operable_submission(session, submission_id, user)
-        operations.cancel_submission(session, submission, user, now)
+        actions.cancel(session, submission_id, user, now)
     return _back(form, submission_id, "cancel")
 
 
@@ -96,11 +97,7 @@ async def select(submission_id: int, request: Request, settings: SettingsDep, no
                  db: Annotated[Database, Depends(get_db)]):
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
-        submission = operations.get_operable_submission(session, submission_id, user)
-        if submission.user_id != user.id:
-            raise ForbiddenError("only the owner of a submission selects it for the "
-                                 "leaderboard")
-        operations.select_submission(session, submission, user, not submission.is_selected, now)
+        actions.select(session, submission_id, user, None, now)
     return _back(form, submission_id, "select")
 
 
@@ -110,12 +107,7 @@ async def rerun(submission_id: int, request: Request, settings: SettingsDep, now
                 queue: Annotated[JobQueue, Depends(get_queue)]):
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
-        submission = operations.get_operable_submission(session, submission_id, user,
-                                                        organizer_only=True)
-        phase = session.get(Phase, submission.phase_id)
-        jobs = operations.rerun_submission(session, submission, user, now,
-                                           phase.queue or settings.default_queue)
-    enqueue_quietly(queue, jobs)  # after the commit: a worker never sees an uncommitted run
+        actions.rerun(session, submission_id, user, now, settings.default_queue, queue)
     return _back(form, submission_id, "rerun")
 
 
@@ -124,9 +116,7 @@ async def baseline(submission_id: int, request: Request, settings: SettingsDep, 
                    db: Annotated[Database, Depends(get_db)]):
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
-        submission = operations.get_operable_submission(session, submission_id, user,
-                                                        organizer_only=True)
-        operations.flag_baseline(session, submission, user, not submission.is_baseline, now)
+        actions.flag_baseline(session, submission_id, user, None, now)
     return _back(form, submission_id, "baseline")
 
 

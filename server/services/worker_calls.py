@@ -1,0 +1,114 @@
+"""The unit of work of each internal API call a worker makes (claim, heartbeat, finish,
+release): the run's state change, the worker's row, the commit, and what follows the commit
+(a released run's job). `server/api/internal.py` only translates HTTP.
+
+A `run.cancelled` 409 is let through only after its state change is committed: the worker then
+stops, and the run stays cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.core.errors import StaleLeaseError
+from server.models import Phase, Run, Submission
+from server.services import runs as run_service
+from server.services.progress import record_progress
+from server.services.queue import JobQueue, enqueue_quietly
+from server.services.workers import record_worker
+from submission_api.contract.caps import MESSAGE_CAP, cap_head
+from submission_api.contract.wire import FinishBody, HeartbeatBody, ReleaseBody
+
+
+@contextmanager
+def _commit_if_cancelled(session: Session, worker: str | None, now: datetime) -> Iterator[None]:
+    try:
+        yield
+    except StaleLeaseError as exc:
+        if exc.code == "run.cancelled":
+            record_worker(session, worker, now, run_id=None, stage=None)
+            session.commit()
+        raise
+
+
+@dataclass(frozen=True)
+class Claimed:
+    run: Run
+    submission: Submission
+    phase: Phase
+
+
+def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
+          images: list[str] | None, now: datetime, policy: run_service.LeasePolicy) -> Claimed:
+    """Take the run's lease for `worker` and record the worker; committed."""
+    run = run_service.claim_run(session, run_id, worker, now, policy)
+    record_worker(session, worker, now, run_id=run.id, stage="preparing", claimed=True,
+                  gpus=gpus, images=images)
+    submission = session.get(Submission, run.submission_id)
+    phase = session.get(Phase, submission.phase_id)
+    session.commit()
+    return Claimed(run, submission, phase)
+
+
+def heartbeat(session: Session, run: Run, body: HeartbeatBody, now: datetime,
+              policy: run_service.LeasePolicy) -> datetime:
+    """Extend the lease (and store the progress shown to the participant); the new expiry."""
+    owner = run.lease_owner
+    with _commit_if_cancelled(session, owner, now):
+        expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage,
+                                            now, policy)
+    if body.progress is not None:
+        record_progress(session, run.id, body.fencing_token, body.progress.to_json(), now)
+    record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus)
+    session.commit()
+    return expires
+
+
+def finish(session: Session, run: Run, body: FinishBody, now: datetime,
+           policy: run_service.LeasePolicy) -> Run:
+    """Store the run's final state and per-task results; committed."""
+    outcome = run_service.RunOutcome(
+        state=body.state, reason=body.reason, message=body.message, summary=body.summary,
+        tasks=[{"task_id": t.id, "dataset": t.dataset, "group": t.group, "n_ways": t.n_ways,
+                "n_shots": t.n_shots, "score": t.score, "accuracy": t.accuracy}
+               for t in body.tasks], log=body.log)
+    owner = run.lease_owner
+    with _commit_if_cancelled(session, owner, now):
+        finished = run_service.finish_run(session, run.id, body.fencing_token, outcome, now,
+                                          policy)
+    record_worker(session, owner, now, run_id=None, stage=None)
+    session.commit()
+    return finished
+
+
+@dataclass(frozen=True)
+class Released:
+    state: str
+    requeued: bool
+
+
+def release(session: Session, run: Run, body: ReleaseBody, now: datetime,
+            policy: run_service.LeasePolicy, queue: JobQueue, default_queue: str) -> Released:
+    """A platform fault: back to queued with a fresh token (never charged), committed, then
+    re-enqueued after a back-off that doubles with each fault of the run."""
+    run_id, owner = run.id, run.lease_owner
+    token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
+    record_worker(session, owner, now, run_id=None, stage=None,
+                  fault=cap_head(body.detail or body.error, MESSAGE_CAP))
+    phase_queue = session.execute(
+        select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
+        .where(Submission.id == run.submission_id)).scalar_one()
+    released = session.get(Run, run_id)
+    state, failures = released.state, released.platform_failures
+    session.commit()
+    if token:
+        enqueue_quietly(queue, [(run_id, token, phase_queue or default_queue)],
+                        countdown_s=run_service.compute_release_backoff(failures, policy))
+    return Released(state, bool(token))
