@@ -1,4 +1,14 @@
-"""Fixtures shared by every test tier: a tiny generated Meta-Album collection and its cache."""
+"""Fixtures shared by every test tier (a tiny generated Meta-Album collection and its cache),
+and the tiers themselves: each test is marked by the folder it lives in, so that
+`bash scripts/test.sh -m unit` runs the unit tier alone.
+
+- unit: no processes, no network, no database (tests/unit, less `SPAWNING_UNIT_FILES`);
+- integration: real Postgres, Redis, Docker or processes (tests/integration, authz, fuzz, and
+  the unit files that spawn processes or open sockets); `docker` as well under
+  tests/integration/sandbox;
+- e2e: the whole platform or an HTTP client against it (tests/e2e, faults, load, adversarial);
+- browser: headless Chromium (tests/browser).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +18,39 @@ import pytest
 from arena_test_services import load_services_env
 
 from starting_kit.sample_data import generate_collection
+
+TESTS = Path(__file__).resolve().parent
+TIERS = {"unit": ("unit",), "integration": ("integration",), "authz": ("integration",),
+         "fuzz": ("integration",), "e2e": ("e2e",), "faults": ("e2e",), "load": ("e2e",),
+         "adversarial": ("e2e", "docker"), "browser": ("browser",)}
+DOCKER_FOLDERS = ("integration/sandbox",)
+SPAWNING_UNIT_FILES = frozenset({
+    "unit/baselines/test_baselines_with_runner.py", "unit/data/test_data_compiled.py",
+    "unit/protocols/test_protocols_determinism.py", "unit/runner/test_cli_run_inputs.py",
+    "unit/runner/test_local_run.py", "unit/runner/test_task_isolation.py",
+    "unit/sampling/test_sampling_determinism.py",
+    "unit/test_dependency_direction.py", "unit/worker/test_worker_client.py",
+    "unit/worker/test_worker_local_executor.py", "unit/server/test_queue_inspect.py",
+    "unit/server/test_queue_warm.py",
+})
+"""Files under tests/unit that start processes or open sockets: they run in the integration
+tier until they are split (what they check needs a real process or a real socket)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            relative = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        tiers = TIERS.get(relative.split("/", 1)[0], ())
+        if relative in SPAWNING_UNIT_FILES:
+            tiers = ("integration",)
+        if relative.startswith(DOCKER_FOLDERS):
+            tiers = (*tiers, "docker")
+        for tier in tiers:
+            item.add_marker(getattr(pytest.mark, tier))
+
 
 # At import, not in pytest_configure: the conftests of the folders named on the command line
 # (tests/e2e/conftest.py imports platform_support, which reads ARENA_TEST_PG) are imported right
