@@ -88,7 +88,7 @@ class ClaimedRun(BaseModel):
         roles_given = isinstance(data, dict) and isinstance(data.get("data"), dict)
         if not roles_given or "datasets" in data:
             return data
-        roles, merged = data["data"], {}
+        roles, merged = data["data"], dict[str, dict[str, Any]]()
         for role, split in ROLE_SPLITS.items():
             for ref in roles.get(role) or []:
                 entry = merged.setdefault(ref["name"], {**ref, "splits": []})

@@ -26,9 +26,10 @@ class Bound:
     def check(self, name: str, value: object) -> None:
         """Raise ValueError unless `value` is of the bound's kind and in range."""
         kinds: tuple[type, ...] = (int,) if self.integer else (int, float)
-        low_ok = isinstance(value, kinds) and not isinstance(value, bool) and (
-            value > self.least if self.exclusive_least else value >= self.least)
-        if not low_ok or value > self.most:  # type: ignore[operator]
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        in_range = number is not None and isinstance(value, kinds) and number <= self.most and (
+            number > self.least if self.exclusive_least else number >= self.least)
+        if not in_range:
             kind = "an integer" if self.integer else "a number"
             low = f"> {_number(self.least)}" if self.exclusive_least else (
                 f">= {_number(self.least)}")

@@ -130,7 +130,7 @@ def _meta_test_verdict(record: ResultRecord, end: MetaTestEnd) -> Verdict:
                         "it) was killed by SIGKILL from outside the run, with no out-of-memory "
                         f"kill recorded ({message}); retried, not charged.")
     try:
-        reason = FailureReason(end.reason)
+        reason = FailureReason(str(end.reason))
     except ValueError:
         reason = FailureReason.CRASHED
     return failed(reason, message, end.traceback)
