@@ -257,7 +257,6 @@ def main() -> None:
     from server.app import create_app
     from server.core.config import Settings
     from server.core.db import upgrade_database
-    from server.services.queue import RecordingJobQueue
 
     admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
     name = f"arena_bench_{uuid.uuid4().hex[:10]}"
@@ -269,7 +268,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="arena-bench-lb-") as tmp:
             settings = Settings(data_dir=Path(tmp), database_url=url, auto_migrate=False,
                                 reconcile_interval_s=0)
-            app = create_app(settings, queue=RecordingJobQueue())
+            app = create_app(settings, queue=_NoJobs())
             if args.reference:
                 add_before_routes(app)
             db = app.state.db
@@ -315,5 +314,16 @@ def main() -> None:
         admin.close()
 
 
+class _NoJobs:
+    """A job queue that sends nothing: the benchmark reads boards, it evaluates no run."""
+
+    def enqueue(self, run_id: int, run_token: str, queue: str, countdown_s: float = 0.0) -> None:
+        pass
+
+    def pending_runs(self, queue: str) -> set[int] | None:
+        return None
+
+
 if __name__ == "__main__":
     main()
+

@@ -2,7 +2,7 @@
 
 Nothing connects at import. The engine and storage are built here; migrations, the admin
 bootstrap and the periodic reconciler start with the app's lifespan. Tests pass their own
-settings, a RecordingJobQueue and a clock.
+settings, an in-memory job queue and a clock.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from job_queue_fake import RecordingJobQueue
 
 from server.core.db import Database
 from server.models import Competition, Phase, User, utcnow
-from server.services.queue import RecordingJobQueue
 from server.services.users import issue_token, user_for_token
 from submission_api.scoring.records import TaskRecord
 from submission_api.scoring.summary import summarize_run

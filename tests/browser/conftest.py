@@ -16,11 +16,11 @@ import httpx
 import pytest
 from _browser_support import Arena, LiveServer
 from arena_test_services import require_service
+from job_queue_fake import RecordingJobQueue
 
 from server.app import create_app
 from server.core.config import Settings
 from server.core.db import upgrade_database
-from server.services.queue import RecordingJobQueue
 
 CHROMIUM = Path(os.environ.get("ARENA_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from arena_test_services import require_service
 from fastapi.testclient import TestClient
+from job_queue_fake import RecordingJobQueue
 from sqlalchemy import select
 
 from server.app import create_app, reconcile_policy
 from server.core.config import Settings
 from server.core.db import upgrade_database
 from server.models import Submission
-from server.services.queue import RecordingJobQueue
 from server.services.reconcile import reconcile
 from starting_kit.commands.remote_client import ArenaClient, RemoteError, bundle_request, submit
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from job_queue_fake import RecordingJobQueue
 
 from server.app import create_app
 from server.core.config import Settings
 from server.core.db import Database
-from server.services.queue import RecordingJobQueue
 
 MODEL = b"class MyMetaLearner: ...\nclass MyLearner: ...\n"
 

@@ -32,9 +32,10 @@ def api_operations() -> list[tuple[str, str]]:
     import tempfile
     from pathlib import Path
 
+    from job_queue_fake import RecordingJobQueue
+
     from server.app import create_app
     from server.core.config import Settings
-    from server.services.queue import RecordingJobQueue
 
     folder = Path(tempfile.mkdtemp(prefix="arena-openapi-"))
     app = create_app(Settings(data_dir=folder, reconcile_interval_s=0), queue=RecordingJobQueue())

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
+from job_queue_fake import RecordingJobQueue
 
 from server.core.config import Settings
 from server.core.db import Database
 from server.models import Competition, Phase, User
-from server.services.queue import RecordingJobQueue
 from server.services.users import issue_token
 
 MODEL = b"class MyMetaLearner: ...\nclass MyLearner: ...\n"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from _server_support import Clock, Env
 from fastapi.testclient import TestClient
+from job_queue_fake import RecordingJobQueue
 
 from server.app import create_app
 from server.core.config import Settings
 from server.core.db import upgrade_database
-from server.services.queue import RecordingJobQueue
 
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = ("task_results, runs, submissions, participations, datasets, phases, competitions, "

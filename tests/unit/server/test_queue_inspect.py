@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.services.queue import CeleryJobQueue, RecordingJobQueue
+from job_queue_fake import RecordingJobQueue
+
+from server.services.queue import CeleryJobQueue
 
 
 def test_the_filesystem_broker_lists_the_runs_it_holds(tmp_path: Path) -> None:
