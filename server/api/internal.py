@@ -75,7 +75,7 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
         participant_seed=compute_participant_seed(run), run_index=run.index,
         time_limit_s=phase.time_limit_s,
         resources=RunResources.from_mapping(phase.resources), image=phase.image,
-        data=data.model_dump(),
+        data=data,
         dataset_hashes=data.hashes(),
     )
 

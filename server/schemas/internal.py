@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from server.schemas.competition import PhaseData
 from submission_api.contract.resources import RunResources
 from submission_api.contract.wire import ClaimBody as ClaimRequest
 from submission_api.contract.wire import FinishBody as FinishRequest
@@ -40,7 +41,7 @@ class ClaimedRun(BaseModel):
     time_limit_s: int
     resources: RunResources = Field(description="what the run may use; the sandbox enforces it")
     image: str | None
-    data: dict[str, Any] = Field(description="collection name and datasets per role")
+    data: PhaseData = Field(description="collection name and datasets per role")
     dataset_hashes: list[str]
 
 
