@@ -11,25 +11,19 @@ is why building it logs an error-level warning, and why it is opt-in by configur
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
-from submission_api.contract.evidence import oom_kill_rose, read_oom_kills
-from submission_api.log_text import read_head_tail
+from submission_api.runner.limited import run_limited
 from worker.pipeline.execute import ExecutionRequest, ExecutionResult, Executor, run_two_stages
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.2
 WARNING = ("UNSANDBOXED LOCAL MODE: submissions run as plain processes of the worker's user, "
            "with no isolation. Use it for trusted code only; install Docker for anything else.")
 
@@ -72,48 +66,19 @@ def run_local(request: ExecutionRequest, cancel: threading.Event,
 
 def run_command(command: list[str], request: ExecutionRequest, cancel: threading.Event,
                 home: Path | None = None) -> ExecutionResult:
-    """Run `command` in the submission folder under the request's wall-clock limit."""
+    """Run `command` in the submission folder under the request's wall-clock limit
+    (`submission_api.runner.limited.run_limited`, as `arena run` does)."""
     with tempfile.TemporaryDirectory(prefix="arena-local-") as scratch:
-        scratch_dir = Path(scratch)
-        out_path, err_path = scratch_dir / "stdout", scratch_dir / "stderr"
         if home is None:
-            home = scratch_dir / "home"
+            home = Path(scratch) / "home"
             home.mkdir()
-        oom_before = read_oom_kills()
-        started = time.monotonic()
-        with out_path.open("wb") as out, err_path.open("wb") as err:
-            process = subprocess.Popen(
-                command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                cwd=request.submission_dir, env=build_environment(request, home),
-                start_new_session=True)  # its own group, so children die with it
-            timed_out = _wait(process, request.time_limit_s, cancel, started)
-        wall = time.monotonic() - started
-        stdout, stdout_cut = read_head_tail(out_path, request.log_cap_bytes)
-        stderr, stderr_cut = read_head_tail(err_path, request.log_cap_bytes)
-    # No memory limit is enforced here, but the host's OOM killer may still end the run: only
-    # its count in our cgroup says so, never the signal alone.
-    oom = oom_kill_rose(oom_before, read_oom_kills())
-    return ExecutionResult(exit_code=process.returncode, oom_killed=oom, timed_out=timed_out,
-                           wall_time_s=wall, stdout=stdout, stderr=stderr,
-                           stdout_truncated=stdout_cut, stderr_truncated=stderr_cut)
-
-
-def _wait(process: subprocess.Popen, limit_s: float, cancel: threading.Event,
-          started: float) -> bool:
-    """Wait for exit; kill the group on timeout or cancel. Returns whether the limit was hit."""
-    while True:
-        try:
-            process.wait(timeout=POLL_S)
-            return False
-        except subprocess.TimeoutExpired:
-            pass
-        expired = time.monotonic() - started > limit_s
-        if expired or cancel.is_set():
-            _kill_group(process)
-            return expired
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):  # already gone
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+        # No memory limit is enforced here, but the host's OOM killer may still end the run:
+        # only its count in our cgroup says so (`oom_killed`), never the signal alone.
+        ran = run_limited(command, env=build_environment(request, home),
+                          time_limit_s=request.time_limit_s,
+                          log_cap_bytes=request.log_cap_bytes, cwd=request.submission_dir,
+                          cancel=cancel)
+    return ExecutionResult(exit_code=ran.exit_code, oom_killed=ran.oom_killed,
+                           timed_out=ran.timed_out, wall_time_s=ran.seconds, stdout=ran.stdout,
+                           stderr=ran.stderr, stdout_truncated=ran.stdout_truncated,
+                           stderr_truncated=ran.stderr_truncated)

@@ -13,22 +13,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from submission_api.contract.evidence import oom_kill_rose, read_oom_kills
 from submission_api.contract.record import ResultRecord, exit_status
 from submission_api.contract.states import RunState
 from submission_api.contract.verdict import Verdict, VerdictKind, decide_verdict, from_failure
 from submission_api.data import load_collection
-from submission_api.log_text import HeadTailBuffer
 from submission_api.protocols import ProtocolParams
+from submission_api.runner.limited import run_limited
 from submission_api.runner.prepare import prepare_run
 from submission_api.runner.progress import ProgressView
 from submission_api.runner.scorer import (
@@ -77,19 +71,13 @@ LOG_CAP_BYTES = 1 << 20
 keeps head and tail (`submission_api.log_text`), so a flood cannot fill the disk."""
 
 
-def _pump(stream: IO[bytes], kept: HeadTailBuffer) -> None:
-    for chunk in iter(lambda: stream.read(1 << 16), b""):
-        kept.append(chunk)
-
-
 def _run_participant(
     command: list[str], run_dir: Path, time_limit_s: float | None, show_progress: bool,
     extra_env: dict[str, str] | None = None,
 ) -> StageRun:
-    """Run one stage until it ends or its time limit passes. Its logs, capped to their head
-    and tail, are appended to run_dir/stdout.txt and stderr.txt."""
-    oom_before = read_oom_kills()
-    started = time.monotonic()
+    """Run one stage until it ends or its time limit passes (`runner.limited.run_limited`, as
+    the worker's local mode does). Its logs, capped to their head and tail, are appended to
+    run_dir/stdout.txt and stderr.txt."""
     project_root = str(Path(__file__).resolve().parents[2])
     env = {
         **os.environ,
@@ -98,36 +86,16 @@ def _run_participant(
             p for p in (project_root, os.environ.get("PYTHONPATH", "")) if p
         ),
     }
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    kept = {name: HeadTailBuffer(LOG_CAP_BYTES) for name in ("stdout.txt", "stderr.txt")}
-    streams = (process.stdout, process.stderr)
-    pumps = [threading.Thread(target=_pump, args=(stream, buffer), daemon=True)
-             for stream, buffer in zip(streams, kept.values(), strict=True)]
-    for pump in pumps:
-        pump.start()
     view = ProgressView(run_dir, time_limit_s, enabled=show_progress)
-    timed_out = False
     with view:
-        while process.poll() is None:
-            view.refresh()
-            if time_limit_s is not None and time.monotonic() - started > time_limit_s:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                timed_out = True
-                break
-            time.sleep(0.2)
-        view.refresh()
-    for pump in pumps:
-        pump.join(5.0)  # a leftover holding the pipe open must not hold the run
-    for name, buffer in kept.items():
+        ran = run_limited(command, env=env, time_limit_s=time_limit_s,
+                          log_cap_bytes=LOG_CAP_BYTES, on_poll=view.refresh)
+    for name, text in (("stdout.txt", ran.stdout), ("stderr.txt", ran.stderr)):
         with (run_dir / name).open("a", encoding="utf-8") as log:
-            log.write(buffer.text())
-    stderr = kept["stderr.txt"]
-    return StageRun(process.returncode, timed_out, time.monotonic() - started,
-                    oom_killed=oom_kill_rose(oom_before, read_oom_kills()),
-                    stderr_empty=not stderr.text().strip(),
-                    truncated=any(buffer.truncated for buffer in kept.values()))
+            log.write(text)
+    return StageRun(ran.exit_code, ran.timed_out, ran.seconds, oom_killed=ran.oom_killed,
+                    stderr_empty=not ran.stderr.strip(),
+                    truncated=ran.stdout_truncated or ran.stderr_truncated)
 
 
 def compute_scores_document(scored: ScoredRun, protocol: ProtocolParams) -> dict:
