@@ -29,12 +29,15 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.models.base import Base, UTCDateTime, utcnow
+from submission_api.contract import states as contract_states
+from submission_api.contract.reasons import FailureReason
+from submission_api.contract.states import RunState
 
-RUN_STATES = ("queued", "preparing", "running", "scoring",
-              "finished", "failed", "timed_out", "cancelled")
-ACTIVE_STATES = ("preparing", "running", "scoring")
-TERMINAL_STATES = ("finished", "failed", "timed_out", "cancelled")
-PLATFORM_ERROR = "platform_error"
+# The run contract's states and reason, as the plain strings the columns hold.
+RUN_STATES = tuple(state.value for state in RunState)
+ACTIVE_STATES = tuple(state.value for state in contract_states.ACTIVE_STATES)
+TERMINAL_STATES = tuple(state.value for state in contract_states.TERMINAL_STATES)
+PLATFORM_ERROR = FailureReason.PLATFORM_ERROR.value
 
 
 class Submission(Base):
