@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 
+from submission_api.contract.caps import FAULT_CAP, MESSAGE_CAP
 from worker.client import ClaimedRun, InternalClient, ServerRejectedError, ServerUnavailableError
 from worker.pipeline.score import Outcome
 
 log = logging.getLogger(__name__)
 
-ERROR_CAP = 4000
-DETAIL_CAP = 20_000
+ERROR_CAP = FAULT_CAP
+DETAIL_CAP = MESSAGE_CAP
 
 
 def publish_outcome(client: InternalClient, claimed: ClaimedRun, run_token: str,
