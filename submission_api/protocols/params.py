@@ -18,8 +18,14 @@ concrete values and two phases with equal dicts evaluate identically. Defaults a
 `metric` is what the phase ranks by: "score" (mean normalized accuracy), except id-ood
 (Setlur et al. 2021: BaseGen and NovelGen are two results) — "NovelGen" by default, or "BaseGen"
 or "BaseGen+NovelGen" (their average) — and fewstab (Zheng et al. 2024) — "wAcc-A" by default,
-or "wAcc-gap" (wAcc-R − wAcc-A, lower better). `aggregation` is how R runs become one score
-(`scoring.aggregate`): "per_dataset_min" (MetaDL, default) or "min_of_run_means".
+or "wAcc-gap" (wAcc-R − wAcc-A, lower better; no source ranks by it, see `RANKING_METRICS`).
+`aggregation` is how R runs become one score (`scoring.aggregate`), by default the rule of the
+protocol's source (`DEFAULT_AGGREGATIONS`): cross-domain "min_of_run_means" (NeurIPS'22
+Cross-Domain MetaDL: "the average normalized classification accuracy over all meta-test tasks is
+computed in each run, and the lowest of the three runs is used"); within-domain
+"per_dataset_min" (MetaDL'21: per dataset the minimum of the 3 runs). The sources of fixed,
+meta-dataset, id-ood and fewstab report one evaluation and no rule over runs: they take
+"min_of_run_means", the platform's choice (the score of one actual run).
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -40,6 +46,8 @@ RANKING_METRICS = {"id-ood": ("NovelGen", "BaseGen", "BaseGen+NovelGen"),
 """Ranking metrics a protocol offers, default first; any other protocol ranks by "score"."""
 AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
 """Mirrors `scoring.aggregate.AGGREGATIONS` (checked equal by a test)."""
+DEFAULT_AGGREGATIONS = {"within-domain": "per_dataset_min"}
+"""Each protocol's default rule over runs (module docstring); absent: "min_of_run_means"."""
 FEWSTAB_SHOTS = (1, 5)
 """FewSTAB evaluates 1-shot and 5-shot tasks (Zheng et al. 2024)."""
 
@@ -64,7 +72,7 @@ class ProtocolParams:
     datasets: tuple[str, ...] | None = None  # test datasets; default the 'meta-test' split
     split_seed: int = 0
     metric: str | None = None
-    aggregation: str = "per_dataset_min"
+    aggregation: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in PROTOCOLS:
@@ -82,6 +90,7 @@ class ProtocolParams:
                 )
             self._fill(key, default)
         self._fill("metric", RANKING_METRICS.get(self.name, ("score",))[0])
+        self._fill("aggregation", DEFAULT_AGGREGATIONS.get(self.name, "min_of_run_means"))
         if self.name == "fewstab":
             self._fill("fewstab_n_s", self.n_shots)
             self._fill("fewstab_n_q", self.n_queries)
@@ -153,7 +162,7 @@ def check_protocol_params(params: ProtocolParams) -> None:
     if params.aggregation not in AGGREGATIONS:
         raise ProtocolParamsError(
             f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "
-            "minimum over runs, as MetaDL ranked, or the minimum of the run means)."
+            "minimum over runs, MetaDL'21's rule, or the lowest run mean, NeurIPS'22's rule)."
         )
     if params.name == "fewstab":
         if params.n_shots not in FEWSTAB_SHOTS:

@@ -21,6 +21,20 @@ def test_defaults_are_filled_per_protocol(name, tasks, shape):
     assert (params.n_ways, params.n_shots, params.n_queries) == shape
 
 
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [("cross-domain", "min_of_run_means"), ("within-domain", "per_dataset_min"),
+     ("fixed", "min_of_run_means"), ("meta-dataset", "min_of_run_means"),
+     ("id-ood", "min_of_run_means"), ("fewstab", "min_of_run_means")],
+)
+def test_each_protocol_aggregates_runs_by_its_sources_rule(name, rule):
+    """NeurIPS'22 (cross-domain): "the lowest of the three runs" of run means; MetaDL'21
+    (within-domain): per dataset the minimum of the 3 runs; the others' sources run once."""
+    assert ProtocolParams(name=name).aggregation == rule
+    assert ProtocolParams(name=name, aggregation="per_dataset_min").aggregation == (
+        "per_dataset_min")
+
+
 @pytest.mark.parametrize("shots", [1, 5])
 def test_fewstab_thresholds_are_the_shot_count_and_15_queries(shots):
     """Reference `SpuriousTask(n_s=shots, n_q=15)`: n_s is the task's shot count, not 5."""
