@@ -18,7 +18,8 @@ concrete values and two phases with equal dicts evaluate identically. Defaults a
 `metric` is what the phase ranks by: "score" (mean normalized accuracy), except id-ood
 (Setlur et al. 2021: BaseGen and NovelGen are two results) — "NovelGen" by default, or "BaseGen"
 or "BaseGen+NovelGen" (their average) — and fewstab (Zheng et al. 2024) — "wAcc-A" by default,
-or "wAcc-gap" (wAcc-R − wAcc-A, lower better; no source ranks by it, see `RANKING_METRICS`).
+and only that: the board shows wAcc-R and the gap wAcc-R − wAcc-A beside it, but no phase ranks by
+the gap (`UNRANKABLE_METRICS`).
 `aggregation` is how R runs become one score (`scoring.aggregate`), by default the rule of the
 protocol's source (`DEFAULT_AGGREGATIONS`): cross-domain "min_of_run_means" (NeurIPS'22
 Cross-Domain MetaDL: "the average normalized classification accuracy over all meta-test tasks is
@@ -42,8 +43,14 @@ _SHAPED = {"fixed": (5, 5, 15), "within-domain": (5, 5, 20), "id-ood": (5, 1, 5)
 _TASKS = {"meta-dataset": 600}
 DEFAULT_TASKS_PER_DATASET = 100
 RANKING_METRICS = {"id-ood": ("NovelGen", "BaseGen", "BaseGen+NovelGen"),
-                   "fewstab": ("wAcc-A", "wAcc-gap")}
+                   "fewstab": ("wAcc-A",)}
 """Ranking metrics a protocol offers, default first; any other protocol ranks by "score"."""
+UNRANKABLE_METRICS = {
+    "wAcc-gap": "wAcc-gap (wAcc-R − wAcc-A) has no source (Zheng et al. 2024 rank by wAcc-A) "
+                "and a learner at chance wins it (its gap is about 0); rank by wAcc-A, the "
+                "board shows the gap beside it",
+}
+"""Metrics the board reports but a phase may not rank by, with why."""
 AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
 """Mirrors `scoring.aggregate.AGGREGATIONS` (checked equal by a test)."""
 DEFAULT_AGGREGATIONS = {"within-domain": "per_dataset_min"}
@@ -155,6 +162,11 @@ def check_protocol_params(params: ProtocolParams) -> None:
             "train, test > 0, valid >= 0, summing to 1 (e.g. (0.7, 0.15, 0.15))."
         )
     metrics = RANKING_METRICS.get(params.name, ("score",))
+    if params.metric in UNRANKABLE_METRICS:
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: metric={params.metric!r} cannot rank a phase: "
+            f"{UNRANKABLE_METRICS[params.metric]}; expected one of {metrics}."
+        )
     if params.metric not in metrics:
         raise ProtocolParamsError(
             f"Protocol {params.name!r}: metric={params.metric!r}, expected one of {metrics}."

@@ -8,7 +8,8 @@ remains the same"). The platform derives `test_seed` from a server secret
 (`server.services.seeds`); neither participants nor sandboxes ever see it. For each test dataset
 (and id-ood group) the plan draws disjoint support / query pools once from
 `make_rng(test_seed, "pools", group, dataset)`, then every episode of that dataset from the same
-generator, so no query image appears with its label in any task of the run.
+generator, so no query image appears with its label in any task of the run. FewSTAB is the
+exception (`FEWSTAB_WHOLE_CLASSES`): its tasks draw from whole classes, as the reference does.
 Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
 Meta-dataset keeps exactly `tasks_per_dataset` episodes per dataset (each from one dataset),
 rather than drawing each episode's dataset at random, so per-dataset scores rest on the same
@@ -35,7 +36,7 @@ from submission_api.sampling.meta_dataset import (
     compute_md_query_pool_size,
     sample_meta_dataset_episode,
 )
-from submission_api.sampling.pools import sample_disjoint_pools
+from submission_api.sampling.pools import compute_shared_pools, sample_disjoint_pools
 from submission_api.sampling.seeds import make_rng
 
 if TYPE_CHECKING:
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
 
 CROSS_DOMAIN_QUERIES = 20
 """NeurIPS'22 queries per class; sizes the cross-domain query pools."""
+FEWSTAB_WHOLE_CLASSES = True
+"""FewSTAB tasks (biased and random) draw support and query from the whole class per task, as
+the reference `SpuriousTask` does (support carries a_i, queries lack it: disjoint inside a task).
+Disjoint run pools halve the images each rule may pick from and make 5-shot tasks unreachable
+(sample data: none in 10^6 tries, against ~700 with whole classes). Nothing leaks across tasks:
+each test task runs in a fresh process on a read-only learner, so no task can carry a label it
+saw to another."""
 
 
 def _get(collection: Collection, name: str) -> Any:
@@ -62,10 +70,11 @@ def _test_names(params: ProtocolParams, collection: Collection) -> list[str]:
     if params.datasets is not None:
         return list(params.datasets)
     if params.name == "fewstab":
-        # Attribute-annotated datasets are rare; any of them outside meta-train can be tested.
-        train = set(collection.splits.get("meta-train", []))
+        # Attribute-annotated datasets are rare; any of them outside meta-train and meta-valid
+        # can be tested (a meta-valid one reaches the participant labelled, in that view).
+        seen = set(_split(collection, "meta-train")) | set(_split(collection, "meta-valid"))
         return sorted(n for n, ds in collection.datasets.items()
-                      if ds.attributes is not None and n not in train)
+                      if ds.attributes is not None and n not in seen)
     return _split(collection, "meta-test")
 
 
@@ -90,8 +99,11 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
     """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
     rng = make_rng(seed, "pools", groups[0], ds.name)
     pool_size = compute_md_query_pool_size if params.name == "meta-dataset" else None
-    pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed,
-                                  pool_size)
+    if params.name == "fewstab" and FEWSTAB_WHOLE_CLASSES:
+        pools = compute_shared_pools(ds.labels, len(ds.class_names), allowed)
+    else:
+        pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng,
+                                      allowed, pool_size)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
     index = (compute_fewstab_index(pools, ds.attributes, *thresholds)
@@ -142,8 +154,8 @@ def check_roles(params: ProtocolParams, collection: Collection) -> None:
     if params.name == "within-domain":
         return
     seen = set(_split(collection, "meta-train")) | set(_split(collection, "meta-valid"))
-    tested = set(params.datasets) if params.datasets is not None else set(
-        _split(collection, "meta-test"))
+    tested = set(_test_names(params, collection)) if params.name != "id-ood" else set(
+        params.datasets if params.datasets is not None else _split(collection, "meta-test"))
     both = sorted(seen & tested)
     if both:
         raise ValueError(

@@ -59,6 +59,7 @@ def test_dict_round_trip_through_json(name):
      ({"split_fractions": (0.8, 0.15, 0.15)}, "summing to 1"),
      ({"split_fractions": (0.5, 0.5)}, "expected \\(train, valid, test\\)"),
      ({"name": "fewstab", "n_shots": 3}, r"expected one of \(1, 5\)"),
+     ({"name": "fewstab", "metric": "wAcc-gap"}, "has no source .* a learner at chance wins"),
      ({"name": "fewstab", "n_shots": 5, "fewstab_n_s": 2}, "expected n_s >= n_shots")],
 )
 def test_invalid_values_raise_clear_errors(kwargs, match):
