@@ -27,6 +27,10 @@ computed in each run, and the lowest of the three runs is used"); within-domain
 "per_dataset_min" (MetaDL'21: per dataset the minimum of the 3 runs). The sources of fixed,
 meta-dataset, id-ood and fewstab report one evaluation and no rule over runs: they take
 "min_of_run_means", the platform's choice (the score of one actual run).
+`hierarchical_datasets` (meta-dataset only): the test datasets whose super-categories drive
+Meta-Dataset's bilevel class sampling; default none (flat sampling everywhere). Meta-Dataset
+uses it for Omniglot alone (alphabets; ImageNet's DAG sampling is not implemented here), so a
+super-category column alone does not switch it on.
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -77,6 +81,7 @@ class ProtocolParams:
     fewstab_n_s: int | None = None
     fewstab_n_q: int | None = None
     datasets: tuple[str, ...] | None = None  # test datasets; default the 'meta-test' split
+    hierarchical_datasets: tuple[str, ...] = ()
     split_seed: int = 0
     metric: str | None = None
     aggregation: str | None = None
@@ -104,6 +109,7 @@ class ProtocolParams:
         object.__setattr__(self, "split_fractions", tuple(float(f) for f in self.split_fractions))
         if self.datasets is not None:
             object.__setattr__(self, "datasets", tuple(self.datasets))
+        object.__setattr__(self, "hierarchical_datasets", tuple(self.hierarchical_datasets))
         check_protocol_params(self)
 
     def _fill(self, key: str, default: Any) -> None:
@@ -115,6 +121,7 @@ class ProtocolParams:
         out = asdict(self)
         out["split_fractions"] = list(self.split_fractions)
         out["datasets"] = None if self.datasets is None else list(self.datasets)
+        out["hierarchical_datasets"] = list(self.hierarchical_datasets)
         return out
 
     @classmethod
@@ -128,7 +135,7 @@ class ProtocolParams:
                 f"Protocol parameters {unknown} are unknown; expected keys among {sorted(known)}."
             )
         values = dict(data)
-        for key in ("split_fractions", "datasets"):
+        for key in ("split_fractions", "datasets", "hierarchical_datasets"):
             if isinstance(values.get(key), list):
                 values[key] = tuple(values[key])
         return cls(**values)
@@ -170,6 +177,11 @@ def check_protocol_params(params: ProtocolParams) -> None:
     if params.metric not in metrics:
         raise ProtocolParamsError(
             f"Protocol {params.name!r}: metric={params.metric!r}, expected one of {metrics}."
+        )
+    if params.hierarchical_datasets and params.name != "meta-dataset":
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: hierarchical_datasets={list(params.hierarchical_datasets)}"
+            ", expected none; only 'meta-dataset' samples classes by super-category."
         )
     if params.aggregation not in AGGREGATIONS:
         raise ProtocolParamsError(

@@ -89,7 +89,15 @@ def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, d
     if params.name == "cross-domain":
         return sample_cross_domain_episode(pools, rng, ds.name, group)
     if params.name == "meta-dataset":
-        return sample_meta_dataset_episode(pools, rng, ds.name, ds.super_categories, group)
+        supers = None
+        if ds.name in params.hierarchical_datasets:
+            if ds.super_categories is None:
+                raise ValueError(
+                    f"Dataset {ds.name!r} is listed in hierarchical_datasets but has no "
+                    "super-category column; add one to its labels.csv or drop it from the list."
+                )
+            supers = ds.super_categories
+        return sample_meta_dataset_episode(pools, rng, ds.name, supers, group)
     return sample_fixed_episode(pools, rng, ds.name, params.n_ways, params.n_shots,
                                 params.n_queries, group)
 

@@ -42,8 +42,9 @@ def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
         assert {(e.n_ways, e.n_shots, len(e.query_idx)) for e in episodes} == {(5, 5, 75)}
 
 
-def test_meta_dataset_episodes_stay_in_one_super_category(collection):
-    params = ProtocolParams(name="meta-dataset", tasks_per_dataset=10, datasets=("te1",))
+def test_meta_dataset_episodes_of_a_hierarchical_dataset_stay_in_one_super_category(collection):
+    params = ProtocolParams(name="meta-dataset", tasks_per_dataset=10, datasets=("te1",),
+                            hierarchical_datasets=("te1",))
     supers = collection.datasets["te1"].super_categories
     for e in plan_test_episodes(params, collection, test_seed=0):
         assert len(set(supers[e.class_ids].tolist())) == 1
@@ -188,3 +189,26 @@ def test_every_planned_task_is_checked(collection, monkeypatch):
     monkeypatch.setattr(plans, "sample_fixed_episode", overlapping)
     with pytest.raises(ValueError, match="both support and query"):
         plan_test_episodes(ProtocolParams(name="fixed", tasks_per_dataset=1), collection, 0)
+
+
+def test_bilevel_sampling_only_on_the_datasets_the_phase_marks_hierarchical(collection):
+    """Meta-Dataset samples by super-category for Omniglot alone: a super-category column by
+    itself (te1 has one) leaves sampling flat."""
+    supers = collection.datasets["te1"].super_categories
+
+    def spans(params):
+        return [len(set(supers[e.class_ids].tolist()))
+                for e in plan_test_episodes(params, collection, 4) if e.dataset == "te1"]
+
+    flat = spans(ProtocolParams(name="meta-dataset", tasks_per_dataset=20, datasets=("te1",)))
+    assert max(flat) > 1
+    marked = ProtocolParams(name="meta-dataset", tasks_per_dataset=20, datasets=("te1",),
+                            hierarchical_datasets=("te1",))
+    assert set(spans(marked)) == {1}
+    assert ProtocolParams.from_dict(marked.to_dict()) == marked
+    with pytest.raises(ValueError, match="'te2' is listed in hierarchical_datasets but has no"):
+        plan_test_episodes(ProtocolParams(name="meta-dataset", tasks_per_dataset=1,
+                                          datasets=("te2",), hierarchical_datasets=("te2",)),
+                           collection, 4)
+    with pytest.raises(ValueError, match="only 'meta-dataset' samples classes by super-category"):
+        ProtocolParams(name="cross-domain", hierarchical_datasets=("te1",))
