@@ -31,6 +31,12 @@ meta-dataset, id-ood and fewstab report one evaluation and no rule over runs: th
 Meta-Dataset's bilevel class sampling; default none (flat sampling everywhere). Meta-Dataset
 uses it for Omniglot alone (alphabets; ImageNet's DAG sampling is not implemented here), so a
 super-category column alone does not switch it on.
+`within_domain_variant` (within-domain only, default "collection"): "per-dataset" is the
+NeurIPS'22 paper's within-domain experiment — one dataset split 70/15/15, meta-trained on that
+dataset's training classes alone; name exactly one dataset, one phase per dataset, as MetaDL'21
+ran one child phase per dataset. "collection" (the platform's own design) splits every dataset
+70/15/15 and meta-trains one learner on the training classes of all of them; NeurIPS'21's
+within-domain phase instead reserved half of each dataset's classes.
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -82,6 +88,7 @@ class ProtocolParams:
     fewstab_n_q: int | None = None
     datasets: tuple[str, ...] | None = None  # test datasets; default the 'meta-test' split
     hierarchical_datasets: tuple[str, ...] = ()
+    within_domain_variant: str | None = None
     split_seed: int = 0
     metric: str | None = None
     aggregation: str | None = None
@@ -103,6 +110,8 @@ class ProtocolParams:
             self._fill(key, default)
         self._fill("metric", RANKING_METRICS.get(self.name, ("score",))[0])
         self._fill("aggregation", DEFAULT_AGGREGATIONS.get(self.name, "min_of_run_means"))
+        if self.name == "within-domain":
+            self._fill("within_domain_variant", "collection")
         if self.name == "fewstab":
             self._fill("fewstab_n_s", self.n_shots)
             self._fill("fewstab_n_q", self.n_queries)
@@ -183,6 +192,7 @@ def check_protocol_params(params: ProtocolParams) -> None:
             f"Protocol {params.name!r}: hierarchical_datasets={list(params.hierarchical_datasets)}"
             ", expected none; only 'meta-dataset' samples classes by super-category."
         )
+    _check_within_domain_variant(params)
     if params.aggregation not in AGGREGATIONS:
         raise ProtocolParamsError(
             f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "
@@ -199,3 +209,30 @@ def check_protocol_params(params: ProtocolParams) -> None:
                 f"expected n_s >= n_shots ({params.n_shots}) and n_q >= n_queries "
                 f"({params.n_queries})."
             )
+
+
+WITHIN_DOMAIN_VARIANTS = ("collection", "per-dataset")
+"""How within-domain meta-trains (module docstring): on every dataset's training classes, or on
+the one tested dataset's ('22 paper)."""
+
+
+def _check_within_domain_variant(params: ProtocolParams) -> None:
+    variant = params.within_domain_variant
+    if params.name != "within-domain":
+        if variant is not None:
+            raise ProtocolParamsError(
+                f"Protocol {params.name!r}: within_domain_variant={variant!r}, expected none "
+                "(it is a within-domain parameter)."
+            )
+        return
+    if variant not in WITHIN_DOMAIN_VARIANTS:
+        raise ProtocolParamsError(
+            f"within_domain_variant={variant!r}, expected one of {WITHIN_DOMAIN_VARIANTS}."
+        )
+    if variant == "per-dataset" and (params.datasets is None or len(params.datasets) != 1):
+        raise ProtocolParamsError(
+            f"within_domain_variant='per-dataset' with datasets={params.datasets!r}, expected "
+            "exactly one dataset: it meta-trains on that dataset alone (the NeurIPS'22 paper's "
+            "within-domain setting); create one phase per dataset, as MetaDL'21 ran one child "
+            "phase per dataset."
+        )
