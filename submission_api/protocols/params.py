@@ -37,6 +37,9 @@ dataset's training classes alone; name exactly one dataset, one phase per datase
 ran one child phase per dataset. "collection" (the platform's own design) splits every dataset
 70/15/15 and meta-trains one learner on the training classes of all of them; NeurIPS'21's
 within-domain phase instead reserved half of each dataset's classes.
+`id_ood_novel` (id-ood only, default "cross-dataset"): what NovelGen tests — the meta-test
+datasets (a cross-dataset shift), or "same-benchmark", the paper's novel classes of the
+meta-train datasets, split by `split_fractions` (`protocols.id_ood`).
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -89,6 +92,7 @@ class ProtocolParams:
     datasets: tuple[str, ...] | None = None  # test datasets; default the 'meta-test' split
     hierarchical_datasets: tuple[str, ...] = ()
     within_domain_variant: str | None = None
+    id_ood_novel: str | None = None
     split_seed: int = 0
     metric: str | None = None
     aggregation: str | None = None
@@ -112,6 +116,8 @@ class ProtocolParams:
         self._fill("aggregation", DEFAULT_AGGREGATIONS.get(self.name, "min_of_run_means"))
         if self.name == "within-domain":
             self._fill("within_domain_variant", "collection")
+        if self.name == "id-ood":
+            self._fill("id_ood_novel", "cross-dataset")
         if self.name == "fewstab":
             self._fill("fewstab_n_s", self.n_shots)
             self._fill("fewstab_n_q", self.n_queries)
@@ -193,6 +199,12 @@ def check_protocol_params(params: ProtocolParams) -> None:
             ", expected none; only 'meta-dataset' samples classes by super-category."
         )
     _check_within_domain_variant(params)
+    if (params.id_ood_novel is not None) != (params.name == "id-ood") or (
+            params.id_ood_novel not in (None, "cross-dataset", "same-benchmark")):
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: id_ood_novel={params.id_ood_novel!r}, expected "
+            "'cross-dataset' or 'same-benchmark' for id-ood, none for other protocols."
+        )
     if params.aggregation not in AGGREGATIONS:
         raise ProtocolParamsError(
             f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "

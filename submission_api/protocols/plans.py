@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from submission_api.protocols.fewstab import compute_fewstab_index, sample_fewstab_episode
+from submission_api.protocols.id_ood import plan_id_ood_groups, plan_id_ood_view
 from submission_api.protocols.params import ProtocolParams
-from submission_api.protocols.splits import compute_held_out_images, compute_images_of_classes
+from submission_api.protocols.splits import compute_images_of_classes
 from submission_api.protocols.within_domain import (
     compute_within_domain_splits,
     plan_within_domain_tests,
@@ -140,9 +141,8 @@ def plan_test_episodes(params: ProtocolParams, collection: Collection,
                        test_seed: int) -> list[Episode]:
     """Every test episode of a phase: the same for every run (module docstring: seeding, order).
 
-    Groups: 'test'; id-ood 'BaseGen' (meta-train classes, held-out images only), 'ValGen'
-    (meta-valid datasets), 'NovelGen' (meta-test datasets); fewstab 'fewstab-A' then
-    'fewstab-R' (random tasks of the same shape, same pools) per dataset.
+    Groups: 'test'; id-ood 'BaseGen', 'ValGen', 'NovelGen' (`id_ood`'s docstring); fewstab
+    'fewstab-A' then 'fewstab-R' (random tasks of the same shape, same pools) per dataset.
     """
     seed = _check_seed(test_seed)
     check_roles(params, collection)
@@ -159,8 +159,9 @@ def check_roles(params: ProtocolParams, collection: Collection) -> None:
     Raises:
         ValueError: naming the datasets in two roles.
     """
-    if params.name == "within-domain":
-        return
+    if params.name == "within-domain" or (params.name == "id-ood"
+                                          and params.id_ood_novel == "same-benchmark"):
+        return  # these test classes of seen datasets, never shown to the participant
     seen = set(_split(collection, "meta-train")) | set(_split(collection, "meta-valid"))
     tested = set(_test_names(params, collection)) if params.name != "id-ood" else set(
         params.datasets if params.datasets is not None else _split(collection, "meta-test"))
@@ -211,43 +212,33 @@ def _plan_fewstab(params: ProtocolParams, ds: Any, seed: int,
 
 def _plan_id_ood(params: ProtocolParams, collection: Collection, seed: int) -> list[Episode]:
     episodes: list[Episode] = []
-    for name in _split(collection, "meta-train"):
-        ds = _get(collection, name)
-        held = compute_held_out_images(ds.labels, len(ds.class_names), params.held_out_fraction,
-                                       params.split_seed, name)
-        episodes += _plan_dataset(params, ds, seed, ("BaseGen",), held)
-    for group, split in (("ValGen", "meta-valid"), ("NovelGen", "meta-test")):
-        names = list(params.datasets) if params.datasets and group == "NovelGen" else None
-        for name in names or _split(collection, split):
-            episodes += _plan_dataset(params, _get(collection, name), seed, (group,))
+    for group, name, allowed in plan_id_ood_groups(params, collection):
+        episodes += _plan_dataset(params, _get(collection, name), seed, (group,), allowed)
     return episodes
 
 
 def plan_meta_train_view(params: ProtocolParams, collection: Collection) -> dict[str, np.ndarray]:
     """Dataset name -> sorted image indices the participant may see at meta-train.
 
-    within-domain: the training classes of every dataset; id-ood: the meta-train datasets
-    without their held-out images; otherwise every image of the meta-train datasets.
+    within-domain: the training classes of every dataset; id-ood: `id_ood.plan_id_ood_view`;
+    otherwise every image of the meta-train datasets.
     """
     if params.name == "within-domain":
         return _within_view(params, collection, part=0)
-    view = {}
-    for name in _split(collection, "meta-train"):
-        ds = _get(collection, name)
-        every = np.arange(len(ds.labels), dtype=np.int64)
-        if params.name == "id-ood":
-            held = compute_held_out_images(ds.labels, len(ds.class_names),
-                                           params.held_out_fraction, params.split_seed, name)
-            every = np.setdiff1d(every, held)
-        view[name] = every
-    return view
+    if params.name == "id-ood":
+        return plan_id_ood_view(params, collection, "train")
+    return {name: np.arange(len(_get(collection, name).labels), dtype=np.int64)
+            for name in _split(collection, "meta-train")}
 
 
 def plan_meta_valid_view(params: ProtocolParams, collection: Collection) -> dict[str, np.ndarray]:
     """Dataset name -> image indices for the meta-valid generator: within-domain, the valid
-    classes of every dataset; otherwise every image of the 'meta-valid' datasets (if any)."""
+    classes of every dataset; id-ood: `id_ood.plan_id_ood_view`; otherwise every image of the
+    'meta-valid' datasets (if any)."""
     if params.name == "within-domain":
         return _within_view(params, collection, part=1)
+    if params.name == "id-ood":
+        return plan_id_ood_view(params, collection, "valid")
     return {name: np.arange(len(_get(collection, name).labels), dtype=np.int64)
             for name in _split(collection, "meta-valid")}
 

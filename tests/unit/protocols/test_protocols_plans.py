@@ -212,3 +212,35 @@ def test_bilevel_sampling_only_on_the_datasets_the_phase_marks_hierarchical(coll
                            collection, 4)
     with pytest.raises(ValueError, match="only 'meta-dataset' samples classes by super-category"):
         ProtocolParams(name="cross-domain", hierarchical_datasets=("te1",))
+
+
+def test_id_ood_same_benchmark_novelgen_tests_novel_classes_of_the_meta_train_datasets():
+    """Setlur et al.'s NovelGen: novel classes of the same benchmark. The default NovelGen
+    (meta-test datasets) is a cross-dataset shift."""
+    from protocol_fakes import build_dataset
+
+    from submission_api.data.collection import Collection
+    from submission_api.protocols.splits import compute_within_domain_split
+
+    bench = Collection(name="b", datasets={"big": build_dataset("big", [40] * 40),
+                                           "other": build_dataset("other", [40] * 10)},
+                       splits={"meta-train": ["big"], "meta-test": ["other"]})
+    assert ProtocolParams(name="id-ood").id_ood_novel == "cross-dataset"
+    params = ProtocolParams(name="id-ood", id_ood_novel="same-benchmark", tasks_per_dataset=3,
+                            split_fractions=(0.5, 0.25, 0.25), split_seed=2)
+    train_c, valid_c, test_c = compute_within_domain_split(40, (0.5, 0.25, 0.25), 2, "big")
+    labels = bench.datasets["big"].labels
+    train_view = plan_meta_train_view(params, bench)["big"]
+    assert set(np.unique(labels[train_view]).tolist()) == set(train_c.tolist())
+    assert set(np.unique(labels[plan_meta_valid_view(params, bench)["big"]]).tolist()) == set(
+        valid_c.tolist())
+    groups = {}
+    for e in plan_test_episodes(params, bench, test_seed=5):
+        groups.setdefault(e.group, set()).update(e.class_ids.tolist())
+        assert e.dataset == "big"
+        assert not np.isin(np.concatenate([e.support_idx, e.query_idx]), train_view).any()
+    assert groups["BaseGen"] <= set(train_c.tolist())
+    assert groups["ValGen"] <= set(valid_c.tolist())
+    assert groups["NovelGen"] <= set(test_c.tolist())
+    with pytest.raises(ValueError, match="'cross-dataset' or 'same-benchmark' for id-ood"):
+        ProtocolParams(name="fixed", id_ood_novel="same-benchmark")
