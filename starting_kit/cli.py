@@ -56,9 +56,10 @@ def run_command(
     shots: int | None = typer.Option(None, help="k shots (fixed-shape protocols)."),
     queries: int | None = typer.Option(None, help="Queries per class (fixed-shape protocols)."),
     metric: str | None = typer.Option(None, help="Ranking metric (id-ood: NovelGen, BaseGen, "
-                                      "BaseGen+NovelGen; fewstab: wAcc-A, wAcc-gap)."),
+                                      "BaseGen+NovelGen; fewstab: wAcc-A)."),
     aggregation: str | None = typer.Option(
-        None, help="Over runs: per_dataset_min (MetaDL, default) or min_of_run_means."),
+        None, help="Over runs: min_of_run_means (NeurIPS'22) or per_dataset_min "
+        "(MetaDL'21); default: the protocol's source's rule."),
     runs: int | None = typer.Option(
         None, min=1, help="Runs, on the same test tasks with participant seeds 0..R-1 "
         "(default 1, or the file's runs_per_submission)."),

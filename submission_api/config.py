@@ -2,10 +2,12 @@
 reads it, so that a zip written for that kit behaves the same here.
 
 Keys (all optional): `train_data_format` ('task' | 'batch'), `batch_size`, `validation_datasets`
-(how many meta-train datasets feed the meta-valid generator; None: no meta-valid generator),
+(how many meta-train datasets feed the meta-valid generator; null or 0: no meta-valid generator),
 `train_config` / `valid_config` (`N, min_N, max_N, k, min_k, max_k, query_images_per_class`;
 `None` ways or shots mean 'any in min..max'). As in the kit, a given `train_config` updates the
-defaults key by key. Unknown keys are warned about, bad values raise `ConfigError`.
+defaults key by key. Unknown keys are warned about, bad values raise `ConfigError`. Accepted and
+refused as the kit's `CompetitionDataLoader` checks them: N >= 2, min_N >= 1, min_N <= max_N,
+k >= 1, min_k >= 1, min_k <= max_k, query_images_per_class <= 20 (`MAX_QUERIES`).
 Plain dataclasses (no pydantic): this module runs in the minimal sandbox image.
 """
 
@@ -35,6 +37,10 @@ DEFAULT_VALID_CONFIG: dict[str, int | None] = {
 }
 """The kit's meta-valid tasks mirror its meta-test tasks: N ~ U{2..20}, k ~ U{1..20}, 20 queries."""
 
+MAX_QUERIES = 20
+"""The kit refuses `query_images_per_class > 20` ("query_size cannot be greater than 20"): its
+datasets have 40 images per class, and the test tasks ask 20."""
+
 TOP_LEVEL_KEYS = ("train_data_format", "batch_size", "validation_datasets", "train_config",
                   "valid_config")
 
@@ -59,8 +65,8 @@ class GeneratorConfig:
         """The sampler's TaskShape (unused bounds filled with the kit's 2..20 / 1..20)."""
         return TaskShape(
             n_ways=self.N,
-            min_ways=self.min_N if self.N is None else max(2, self.N),
-            max_ways=self.max_N if self.N is None else max(2, self.N),
+            min_ways=self.min_N if self.N is None else self.N,
+            max_ways=self.max_N if self.N is None else self.N,
             n_shots=self.k,
             min_shots=self.min_k if self.k is None else self.k,
             max_shots=self.max_k if self.k is None else self.k,
@@ -70,7 +76,7 @@ class GeneratorConfig:
 
 @dataclass(frozen=True)
 class SubmissionConfig:
-    """The parsed config.json. `validation_datasets=None` means no meta-valid generator."""
+    """The parsed config.json. `validation_datasets` None or 0 means no meta-valid generator."""
 
     train_data_format: str = "task"
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -107,9 +113,14 @@ def parse_generator_config(where: str, user: Any, defaults: Mapping[str, Any]) -
         warnings.warn(f"config.json {where}.{key} is not a known key (known: {sorted(defaults)})"
                       "; it is ignored.", UserWarning, stacklevel=3)
     merged = {**defaults, **{k: v for k, v in user.items() if k in defaults}}
-    for key, least in (("N", 2), ("min_N", 2), ("max_N", 2), ("k", 1), ("min_k", 1),
+    for key, least in (("N", 2), ("min_N", 1), ("max_N", 1), ("k", 1), ("min_k", 1),
                        ("max_k", 1), ("query_images_per_class", 1)):
         _check_int(f"{where}.{key}", merged[key], least, key != "query_images_per_class")
+    if merged["query_images_per_class"] > MAX_QUERIES:
+        raise ConfigError(
+            f"config.json {where}.query_images_per_class is {merged['query_images_per_class']}, "
+            f"expected at most {MAX_QUERIES} (as the NeurIPS'22 kit); fix it in your config.json."
+        )
     for name, low, high in (("N", "min_N", "max_N"), ("k", "min_k", "max_k")):
         _check_range(where, name, merged, low, high, user)
     return GeneratorConfig(**merged)
@@ -145,7 +156,7 @@ def parse_submission_config(data: Mapping[str, Any] | None) -> SubmissionConfig:
     batch_size = data.get("batch_size", DEFAULT_BATCH_SIZE)
     _check_int("batch_size", batch_size, 1, allow_none=False)
     validation = data.get("validation_datasets")
-    _check_int("validation_datasets", validation, 1, allow_none=True)
+    _check_int("validation_datasets", validation, 0, allow_none=True)
     return SubmissionConfig(
         train_data_format=fmt,
         batch_size=batch_size,

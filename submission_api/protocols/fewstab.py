@@ -20,7 +20,17 @@ The reference's rules, step by step (`SpuriousTask.analyze_attributes` and `.gen
 Adaptations to the platform: counts are taken in the run's disjoint pools (support images in the
 support pool, queries in the query pool) so no query image is ever a support image; attribute
 and class lists are sorted (the reference iterates Python sets); ties of the score keep image
-order (stable sort); the reference retries forever, here `MAX_TRIES` then a clear error.
+order (stable sort); the reference retries forever, here a bounded search (below).
+
+Bounded search, same tasks in distribution: the reference restarts on any failure, so its task
+is its first success, and a draw of attributes that no assignment of distinct classes can serve
+(way i needs a class eligible for a_i and for another selected attribute) never succeeds. Such
+draws are recognised at once by a matching check (`can_assign_classes`) and redrawn without a
+try (at most `MAX_ATTRIBUTE_DRAWS`); this removes only zero-probability paths, so the accepted
+tasks keep the reference's distribution while 5-shot tasks, whose eligible classes are few,
+become reachable (on the sample data's spurious domain without the check, none in 10^6 tries;
+with it, a few hundred tries). Tries that reach the support and query rules are bounded by
+`MAX_TRIES`; a dataset exhausting either bound fails with a clear error.
 """
 
 from __future__ import annotations
@@ -39,8 +49,11 @@ QUERY_FAILURES_BEFORE_ANY = 5
 a_i)."""
 SCORE_EPSILON = 1e-10
 """Reference: `np.log(E * p + 1e-10)`."""
-MAX_TRIES = 2000
-"""The reference loops until a task succeeds; a dataset that never allows one fails here."""
+MAX_TRIES = 20_000
+"""Tries through the support and query rules per task (the reference loops until one
+succeeds); on the sample data a 5-shot task takes a few hundred, a 1-shot one about 300."""
+MAX_ATTRIBUTE_DRAWS = 1_000_000
+"""Attribute draws per task that `can_assign_classes` may reject (a microsecond-scale check)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,28 @@ def compute_fewstab_index(
                 classes_of.setdefault(a, []).append(c)
     return FewstabIndex(tuple(sorted(classes_of)), {a: tuple(v) for a, v in classes_of.items()},
                         tuple(vocabulary))
+
+
+def can_assign_classes(index: FewstabIndex, selected: Sequence[str]) -> bool:
+    """True when every way i can get its own class, distinct from the others', eligible for
+    `selected[i]` and for another selected attribute (a bipartite matching, Kuhn's algorithm);
+    False means the reference's retries of this draw can never succeed."""
+    options = []
+    for i, own in enumerate(selected):
+        others = {c for j, b in enumerate(selected) if j != i for c in index.classes_of[b]}
+        options.append(sorted(set(index.classes_of[own]) & others))
+    owner: dict[int, int] = {}
+
+    def place(i: int, seen: set[int]) -> bool:
+        for c in options[i]:
+            if c not in seen:
+                seen.add(c)
+                if c not in owner or place(owner[c], seen):
+                    owner[c] = i
+                    return True
+        return False
+
+    return all(place(i, set()) for i in range(len(selected)))
 
 
 def compute_query_scores(indicators: np.ndarray) -> np.ndarray:
@@ -164,9 +199,22 @@ def sample_fewstab_episode(
             f">= n_ways={n_ways}; lower n_ways or use a dataset with more attribute annotations."
         )
     state = _Thresholds()
+    draws = 0
     for tries in range(1, MAX_TRIES + 1):
-        picked = rng.choice(len(index.attributes), n_ways, replace=False)
-        selected = [index.attributes[k] for k in picked.tolist()]
+        while True:
+            draws += 1
+            if draws > MAX_ATTRIBUTE_DRAWS:
+                raise ValueError(
+                    f"Dataset {dataset!r}: in {MAX_ATTRIBUTE_DRAWS} draws of {n_ways} of its "
+                    f"{len(index.attributes)} eligible attributes, {tries - 1} could be served "
+                    f"by {n_ways} distinct classes each eligible for its attribute and another "
+                    f"drawn one (n_s={n_s}, n_q={n_q}); lower n_ways or n_shots, or use a "
+                    "dataset with more attribute annotations."
+                )
+            picked = rng.choice(len(index.attributes), n_ways, replace=False)
+            selected = [index.attributes[k] for k in picked.tolist()]
+            if can_assign_classes(index, selected):
+                break
         ways: list[tuple[int, np.ndarray, np.ndarray]] = []
         for i in range(n_ways):
             way = _draw_way(pools, attributes, index, selected, i, [w[0] for w in ways],

@@ -18,8 +18,28 @@ concrete values and two phases with equal dicts evaluate identically. Defaults a
 `metric` is what the phase ranks by: "score" (mean normalized accuracy), except id-ood
 (Setlur et al. 2021: BaseGen and NovelGen are two results) — "NovelGen" by default, or "BaseGen"
 or "BaseGen+NovelGen" (their average) — and fewstab (Zheng et al. 2024) — "wAcc-A" by default,
-or "wAcc-gap" (wAcc-R − wAcc-A, lower better). `aggregation` is how R runs become one score
-(`scoring.aggregate`): "per_dataset_min" (MetaDL, default) or "min_of_run_means".
+and only that: the board shows wAcc-R and the gap wAcc-R − wAcc-A beside it, but no phase ranks by
+the gap (`UNRANKABLE_METRICS`).
+`aggregation` is how R runs become one score (`scoring.aggregate`), by default the rule of the
+protocol's source (`DEFAULT_AGGREGATIONS`): cross-domain "min_of_run_means" (NeurIPS'22
+Cross-Domain MetaDL: "the average normalized classification accuracy over all meta-test tasks is
+computed in each run, and the lowest of the three runs is used"); within-domain
+"per_dataset_min" (MetaDL'21: per dataset the minimum of the 3 runs). The sources of fixed,
+meta-dataset, id-ood and fewstab report one evaluation and no rule over runs: they take
+"min_of_run_means", the platform's choice (the score of one actual run).
+`hierarchical_datasets` (meta-dataset only): the test datasets whose super-categories drive
+Meta-Dataset's bilevel class sampling; default none (flat sampling everywhere). Meta-Dataset
+uses it for Omniglot alone (alphabets; ImageNet's DAG sampling is not implemented here), so a
+super-category column alone does not switch it on.
+`within_domain_variant` (within-domain only, default "collection"): "per-dataset" is the
+NeurIPS'22 paper's within-domain experiment — one dataset split 70/15/15, meta-trained on that
+dataset's training classes alone; name exactly one dataset, one phase per dataset, as MetaDL'21
+ran one child phase per dataset. "collection" (the platform's own design) splits every dataset
+70/15/15 and meta-trains one learner on the training classes of all of them; NeurIPS'21's
+within-domain phase instead reserved half of each dataset's classes.
+`id_ood_novel` (id-ood only, default "cross-dataset"): what NovelGen tests — the meta-test
+datasets (a cross-dataset shift), or "same-benchmark", the paper's novel classes of the
+meta-train datasets, split by `split_fractions` (`protocols.id_ood`).
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -36,10 +56,18 @@ _SHAPED = {"fixed": (5, 5, 15), "within-domain": (5, 5, 20), "id-ood": (5, 1, 5)
 _TASKS = {"meta-dataset": 600}
 DEFAULT_TASKS_PER_DATASET = 100
 RANKING_METRICS = {"id-ood": ("NovelGen", "BaseGen", "BaseGen+NovelGen"),
-                   "fewstab": ("wAcc-A", "wAcc-gap")}
+                   "fewstab": ("wAcc-A",)}
 """Ranking metrics a protocol offers, default first; any other protocol ranks by "score"."""
+UNRANKABLE_METRICS = {
+    "wAcc-gap": "wAcc-gap (wAcc-R − wAcc-A) has no source (Zheng et al. 2024 rank by wAcc-A) "
+                "and a learner at chance wins it (its gap is about 0); rank by wAcc-A, the "
+                "board shows the gap beside it",
+}
+"""Metrics the board reports but a phase may not rank by, with why."""
 AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
 """Mirrors `scoring.aggregate.AGGREGATIONS` (checked equal by a test)."""
+DEFAULT_AGGREGATIONS = {"within-domain": "per_dataset_min"}
+"""Each protocol's default rule over runs (module docstring); absent: "min_of_run_means"."""
 FEWSTAB_SHOTS = (1, 5)
 """FewSTAB evaluates 1-shot and 5-shot tasks (Zheng et al. 2024)."""
 
@@ -62,9 +90,12 @@ class ProtocolParams:
     fewstab_n_s: int | None = None
     fewstab_n_q: int | None = None
     datasets: tuple[str, ...] | None = None  # test datasets; default the 'meta-test' split
+    hierarchical_datasets: tuple[str, ...] = ()
+    within_domain_variant: str | None = None
+    id_ood_novel: str | None = None
     split_seed: int = 0
     metric: str | None = None
-    aggregation: str = "per_dataset_min"
+    aggregation: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in PROTOCOLS:
@@ -82,12 +113,18 @@ class ProtocolParams:
                 )
             self._fill(key, default)
         self._fill("metric", RANKING_METRICS.get(self.name, ("score",))[0])
+        self._fill("aggregation", DEFAULT_AGGREGATIONS.get(self.name, "min_of_run_means"))
+        if self.name == "within-domain":
+            self._fill("within_domain_variant", "collection")
+        if self.name == "id-ood":
+            self._fill("id_ood_novel", "cross-dataset")
         if self.name == "fewstab":
             self._fill("fewstab_n_s", self.n_shots)
             self._fill("fewstab_n_q", self.n_queries)
         object.__setattr__(self, "split_fractions", tuple(float(f) for f in self.split_fractions))
         if self.datasets is not None:
             object.__setattr__(self, "datasets", tuple(self.datasets))
+        object.__setattr__(self, "hierarchical_datasets", tuple(self.hierarchical_datasets))
         check_protocol_params(self)
 
     def _fill(self, key: str, default: Any) -> None:
@@ -99,6 +136,7 @@ class ProtocolParams:
         out = asdict(self)
         out["split_fractions"] = list(self.split_fractions)
         out["datasets"] = None if self.datasets is None else list(self.datasets)
+        out["hierarchical_datasets"] = list(self.hierarchical_datasets)
         return out
 
     @classmethod
@@ -112,7 +150,7 @@ class ProtocolParams:
                 f"Protocol parameters {unknown} are unknown; expected keys among {sorted(known)}."
             )
         values = dict(data)
-        for key in ("split_fractions", "datasets"):
+        for key in ("split_fractions", "datasets", "hierarchical_datasets"):
             if isinstance(values.get(key), list):
                 values[key] = tuple(values[key])
         return cls(**values)
@@ -146,14 +184,31 @@ def check_protocol_params(params: ProtocolParams) -> None:
             "train, test > 0, valid >= 0, summing to 1 (e.g. (0.7, 0.15, 0.15))."
         )
     metrics = RANKING_METRICS.get(params.name, ("score",))
+    if params.metric in UNRANKABLE_METRICS:
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: metric={params.metric!r} cannot rank a phase: "
+            f"{UNRANKABLE_METRICS[params.metric]}; expected one of {metrics}."
+        )
     if params.metric not in metrics:
         raise ProtocolParamsError(
             f"Protocol {params.name!r}: metric={params.metric!r}, expected one of {metrics}."
         )
+    if params.hierarchical_datasets and params.name != "meta-dataset":
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: hierarchical_datasets={list(params.hierarchical_datasets)}"
+            ", expected none; only 'meta-dataset' samples classes by super-category."
+        )
+    _check_within_domain_variant(params)
+    if (params.id_ood_novel is not None) != (params.name == "id-ood") or (
+            params.id_ood_novel not in (None, "cross-dataset", "same-benchmark")):
+        raise ProtocolParamsError(
+            f"Protocol {params.name!r}: id_ood_novel={params.id_ood_novel!r}, expected "
+            "'cross-dataset' or 'same-benchmark' for id-ood, none for other protocols."
+        )
     if params.aggregation not in AGGREGATIONS:
         raise ProtocolParamsError(
             f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "
-            "minimum over runs, as MetaDL ranked, or the minimum of the run means)."
+            "minimum over runs, MetaDL'21's rule, or the lowest run mean, NeurIPS'22's rule)."
         )
     if params.name == "fewstab":
         if params.n_shots not in FEWSTAB_SHOTS:
@@ -166,3 +221,30 @@ def check_protocol_params(params: ProtocolParams) -> None:
                 f"expected n_s >= n_shots ({params.n_shots}) and n_q >= n_queries "
                 f"({params.n_queries})."
             )
+
+
+WITHIN_DOMAIN_VARIANTS = ("collection", "per-dataset")
+"""How within-domain meta-trains (module docstring): on every dataset's training classes, or on
+the one tested dataset's ('22 paper)."""
+
+
+def _check_within_domain_variant(params: ProtocolParams) -> None:
+    variant = params.within_domain_variant
+    if params.name != "within-domain":
+        if variant is not None:
+            raise ProtocolParamsError(
+                f"Protocol {params.name!r}: within_domain_variant={variant!r}, expected none "
+                "(it is a within-domain parameter)."
+            )
+        return
+    if variant not in WITHIN_DOMAIN_VARIANTS:
+        raise ProtocolParamsError(
+            f"within_domain_variant={variant!r}, expected one of {WITHIN_DOMAIN_VARIANTS}."
+        )
+    if variant == "per-dataset" and (params.datasets is None or len(params.datasets) != 1):
+        raise ProtocolParamsError(
+            f"within_domain_variant='per-dataset' with datasets={params.datasets!r}, expected "
+            "exactly one dataset: it meta-trains on that dataset alone (the NeurIPS'22 paper's "
+            "within-domain setting); create one phase per dataset, as MetaDL'21 ran one child "
+            "phase per dataset."
+        )

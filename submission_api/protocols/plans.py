@@ -8,7 +8,8 @@ remains the same"). The platform derives `test_seed` from a server secret
 (`server.services.seeds`); neither participants nor sandboxes ever see it. For each test dataset
 (and id-ood group) the plan draws disjoint support / query pools once from
 `make_rng(test_seed, "pools", group, dataset)`, then every episode of that dataset from the same
-generator, so no query image appears with its label in any task of the run.
+generator, so no query image appears with its label in any task of the run. FewSTAB is the
+exception (`FEWSTAB_WHOLE_CLASSES`): its tasks draw from whole classes, as the reference does.
 Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
 Meta-dataset keeps exactly `tasks_per_dataset` episodes per dataset (each from one dataset),
 rather than drawing each episode's dataset at random, so per-dataset scores rest on the same
@@ -22,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from submission_api.protocols.fewstab import compute_fewstab_index, sample_fewstab_episode
+from submission_api.protocols.id_ood import plan_id_ood_groups, plan_id_ood_view
 from submission_api.protocols.params import ProtocolParams
-from submission_api.protocols.splits import compute_held_out_images, compute_images_of_classes
+from submission_api.protocols.splits import compute_images_of_classes
 from submission_api.protocols.within_domain import (
     compute_within_domain_splits,
     plan_within_domain_tests,
@@ -35,7 +37,7 @@ from submission_api.sampling.meta_dataset import (
     compute_md_query_pool_size,
     sample_meta_dataset_episode,
 )
-from submission_api.sampling.pools import sample_disjoint_pools
+from submission_api.sampling.pools import compute_shared_pools, sample_disjoint_pools
 from submission_api.sampling.seeds import make_rng
 
 if TYPE_CHECKING:
@@ -43,6 +45,13 @@ if TYPE_CHECKING:
 
 CROSS_DOMAIN_QUERIES = 20
 """NeurIPS'22 queries per class; sizes the cross-domain query pools."""
+FEWSTAB_WHOLE_CLASSES = True
+"""FewSTAB tasks (biased and random) draw support and query from the whole class per task, as
+the reference `SpuriousTask` does (support carries a_i, queries lack it: disjoint inside a task).
+Disjoint run pools halve the images each rule may pick from and make 5-shot tasks unreachable
+(sample data: none in 10^6 tries, against ~700 with whole classes). Nothing leaks across tasks:
+each test task runs in a fresh process on a read-only learner, so no task can carry a label it
+saw to another."""
 
 
 def _get(collection: Collection, name: str) -> Any:
@@ -62,10 +71,11 @@ def _test_names(params: ProtocolParams, collection: Collection) -> list[str]:
     if params.datasets is not None:
         return list(params.datasets)
     if params.name == "fewstab":
-        # Attribute-annotated datasets are rare; any of them outside meta-train can be tested.
-        train = set(collection.splits.get("meta-train", []))
+        # Attribute-annotated datasets are rare; any of them outside meta-train and meta-valid
+        # can be tested (a meta-valid one reaches the participant labelled, in that view).
+        seen = set(_split(collection, "meta-train")) | set(_split(collection, "meta-valid"))
         return sorted(n for n, ds in collection.datasets.items()
-                      if ds.attributes is not None and n not in train)
+                      if ds.attributes is not None and n not in seen)
     return _split(collection, "meta-test")
 
 
@@ -80,7 +90,15 @@ def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, d
     if params.name == "cross-domain":
         return sample_cross_domain_episode(pools, rng, ds.name, group)
     if params.name == "meta-dataset":
-        return sample_meta_dataset_episode(pools, rng, ds.name, ds.super_categories, group)
+        supers = None
+        if ds.name in params.hierarchical_datasets:
+            if ds.super_categories is None:
+                raise ValueError(
+                    f"Dataset {ds.name!r} is listed in hierarchical_datasets but has no "
+                    "super-category column; add one to its labels.csv or drop it from the list."
+                )
+            supers = ds.super_categories
+        return sample_meta_dataset_episode(pools, rng, ds.name, supers, group)
     return sample_fixed_episode(pools, rng, ds.name, params.n_ways, params.n_shots,
                                 params.n_queries, group)
 
@@ -90,8 +108,11 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
     """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
     rng = make_rng(seed, "pools", groups[0], ds.name)
     pool_size = compute_md_query_pool_size if params.name == "meta-dataset" else None
-    pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed,
-                                  pool_size)
+    if params.name == "fewstab" and FEWSTAB_WHOLE_CLASSES:
+        pools = compute_shared_pools(ds.labels, len(ds.class_names), allowed)
+    else:
+        pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng,
+                                      allowed, pool_size)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
     index = (compute_fewstab_index(pools, ds.attributes, *thresholds)
@@ -120,9 +141,8 @@ def plan_test_episodes(params: ProtocolParams, collection: Collection,
                        test_seed: int) -> list[Episode]:
     """Every test episode of a phase: the same for every run (module docstring: seeding, order).
 
-    Groups: 'test'; id-ood 'BaseGen' (meta-train classes, held-out images only), 'ValGen'
-    (meta-valid datasets), 'NovelGen' (meta-test datasets); fewstab 'fewstab-A' then
-    'fewstab-R' (random tasks of the same shape, same pools) per dataset.
+    Groups: 'test'; id-ood 'BaseGen', 'ValGen', 'NovelGen' (`id_ood`'s docstring); fewstab
+    'fewstab-A' then 'fewstab-R' (random tasks of the same shape, same pools) per dataset.
     """
     seed = _check_seed(test_seed)
     check_roles(params, collection)
@@ -139,11 +159,12 @@ def check_roles(params: ProtocolParams, collection: Collection) -> None:
     Raises:
         ValueError: naming the datasets in two roles.
     """
-    if params.name == "within-domain":
-        return
+    if params.name == "within-domain" or (params.name == "id-ood"
+                                          and params.id_ood_novel == "same-benchmark"):
+        return  # these test classes of seen datasets, never shown to the participant
     seen = set(_split(collection, "meta-train")) | set(_split(collection, "meta-valid"))
-    tested = set(params.datasets) if params.datasets is not None else set(
-        _split(collection, "meta-test"))
+    tested = set(_test_names(params, collection)) if params.name != "id-ood" else set(
+        params.datasets if params.datasets is not None else _split(collection, "meta-test"))
     both = sorted(seen & tested)
     if both:
         raise ValueError(
@@ -191,43 +212,33 @@ def _plan_fewstab(params: ProtocolParams, ds: Any, seed: int,
 
 def _plan_id_ood(params: ProtocolParams, collection: Collection, seed: int) -> list[Episode]:
     episodes: list[Episode] = []
-    for name in _split(collection, "meta-train"):
-        ds = _get(collection, name)
-        held = compute_held_out_images(ds.labels, len(ds.class_names), params.held_out_fraction,
-                                       params.split_seed, name)
-        episodes += _plan_dataset(params, ds, seed, ("BaseGen",), held)
-    for group, split in (("ValGen", "meta-valid"), ("NovelGen", "meta-test")):
-        names = list(params.datasets) if params.datasets and group == "NovelGen" else None
-        for name in names or _split(collection, split):
-            episodes += _plan_dataset(params, _get(collection, name), seed, (group,))
+    for group, name, allowed in plan_id_ood_groups(params, collection):
+        episodes += _plan_dataset(params, _get(collection, name), seed, (group,), allowed)
     return episodes
 
 
 def plan_meta_train_view(params: ProtocolParams, collection: Collection) -> dict[str, np.ndarray]:
     """Dataset name -> sorted image indices the participant may see at meta-train.
 
-    within-domain: the training classes of every dataset; id-ood: the meta-train datasets
-    without their held-out images; otherwise every image of the meta-train datasets.
+    within-domain: the training classes of every dataset; id-ood: `id_ood.plan_id_ood_view`;
+    otherwise every image of the meta-train datasets.
     """
     if params.name == "within-domain":
         return _within_view(params, collection, part=0)
-    view = {}
-    for name in _split(collection, "meta-train"):
-        ds = _get(collection, name)
-        every = np.arange(len(ds.labels), dtype=np.int64)
-        if params.name == "id-ood":
-            held = compute_held_out_images(ds.labels, len(ds.class_names),
-                                           params.held_out_fraction, params.split_seed, name)
-            every = np.setdiff1d(every, held)
-        view[name] = every
-    return view
+    if params.name == "id-ood":
+        return plan_id_ood_view(params, collection, "train")
+    return {name: np.arange(len(_get(collection, name).labels), dtype=np.int64)
+            for name in _split(collection, "meta-train")}
 
 
 def plan_meta_valid_view(params: ProtocolParams, collection: Collection) -> dict[str, np.ndarray]:
     """Dataset name -> image indices for the meta-valid generator: within-domain, the valid
-    classes of every dataset; otherwise every image of the 'meta-valid' datasets (if any)."""
+    classes of every dataset; id-ood: `id_ood.plan_id_ood_view`; otherwise every image of the
+    'meta-valid' datasets (if any)."""
     if params.name == "within-domain":
         return _within_view(params, collection, part=1)
+    if params.name == "id-ood":
+        return plan_id_ood_view(params, collection, "valid")
     return {name: np.arange(len(_get(collection, name).labels), dtype=np.int64)
             for name in _split(collection, "meta-valid")}
 

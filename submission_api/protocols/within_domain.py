@@ -1,4 +1,14 @@
-"""Which datasets the within-domain protocol (NeurIPS'21 MetaDL) uses, and for what.
+"""Which datasets the within-domain protocol uses, and for what.
+
+Two variants (`ProtocolParams.within_domain_variant`), labelled by what they are:
+  - "per-dataset": the NeurIPS'22 paper's within-domain experiment, one dataset divided 70/15/15
+    into train/valid/test classes and meta-trained on that dataset only (one phase per dataset,
+    as MetaDL'21 ran one child phase per dataset); `params.datasets` names it.
+  - "collection" (default, the platform's design): every dataset divided 70/15/15, one learner
+    meta-trained on the training classes of all of them, tested on each one's test classes.
+    NeurIPS'21's within-domain phase is neither: it reserved half of each dataset's classes.
+Both come from the same functions: the views and the tests cover `params.datasets` when given,
+every dataset of the collection otherwise (`meta_splits` plays no part).
 
 Every class of a dataset goes to train, valid or test (`splits.compute_within_domain_split`,
 70/15/15 by default). The split depends on the class count alone, so a small dataset may leave

@@ -65,18 +65,22 @@ def build_episode(
     *,
     n_shots: int | None = None,
     group: str = "test",
+    shot_major: bool = False,
 ) -> Episode:
     """Label way `j` as `j`, then shuffle support and query each (one permutation each).
 
     Args:
         support_per_class / query_per_class: image indices of way `j` at position `j`.
         n_shots: the common k; default: the median support count, rounded.
+        shot_major: lay the images out before the shuffle as the NeurIPS'22 kit stacks them,
+            first image of every way, then the second, ... (equal counts per way only), so that
+            the same permutation picks the same images; default way after way.
 
     Returns:
         An Episode satisfying the invariants of `Episode`.
     """
-    support_idx, support_labels = _stack(support_per_class, rng)
-    query_idx, query_labels = _stack(query_per_class, rng)
+    support_idx, support_labels = _stack(support_per_class, rng, shot_major)
+    query_idx, query_labels = _stack(query_per_class, rng, shot_major)
     if n_shots is None:
         n_shots = int(np.round(np.median([len(s) for s in support_per_class])))
     return Episode(
@@ -92,11 +96,16 @@ def build_episode(
     )
 
 
-def _stack(per_class: Sequence[np.ndarray], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    idx = np.concatenate([np.asarray(a, dtype=np.int64) for a in per_class])
-    labels = np.concatenate(
-        [np.full(len(a), j, dtype=np.int64) for j, a in enumerate(per_class)]
-    )
+def _stack(per_class: Sequence[np.ndarray], rng: np.random.Generator,
+           shot_major: bool = False) -> tuple[np.ndarray, ...]:
+    if shot_major:  # the kit: np.stack(per class).T.reshape(-1), labels arange(N) repeated
+        idx = np.stack([np.asarray(a, dtype=np.int64) for a in per_class]).T.reshape(-1)
+        labels = np.tile(np.arange(len(per_class), dtype=np.int64), len(per_class[0]))
+    else:
+        idx = np.concatenate([np.asarray(a, dtype=np.int64) for a in per_class])
+        labels = np.concatenate(
+            [np.full(len(a), j, dtype=np.int64) for j, a in enumerate(per_class)]
+        )
     order = rng.permutation(len(idx))
     return idx[order], labels[order]
 

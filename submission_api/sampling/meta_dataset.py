@@ -13,8 +13,12 @@ with `n_c` the size of class c:
                                                                   (`sample_support_set_size`)
   - k_c = min(floor(R_c * (S - N)) + 1, remaining_c), R_c ∝ n_c * exp(alpha_c),
     alpha_c ~ U(ln 1/2, ln 2)                                 (`sample_num_support_per_class`)
-  - bilevel hierarchy (super-categories): a super-category uniformly, then
-    N ~ U{5..min(50, its classes)}, then N of its classes uniformly (`sample_class_ids`).
+  - bilevel hierarchy (super-categories, for the datasets a phase marks hierarchical): the
+    `ignore_hierarchy_probability` coin (`rng.choice([True, False], p=[1, 0])`: one uniform
+    draw, always "use it" at Meta-Dataset's default probability 0), then a super-category
+    uniformly, then N ~ U{5..min(50, its classes)}, then N of its classes uniformly
+    (`sample_class_ids`). A super-category with fewer than 5 classes is refused, as the
+    sampler's constructor refuses it.
 
 Pools: shared pools (meta-train) are the classes themselves. A meta-test run keeps disjoint
 pools so no query image is ever a support image of another task of the run; they are sized from
@@ -77,29 +81,31 @@ def sample_md_class_ids(
 ) -> np.ndarray:
     """Choose the ways and classes of one episode.
 
-    With super-categories (Meta-Dataset's bilevel hierarchy, used for Omniglot alphabets): a
-    super-category uniformly, then N ~ U{min_ways..min(50, its eligible classes)}, then N of its
-    classes uniformly. Meta-Dataset refuses a split with a super-category smaller than
-    `min_ways`; here such super-categories are skipped, and a dataset none of whose
-    super-categories can give `min_ways` classes is refused. Without super-categories:
-    N ~ U{min_ways..min(50, eligible)} over all classes.
+    With super-categories (Meta-Dataset's bilevel hierarchy, used for Omniglot alphabets): the
+    ignore-hierarchy coin (one `rng.choice([True, False], p=[1.0, 0.0])`, as `sampling.py`
+    draws it), a super-category uniformly (`rng.choice(superclass_set, 1)[0]`), then
+    N ~ U{min_ways..min(50, its eligible classes)}, then N of its classes uniformly. As
+    Meta-Dataset's constructor, a super-category with fewer than `min_ways` classes is refused.
+    Without super-categories: N ~ U{min_ways..min(50, eligible)} over all classes.
 
     Raises:
-        ValueError: super-categories given, none with `min_ways` eligible classes.
+        ValueError: super-categories given, one with fewer than `min_ways` eligible classes.
     """
     pool = np.sort(eligible)
     if super_categories is not None:
         supers = np.asarray(super_categories, dtype=np.int64)[pool]
         values, counts = np.unique(supers, return_counts=True)
-        big = values[counts >= min_ways]
-        if not big.size:
+        small = values[counts < min_ways]
+        if small.size:
             raise ValueError(
-                f"No super-category has {min_ways} classes with >= 2 images (largest: "
-                f"{int(counts.max()) if counts.size else 0}); Meta-Dataset's bilevel sampling "
-                f"expects one with at least {min_ways}. Fix: merge super-categories, or drop "
-                "the dataset's super-category column to sample classes flat."
+                f"Super-categories {small.tolist()[:10]} have fewer than {min_ways} classes with "
+                f">= 2 images ({counts[counts < min_ways].tolist()[:10]}); Meta-Dataset's bilevel "
+                f"sampling refuses a super-category smaller than min_ways={min_ways}. Fix: merge "
+                "small super-categories, or do not list this dataset in the phase's "
+                "hierarchical_datasets (its classes are then sampled flat)."
             )
-        chosen = big[rng.integers(len(big))]
+        rng.choice([True, False], p=[1.0, 0.0])  # ignore_hierarchy coin (sampling.py:436)
+        chosen = rng.choice(values, 1)[0]
         pool = pool[supers == chosen]
     top = min(MD_MAX_WAYS_UPPER_BOUND, len(pool))
     n_ways = int(rng.integers(min_ways, top + 1))

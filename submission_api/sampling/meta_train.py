@@ -4,8 +4,15 @@ kit: `gen(n)` yields `n` Tasks (task mode) or `n` batches `[X, y]` (batch mode).
 Task mode: each task picks one dataset uniformly, then an episode of the config's shape from
 shared pools (support and query without overlap inside a task). Batch mode: images of every
 meta-train dataset in one shuffled stream; labels are global class ids `0..total_classes-1`,
-datasets in name order, classes in id order. Generators keep their generator state between
-calls, so `gen(2); gen(3)` draws what `gen(5)` would.
+datasets in name order, classes in id order.
+
+Calls, as in the kit (`self.generator = lambda n: self.generate_tasks(n, seed)`, a fresh
+`check_random_state(seed)` on every call): the meta-valid generator restarts from its seed on
+every call, so `valid(10)` yields the same 10 tasks each time and a submission can select
+checkpoints on them, as the kit's baselines do. The meta-train generator keeps its state between
+calls (`gen(2); gen(3)` draws what `gen(5)` would): a deliberate difference, named in the
+tutorial — under the kit a task-mode `meta_train_generator(n)` called in a loop would replay the
+same n tasks; its batch mode already continued.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import torch
 
 from submission_api.sampling.any_shot import (
     TaskShape,
-    compute_eligible_classes,
+    check_can_serve,
     sample_n_way_k_shot,
 )
 from submission_api.sampling.materialize import materialize_batch, materialize_task
@@ -41,18 +48,25 @@ def _allowed(views: Views, name: str) -> np.ndarray | None:
 
 
 class TaskGenerator:
-    """`gen(n)` -> n Tasks; dataset uniform among those able to serve `shape`."""
+    """`gen(n)` -> n Tasks; dataset uniform among those able to serve `shape`.
+
+    `restart=True` (the meta-valid generator): every call starts again from one seed drawn from
+    `rng` here, so every call with the same n yields the same tasks (module docstring).
+    """
 
     def __init__(self, datasets: list[Any], shape: TaskShape, rng: np.random.Generator,
-                 views: Views = None) -> None:
+                 views: Views = None, restart: bool = False) -> None:
         self.shape, self.rng = shape, rng
+        self.seed = int(rng.integers(2**63)) if restart else None
         self.datasets = list(datasets)  # what total_classes counts (kit: all kept datasets)
         self.entries = []
         for ds in datasets:
             pools = compute_shared_pools(ds.labels, len(ds.class_names), _allowed(views, ds.name))
-            need = shape.n_ways if shape.n_ways is not None else shape.min_ways
-            if len(compute_eligible_classes(pools, shape)) >= need:
-                self.entries.append((ds, pools))
+            try:
+                check_can_serve(pools, shape, ds.name)
+            except ValueError:
+                continue
+            self.entries.append((ds, pools))
         if not self.entries:
             raise ValueError(
                 f"None of the datasets {[ds.name for ds in datasets]} can give tasks of {shape}; "
@@ -61,9 +75,10 @@ class TaskGenerator:
             )
 
     def __call__(self, n: int) -> Iterator[Task]:
+        rng = self.rng if self.seed is None else np.random.default_rng(self.seed)
         for _ in range(n):
-            ds, pools = self.entries[int(self.rng.integers(len(self.entries)))]
-            episode = sample_n_way_k_shot(pools, self.rng, ds.name, self.shape)
+            ds, pools = self.entries[int(rng.integers(len(self.entries)))]
+            episode = sample_n_way_k_shot(pools, rng, ds.name, self.shape)
             yield materialize_task(episode, ds)
 
 
@@ -127,9 +142,10 @@ def compute_total_classes(datasets: Mapping[str, Any] | Sequence[Any], views: Vi
 
 def compute_train_classes(
     datasets: Mapping[str, Any] | Sequence[Any], config: SubmissionConfig, views: Views = None
-) -> tuple[int, int]:
+) -> tuple[int | None, int]:
     """`(train_classes, total_classes)` for `MyMetaLearner`, as the NeurIPS'22 kit computes them:
-    task mode: `train_config.N` (its `max_N` when N is null); batch mode: total classes.
+    task mode: `train_config.N`, None when N is null (the kit passes `train_generator_config
+    ["N"]` as it is); batch mode: total classes.
 
     Pass the meta-train generator's `datasets` (after `validation_datasets` moved some to
     validation): the kit counts only the datasets left for meta-training.
@@ -138,7 +154,7 @@ def compute_train_classes(
     if config.train_data_format == "batch":
         return total, total
     train = config.train_config
-    return (train.N if train.N is not None else int(train.max_N)), total
+    return train.N, total
 
 
 def build_meta_train_generator(
@@ -161,12 +177,13 @@ def build_meta_valid_generator(
     rng: np.random.Generator,
     views: Views = None,
 ) -> TaskGenerator | None:
-    """Tasks of `config.valid_config`, or None when the config asks no validation datasets or
-    none are given (the kit's behaviour)."""
+    """Tasks of `config.valid_config`, restarting on every call (module docstring), or None
+    when the config asks no validation datasets (null or 0) or none are given (the kit's
+    behaviour)."""
     ordered = _sorted_datasets(datasets)
-    if config.validation_datasets is None or not ordered:
+    if not config.validation_datasets or not ordered:
         return None
-    return TaskGenerator(ordered, config.valid_config.to_task_shape(), rng, views)
+    return TaskGenerator(ordered, config.valid_config.to_task_shape(), rng, views, restart=True)
 
 
 def split_validation_datasets(
@@ -175,13 +192,13 @@ def split_validation_datasets(
 ) -> tuple[list[str], list[str]]:
     """Which datasets feed the meta-train and the meta-valid generator.
 
-    `validation_datasets=None`: all of `train_names`, none for validation. Otherwise
+    `validation_datasets` null or 0: all of `train_names`, none for validation. Otherwise
     `validation_datasets` datasets, from the protocol's meta-valid view when it has some, else
     taken out of the meta-train datasets (the kit's behaviour); names drawn in sorted order.
     """
     train, valid = sorted(train_names), sorted(valid_names)
     n = config.validation_datasets
-    if n is None:
+    if not n:  # null or 0: the kit's `validation_datasets is not None and > 0` is false
         return train, []
     source = valid if valid else train
     if not valid and n >= len(train):
@@ -206,7 +223,7 @@ def build_meta_generators(
     protocol's views (`train_sets`: the meta-train view; `valid_sets`: the meta-valid view, e.g.
     within-domain's valid classes, or the collection's meta-valid datasets).
 
-    `validation_datasets=None`: no meta-valid generator, whatever the view holds (the kit's
+    `validation_datasets` null or 0: no meta-valid generator, whatever the view holds (the kit's
     contract). `n`: a generator over `n` datasets of the meta-valid view (all when it has fewer);
     when the protocol gives no meta-valid view, `n` datasets are taken out of the meta-train
     view instead, as the NeurIPS'22 kit does. The draw uses `rng` only when `n` is set.

@@ -1,12 +1,17 @@
 """A submission's score from its runs: the one place that computes it (worker, server, kit).
 
-MetaDL practice (NeurIPS'21/'22 MetaDL challenges): every submission is run R times (3 in the
-final phase) "with a different ingestion seed while the scoring seed remains the same", so every
-run meets the same test tasks; then "for each meta-dataset … the minimum performance among the 3
-different runs" is kept, and the ranking averages ranks over datasets. So the default
-aggregation, `per_dataset_min`, takes per dataset the worst run's value and averages those
-minima; `min_of_run_means` (a phase setting) takes the worst run mean instead. Either way the
-per-dataset minima are what average-rank ranking compares.
+MetaDL practice: every submission is run R times (3 in the final phase) "with a different
+ingestion seed while the scoring seed remains the same", so every run meets the same test
+tasks. The two challenges then formed the score differently, and a phase names its rule
+(`ProtocolParams.aggregation`, whose default is the rule of the protocol's source):
+  - `min_of_run_means`, NeurIPS'22 Cross-Domain MetaDL (Carrión-Ojeda et al. 2022: "the average
+    normalized classification accuracy over all meta-test tasks is computed in each run, and the
+    lowest of the three runs is used"): the worst run's mean;
+  - `per_dataset_min`, MetaDL'21 (NeurIPS'21 MetaDL challenge: "for each meta-dataset … the
+    minimum performance among the 3 different runs"): per dataset the worst run's value, then
+    the mean of those minima, which may mix runs.
+Either way the per-dataset minima are what average-rank ranking compares. The board prints the
+rule's source beside it (`describe_aggregation`, `AGGREGATION_SOURCES`).
 
 A run is given as its `metric_cells` (`RunSummary.metric_cells`): side -> dataset -> mean, where a
 side is "score" (all tasks), a report group (BaseGen, ValGen, NovelGen) or a FewSTAB wAcc
@@ -22,8 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
-"""`per_dataset_min`: MetaDL's rule (default). `min_of_run_means`: the worst run's mean."""
-DEFAULT_AGGREGATION = "per_dataset_min"
+"""`per_dataset_min`: MetaDL'21's rule. `min_of_run_means`: NeurIPS'22's, the worst run's mean."""
+AGGREGATION_SOURCES = {
+    "per_dataset_min": "MetaDL'21's rule",
+    "min_of_run_means": "NeurIPS'22 Cross-Domain MetaDL's rule",
+}
+"""Where each rule comes from, as the board names it beside the rule."""
+DEFAULT_AGGREGATION = "min_of_run_means"
+"""The cross-domain protocol's rule (`ProtocolParams` fills each protocol's own)."""
 
 METRICS: dict[str, tuple[str, ...]] = {
     "score": ("score",),
@@ -127,12 +138,14 @@ def describe_aggregation(n_runs: int, aggregation: str, metric: str = "score") -
     if n_runs <= 1:
         return f"score = mean {what} over test datasets (one run per submission)"
     worst = "largest" if metric in LOWER_IS_BETTER else "lowest"
+    source = AGGREGATION_SOURCES.get(aggregation, aggregation)
     if aggregation == "min_of_run_means":
-        return (f"score = the {worst} of {n_runs} runs' mean {what} (every run meets the same "
-                "test tasks; runs differ in the seeds handed to the submission)")
+        return (f"score = the {worst} of {n_runs} runs' mean {what} ({source}; every run meets "
+                "the same test tasks, runs differ in the seeds handed to the submission); "
+                "average rank uses per test dataset the worst run's value")
     return (f"score = per test dataset the {worst} {what} of {n_runs} runs, averaged over "
-            "datasets (MetaDL: same test tasks in every run, runs differ in the seeds handed "
-            "to the submission); average rank uses the same per-dataset values")
+            f"datasets ({source}; same test tasks in every run, runs differ in the seeds "
+            "handed to the submission); average rank uses the same per-dataset values")
 
 
 def _sides(metric: str) -> tuple[str, ...]:

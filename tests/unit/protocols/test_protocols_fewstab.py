@@ -79,13 +79,53 @@ def test_too_few_eligible_attributes_is_a_clear_error():
         sample_fewstab_episode(_pools(ds, 5), attributes, make_rng(0), "d", 5, 1, 5, 1, 5)
 
 
-def test_plan_gives_biased_then_random_tasks_from_shared_run_pools(collection):
+def test_plan_gives_biased_then_random_tasks_from_whole_classes(collection):
+    """As the reference: each task draws from the whole class (support and query disjoint inside
+    the task); nothing of one task reaches another, each runs in a fresh process."""
     params = ProtocolParams(name="fewstab", tasks_per_dataset=4)
     episodes = plan_test_episodes(params, collection, test_seed=1)
     assert [e.group for e in episodes] == ["fewstab-A"] * 4 + ["fewstab-R"] * 4
     assert {e.dataset for e in episodes} == {"te2"}  # te1 has no attributes
+    for e in episodes:
+        assert np.intersect1d(e.support_idx, e.query_idx).size == 0
     support = np.concatenate([e.support_idx for e in episodes])
     query = np.concatenate([e.query_idx for e in episodes])
-    assert np.intersect1d(support, query).size == 0
+    assert np.intersect1d(support, query).size > 0  # no run pools
     with pytest.raises(ValueError, match="'te1' has no attribute annotations"):
         plan_test_episodes(ProtocolParams(name="fewstab", datasets=("te1",)), collection, 0)
+
+
+def test_an_annotated_meta_valid_dataset_is_not_tested(collection):
+    """Its images reach the participant labelled in the meta-valid view (issue #22)."""
+    va1 = collection.datasets["va1"]
+    collection.datasets["va1"] = build_dataset("va1", [160] * 8,
+                                               attributes=build_attributes(8, 160))
+    assert va1.name == "va1"
+    params = ProtocolParams(name="fewstab", tasks_per_dataset=2)
+    assert {e.dataset for e in plan_test_episodes(params, collection, 1)} == {"te2"}
+    with pytest.raises(ValueError, match=r"\['va1'\] are test datasets and also meta-train or "
+                       "meta-valid"):
+        plan_test_episodes(ProtocolParams(name="fewstab", datasets=("va1",)), collection, 1)
+
+
+def test_5_shot_tasks_run_on_the_sample_datas_spurious_domain(tmp_path):
+    """The reference needs several hundred tries per 5-shot task here; with run pools none came
+    in 10^6 tries, and the old bound of 2000 tries failed most tasks."""
+    from starting_kit.sample_data import generate_collection
+    from submission_api.data.collection import load_collection
+
+    generate_collection(tmp_path / "c", domains=["stripes", "spectra", "spurious"])
+    sample = load_collection(tmp_path / "c", tmp_path / "cache")
+    params = ProtocolParams(name="fewstab", n_shots=5, tasks_per_dataset=4)
+    episodes = plan_test_episodes(params, sample, test_seed=3)
+    biased = [e for e in episodes if e.group == "fewstab-A"]
+    assert len(biased) == 4 and {e.dataset for e in episodes} == {"spurious"}
+    assert all((np.bincount(e.support_labels) == 5).all() for e in biased)
+
+
+def test_attribute_draws_no_class_assignment_can_serve_are_recognised():
+    from submission_api.protocols.fewstab import FewstabIndex, can_assign_classes
+
+    index = FewstabIndex(("a", "b", "c"), {"a": (0, 1), "b": (0,), "c": (0, 1)}, ())
+    assert not can_assign_classes(index, ["a", "b"])  # both ways can only take class 0
+    assert can_assign_classes(index, ["a", "c"])      # a -> 0, c -> 1

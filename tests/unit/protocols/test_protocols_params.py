@@ -21,6 +21,20 @@ def test_defaults_are_filled_per_protocol(name, tasks, shape):
     assert (params.n_ways, params.n_shots, params.n_queries) == shape
 
 
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [("cross-domain", "min_of_run_means"), ("within-domain", "per_dataset_min"),
+     ("fixed", "min_of_run_means"), ("meta-dataset", "min_of_run_means"),
+     ("id-ood", "min_of_run_means"), ("fewstab", "min_of_run_means")],
+)
+def test_each_protocol_aggregates_runs_by_its_sources_rule(name, rule):
+    """NeurIPS'22 (cross-domain): "the lowest of the three runs" of run means; MetaDL'21
+    (within-domain): per dataset the minimum of the 3 runs; the others' sources run once."""
+    assert ProtocolParams(name=name).aggregation == rule
+    assert ProtocolParams(name=name, aggregation="per_dataset_min").aggregation == (
+        "per_dataset_min")
+
+
 @pytest.mark.parametrize("shots", [1, 5])
 def test_fewstab_thresholds_are_the_shot_count_and_15_queries(shots):
     """Reference `SpuriousTask(n_s=shots, n_q=15)`: n_s is the task's shot count, not 5."""
@@ -45,6 +59,7 @@ def test_dict_round_trip_through_json(name):
      ({"split_fractions": (0.8, 0.15, 0.15)}, "summing to 1"),
      ({"split_fractions": (0.5, 0.5)}, "expected \\(train, valid, test\\)"),
      ({"name": "fewstab", "n_shots": 3}, r"expected one of \(1, 5\)"),
+     ({"name": "fewstab", "metric": "wAcc-gap"}, "has no source .* a learner at chance wins"),
      ({"name": "fewstab", "n_shots": 5, "fewstab_n_s": 2}, "expected n_s >= n_shots")],
 )
 def test_invalid_values_raise_clear_errors(kwargs, match):

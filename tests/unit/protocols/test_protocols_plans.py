@@ -42,8 +42,9 @@ def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
         assert {(e.n_ways, e.n_shots, len(e.query_idx)) for e in episodes} == {(5, 5, 75)}
 
 
-def test_meta_dataset_episodes_stay_in_one_super_category(collection):
-    params = ProtocolParams(name="meta-dataset", tasks_per_dataset=10, datasets=("te1",))
+def test_meta_dataset_episodes_of_a_hierarchical_dataset_stay_in_one_super_category(collection):
+    params = ProtocolParams(name="meta-dataset", tasks_per_dataset=10, datasets=("te1",),
+                            hierarchical_datasets=("te1",))
     supers = collection.datasets["te1"].super_categories
     for e in plan_test_episodes(params, collection, test_seed=0):
         assert len(set(supers[e.class_ids].tolist())) == 1
@@ -188,3 +189,58 @@ def test_every_planned_task_is_checked(collection, monkeypatch):
     monkeypatch.setattr(plans, "sample_fixed_episode", overlapping)
     with pytest.raises(ValueError, match="both support and query"):
         plan_test_episodes(ProtocolParams(name="fixed", tasks_per_dataset=1), collection, 0)
+
+
+def test_bilevel_sampling_only_on_the_datasets_the_phase_marks_hierarchical(collection):
+    """Meta-Dataset samples by super-category for Omniglot alone: a super-category column by
+    itself (te1 has one) leaves sampling flat."""
+    supers = collection.datasets["te1"].super_categories
+
+    def spans(params):
+        return [len(set(supers[e.class_ids].tolist()))
+                for e in plan_test_episodes(params, collection, 4) if e.dataset == "te1"]
+
+    flat = spans(ProtocolParams(name="meta-dataset", tasks_per_dataset=20, datasets=("te1",)))
+    assert max(flat) > 1
+    marked = ProtocolParams(name="meta-dataset", tasks_per_dataset=20, datasets=("te1",),
+                            hierarchical_datasets=("te1",))
+    assert set(spans(marked)) == {1}
+    assert ProtocolParams.from_dict(marked.to_dict()) == marked
+    with pytest.raises(ValueError, match="'te2' is listed in hierarchical_datasets but has no"):
+        plan_test_episodes(ProtocolParams(name="meta-dataset", tasks_per_dataset=1,
+                                          datasets=("te2",), hierarchical_datasets=("te2",)),
+                           collection, 4)
+    with pytest.raises(ValueError, match="only 'meta-dataset' samples classes by super-category"):
+        ProtocolParams(name="cross-domain", hierarchical_datasets=("te1",))
+
+
+def test_id_ood_same_benchmark_novelgen_tests_novel_classes_of_the_meta_train_datasets():
+    """Setlur et al.'s NovelGen: novel classes of the same benchmark. The default NovelGen
+    (meta-test datasets) is a cross-dataset shift."""
+    from protocol_fakes import build_dataset
+
+    from submission_api.data.collection import Collection
+    from submission_api.protocols.splits import compute_within_domain_split
+
+    bench = Collection(name="b", datasets={"big": build_dataset("big", [40] * 40),
+                                           "other": build_dataset("other", [40] * 10)},
+                       splits={"meta-train": ["big"], "meta-test": ["other"]})
+    assert ProtocolParams(name="id-ood").id_ood_novel == "cross-dataset"
+    params = ProtocolParams(name="id-ood", id_ood_novel="same-benchmark", tasks_per_dataset=3,
+                            split_fractions=(0.5, 0.25, 0.25), split_seed=2)
+    train_c, valid_c, test_c = compute_within_domain_split(40, (0.5, 0.25, 0.25), 2, "big")
+    labels = bench.datasets["big"].labels
+    train_view = plan_meta_train_view(params, bench)["big"]
+    assert set(np.unique(labels[train_view]).tolist()) == set(train_c.tolist())
+    assert set(np.unique(labels[plan_meta_valid_view(params, bench)["big"]]).tolist()) == set(
+        valid_c.tolist())
+    groups = {}
+    for e in plan_test_episodes(params, bench, test_seed=5):
+        groups.setdefault(e.group, set()).update(e.class_ids.tolist())
+        assert e.dataset == "big"
+        assert not np.isin(np.concatenate([e.support_idx, e.query_idx]), train_view).any()
+    assert groups["BaseGen"] <= set(train_c.tolist())
+    assert groups["ValGen"] <= set(valid_c.tolist())
+    assert groups["NovelGen"] <= set(test_c.tolist())
+    with pytest.raises(ValueError, match="'cross-dataset' or 'same-benchmark' for id-ood"):
+        ProtocolParams(name="fixed", id_ood_novel="same-benchmark")

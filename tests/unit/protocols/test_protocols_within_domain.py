@@ -83,3 +83,22 @@ def test_the_split_is_the_same_for_every_run_and_depends_on_split_seed():
         assert all(u <= test_classes for u in used)
         by_seed[split_seed] = test_classes
     assert by_seed[1] != by_seed[2]
+
+
+def test_the_per_dataset_variant_meta_trains_on_the_tested_dataset_alone():
+    """The NeurIPS'22 paper's within-domain setting: one dataset 70/15/15, meta-trained on it
+    only; the default "collection" variant trains on every dataset's training classes."""
+    collection = _collection(big=34, other=34, small=20)
+    assert ProtocolParams(name="within-domain").within_domain_variant == "collection"
+    assert sorted(plan_meta_train_view(ProtocolParams(name="within-domain"), collection)) == [
+        "big", "other", "small"]
+    params = ProtocolParams(name="within-domain", within_domain_variant="per-dataset",
+                            datasets=("big",), tasks_per_dataset=2)
+    assert list(plan_meta_train_view(params, collection)) == ["big"]
+    assert list(plan_meta_valid_view(params, collection)) == ["big"]
+    assert {e.dataset for e in plan_test_episodes(params, collection, 0)} == {"big"}
+    assert ProtocolParams.from_dict(params.to_dict()) == params
+    with pytest.raises(ValueError, match="expected exactly one dataset.*one phase per dataset"):
+        ProtocolParams(name="within-domain", within_domain_variant="per-dataset")
+    with pytest.raises(ValueError, match="it is a within-domain parameter"):
+        ProtocolParams(name="fixed", within_domain_variant="collection")

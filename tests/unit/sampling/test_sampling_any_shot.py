@@ -89,7 +89,7 @@ def test_same_seed_gives_identical_episodes(make_dataset):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"n_ways": 1}, {"n_shots": 0}, {"min_ways": 1}, {"min_shots": 3, "max_shots": 2},
+    [{"n_ways": 1}, {"n_shots": 0}, {"min_ways": 0}, {"min_shots": 3, "max_shots": 2},
      {"n_queries": 0}],
 )
 def test_task_shape_rejects_bad_values(kwargs):

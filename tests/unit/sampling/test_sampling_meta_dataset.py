@@ -127,7 +127,7 @@ def test_query_pool_is_the_most_queries_an_episode_can_ask(n, pool):
 
 
 def test_super_category_choice_stays_within_one_super_category(make_dataset):
-    supers = [0] * 8 + [1] * 6 + [2] * 3  # super-category 2 is too small for 5 ways
+    supers = [0] * 8 + [1] * 6 + [2] * 5
     ds = make_dataset("d", [20] * len(supers), super_categories=supers)
     pools = compute_shared_pools(ds.labels, len(supers))
     rng = make_rng(15)
@@ -137,30 +137,56 @@ def test_super_category_choice_stays_within_one_super_category(make_dataset):
         groups = set(ds.super_categories[ep.class_ids].tolist())
         assert len(groups) == 1
         chosen |= groups
-        assert ep.n_ways <= (8 if groups == {0} else 6)
-    assert chosen == {0, 1}
+        assert ep.n_ways <= {0: 8, 1: 6, 2: 5}[groups.pop()]
+    assert chosen == {0, 1, 2}
 
 
-def test_without_a_super_category_of_5_classes_the_sampler_refuses(make_dataset):
-    supers = [0, 0, 1, 1, 2, 2, 3, 3]
-    ds = make_dataset("d", [20] * 8, super_categories=supers)
-    pools = compute_shared_pools(ds.labels, 8)
-    with pytest.raises(ValueError, match="No super-category has 5 classes"):
+def test_a_super_category_smaller_than_5_classes_is_refused_not_skipped(make_dataset):
+    """sampling.py's constructor: 'Superclass: %d has num_classes=%d < min_ways=%d.'"""
+    supers = [0] * 8 + [1] * 6 + [2] * 3
+    ds = make_dataset("d", [20] * len(supers), super_categories=supers)
+    pools = compute_shared_pools(ds.labels, len(supers))
+    with pytest.raises(ValueError, match=r"Super-categories \[2\] have fewer than 5 classes"):
         sample_meta_dataset_episode(pools, make_rng(16), "d", ds.super_categories)
 
 
-def test_bilevel_choice_is_super_category_then_ways_then_classes(make_dataset):
-    """sampling.py: `rng.choice(superclass_set, 1)[0]`, then ways U{5..min(50, its classes)},
-    then the classes uniformly within it."""
-    supers = [0] * 8 + [1] * 12
-    ds = make_dataset("d", [20] * len(supers), super_categories=supers)
+def reference_bilevel_episode(supers: np.ndarray, sizes: np.ndarray, rng: np.random.Generator):
+    """meta_dataset/data/sampling.py, `sample_class_ids` on its bilevel branch then
+    `sample_episode_description`, transcribed line by line (a NumPy Generator in place of its
+    RandomState), `ignore_hierarchy_probability` at its default 0."""
+    prob = [1.0, 0.0]
+    assert rng.choice([True, False], p=prob)  # use_bilevel_hierarchy and the coin
+    superclass_set = np.unique(supers)
+    episode_superclass = rng.choice(superclass_set, 1)[0]
+    members = np.flatnonzero(supers == episode_superclass)  # its classes, in id order
+    num_superclass_classes = len(members)
+    num_ways = rng.integers(low=5, high=min(50, num_superclass_classes) + 1)
+    episode_subclass_ids = rng.choice(num_superclass_classes, num_ways, replace=False)
+    class_ids = members[episode_subclass_ids]
+    images_per_class = sizes[class_ids]
+    num_query = np.minimum(10, (images_per_class // 2).min())
+    num_remaining = images_per_class - num_query
+    beta = rng.uniform()
+    support_set_size = np.minimum(np.floor(beta * np.minimum(100, num_remaining) + 1).sum(), 500)
+    unnormalized = images_per_class * np.exp(
+        rng.uniform(np.log(0.5), np.log(2.0), size=images_per_class.shape))
+    proportions = unnormalized / unnormalized.sum()
+    desired = np.floor(proportions * (support_set_size - num_ways)).astype("int32") + 1
+    return class_ids, int(num_query), np.minimum(desired, num_remaining)
+
+
+def test_bilevel_episodes_are_meta_datasets_draw_for_draw(make_dataset):
+    """Including the ignore-hierarchy coin (sampling.py:436), one uniform per episode."""
+    supers = np.array([0] * 8 + [1] * 12 + [2] * 5 + [3] * 60)
+    sizes = np.array(([20, 40, 15, 60] * 22)[:len(supers)])
+    ds = make_dataset("d", sizes.tolist(), super_categories=supers.tolist())
     pools = compute_shared_pools(ds.labels, len(supers))
-    for seed in range(20):
+    for seed in range(300):
         ep = sample_meta_dataset_episode(pools, make_rng(seed), "d", ds.super_categories)
-        rng = make_rng(seed)
-        members = np.flatnonzero(np.array(supers) == [0, 1][rng.integers(2)])
-        n_ways = rng.integers(5, min(50, len(members)) + 1)
-        assert ep.class_ids.tolist() == rng.choice(members, n_ways, replace=False).tolist()
+        class_ids, q, shots = reference_bilevel_episode(supers, sizes, make_rng(seed))
+        assert ep.class_ids.tolist() == class_ids.tolist()
+        assert (np.bincount(ep.query_labels, minlength=ep.n_ways) == q).all()
+        assert np.bincount(ep.support_labels, minlength=ep.n_ways).tolist() == shots.tolist()
 
 
 def test_too_few_classes_is_a_clear_error(make_dataset):

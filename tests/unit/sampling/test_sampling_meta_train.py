@@ -167,3 +167,38 @@ def test_total_classes_leave_out_datasets_moved_to_validation(make_dataset):
     expected = sum(len(ds.class_names) for ds in datasets if ds.name in kept)
     assert compute_train_classes(train_gen.datasets, config) == (5, expected)
     assert expected < 18  # all three datasets hold 18 classes
+
+
+def _digest(tasks) -> list[tuple]:
+    return [(t.dataset, t.num_ways, t.num_shots, t.support_set[0].sum().item(),
+             t.query_set[0].sum().item()) for t in tasks]
+
+
+def test_the_meta_valid_generator_restarts_on_every_call_as_the_kit(make_dataset):
+    """Kit: `self.generator = lambda n: self.generate_tasks(n, seed)`, a fresh RandomState per
+    call: `valid(3)` is the same 3 tasks every time (baselines select checkpoints on them)."""
+    train = [make_dataset(n, [25] * 6) for n in ("a", "b")]
+    valid = [make_dataset("v", [25] * 6)]
+    config = parse_submission_config({"validation_datasets": 1, **VALID_SHAPE})
+    train_gen, valid_gen = build_meta_generators(train, valid, config, make_rng(8))
+    first, second = _digest(valid_gen(3)), _digest(valid_gen(3))
+    assert first == second
+    assert _digest(valid_gen(5))[:3] == first
+    assert _digest(train_gen(3)) != _digest(train_gen(3))  # meta-train continues (documented)
+
+
+@pytest.mark.parametrize("validation", [None, 0])
+def test_validation_datasets_null_or_0_give_no_meta_valid_generator(make_dataset, validation):
+    train = [make_dataset(n, [25] * 6) for n in ("a", "b")]
+    config = parse_submission_config({"validation_datasets": validation})
+    train_gen, valid_gen = build_meta_generators(train, [make_dataset("v", [25] * 6)], config,
+                                                 make_rng(8))
+    assert valid_gen is None and [ds.name for ds in train_gen.datasets] == ["a", "b"]
+
+
+def test_train_classes_is_none_when_n_is_null_as_the_kit(make_dataset):
+    """Kit: `num_train_classes = train_generator_config["N"]`, passed as it is."""
+    datasets = [make_dataset("a", [25] * 6)]
+    config = parse_submission_config({"train_config": {"N": None, "min_N": 2, "max_N": 4,
+                                                       "query_images_per_class": 5}})
+    assert compute_train_classes(datasets, config) == (None, 6)

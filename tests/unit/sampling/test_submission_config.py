@@ -72,3 +72,16 @@ def test_invalid_json_is_a_config_error(tmp_path):
     (tmp_path / "config.json").write_text("{nope")
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_submission_config(tmp_path)
+
+
+def test_what_the_kit_accepts_is_accepted_and_what_it_refuses_is_refused():
+    """The kit's CompetitionDataLoader: min_N >= 1 (not 2), query_size <= 20; the ingestion:
+    validation_datasets 0 means no validation datasets."""
+    config = parse_submission_config({"validation_datasets": 0,
+                                      "train_config": {"N": None, "min_N": 1, "max_N": 3}})
+    assert config.validation_datasets == 0
+    assert config.train_config.to_task_shape().min_ways == 1
+    with pytest.raises(ConfigError, match="query_images_per_class is 21, expected at most 20"):
+        parse_submission_config({"valid_config": {"query_images_per_class": 21}})
+    with pytest.raises(ConfigError, match="validation_datasets is -1"):
+        parse_submission_config({"validation_datasets": -1})

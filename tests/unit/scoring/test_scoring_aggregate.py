@@ -15,16 +15,16 @@ RUNS = [{"score": {"a": 0.9, "b": 0.2}},
         {"score": {"a": 0.6, "b": 0.6}}]
 
 
-def test_default_is_per_dataset_minimum_then_mean():
-    result = compute_submission_score(RUNS)
+def test_per_dataset_minimum_then_mean():
+    result = compute_submission_score(RUNS, aggregation="per_dataset_min")
     assert result.per_dataset == {"a": 0.3, "b": 0.2}
     assert result.score == pytest.approx(0.25)  # not min of run means (0.55)
     assert result.run_values == pytest.approx((0.55, 0.55, 0.6))
     assert result.worst_run == 0
 
 
-def test_min_of_run_means_is_a_phase_option_and_average_rank_still_gets_minima():
-    result = compute_submission_score(RUNS, aggregation="min_of_run_means")
+def test_min_of_run_means_is_the_default_and_average_rank_still_gets_minima():
+    result = compute_submission_score(RUNS)
     assert result.score == pytest.approx(0.55)
     assert result.per_dataset == {"a": 0.3, "b": 0.2}
 
@@ -36,8 +36,9 @@ def test_one_run_is_its_own_mean():
 def test_id_ood_ranks_by_novelgen_alone_or_by_the_average_of_both_sides():
     runs = [{"BaseGen": {"tr": 0.9}, "NovelGen": {"x": 0.2, "y": 0.4}},
             {"BaseGen": {"tr": 0.7}, "NovelGen": {"x": 0.3, "y": 0.1}}]
-    assert compute_submission_score(runs, "NovelGen").score == pytest.approx(0.15)
-    both = compute_submission_score(runs, "BaseGen+NovelGen")
+    novel = compute_submission_score(runs, "NovelGen", "per_dataset_min")
+    assert novel.score == pytest.approx(0.15)
+    both = compute_submission_score(runs, "BaseGen+NovelGen", "per_dataset_min")
     assert both.per_dataset == {"BaseGen:tr": 0.7, "NovelGen:x": 0.2, "NovelGen:y": 0.1}
     assert both.score == pytest.approx((0.7 + 0.15) / 2)
 
@@ -45,7 +46,7 @@ def test_id_ood_ranks_by_novelgen_alone_or_by_the_average_of_both_sides():
 def test_wacc_gap_is_lower_better_and_its_worst_run_is_the_largest_gap():
     runs = [{"wAcc-A": {"d": 0.5}, "wAcc-R": {"d": 0.7}},
             {"wAcc-A": {"d": 0.4}, "wAcc-R": {"d": 0.8}}]
-    result = compute_submission_score(runs, "wAcc-gap")
+    result = compute_submission_score(runs, "wAcc-gap", "per_dataset_min")
     assert not result.higher_is_better
     assert result.score == pytest.approx(0.4) and result.worst_run == 1
 
@@ -75,6 +76,12 @@ def test_a_run_summary_carries_the_cells_every_metric_needs():
 def test_the_explanation_names_the_rule():
     assert "per test dataset the lowest" in describe_aggregation(3, "per_dataset_min")
     assert "lowest of 3 runs' mean" in describe_aggregation(3, "min_of_run_means")
+
+
+def test_the_explanation_names_the_source_of_the_rule():
+    """NeurIPS'22 took the lowest run mean, MetaDL'21 the per-dataset minimum (issue #22)."""
+    assert "(NeurIPS'22 Cross-Domain MetaDL's rule;" in describe_aggregation(3, "min_of_run_means")
+    assert "(MetaDL'21's rule;" in describe_aggregation(3, "per_dataset_min")
 
 
 def test_protocol_params_offer_exactly_the_aggregations_scoring_computes():

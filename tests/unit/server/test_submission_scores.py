@@ -19,13 +19,15 @@ def run(cells, index=0):
 RUNS = [run({"score": {"a": 0.9, "b": 0.2}}, 0), run({"score": {"a": 0.3, "b": 0.8}}, 1)]
 
 
-def test_a_submission_scores_the_per_dataset_minimum_by_default():
-    assert derive_state(RUNS, {"name": "cross-domain"})[3] == pytest.approx(0.25)
+def test_each_protocol_scores_by_its_sources_rule_by_default():
+    """NeurIPS'22 cross-domain: the lowest run mean; MetaDL'21 within-domain: per-dataset min."""
+    assert derive_state(RUNS, {"name": "cross-domain"})[3] == pytest.approx(0.55)
+    assert derive_state(RUNS, {"name": "within-domain"})[3] == pytest.approx(0.25)
 
 
-def test_a_phase_may_choose_the_minimum_of_run_means():
-    protocol = {"name": "cross-domain", "aggregation": "min_of_run_means"}
-    assert derive_state(RUNS, protocol)[3] == pytest.approx(0.55)
+def test_a_phase_may_choose_the_other_rule():
+    protocol = {"name": "cross-domain", "aggregation": "per_dataset_min"}
+    assert derive_state(RUNS, protocol)[3] == pytest.approx(0.25)
 
 
 def test_id_ood_submissions_score_novelgen_unless_the_phase_says_otherwise():
@@ -37,6 +39,7 @@ def test_id_ood_submissions_score_novelgen_unless_the_phase_says_otherwise():
 
 
 def test_the_fewstab_gap_ranks_lower_first_and_the_board_says_how_it_scores():
-    assert lower_is_better({"name": "fewstab", "metric": "wAcc-gap"})
-    assert not lower_is_better({"name": "fewstab"})
-    assert "per test dataset the lowest" in explain_phase_score({}, 3)
+    assert not lower_is_better({"name": "fewstab"})  # the gap, lower better, never ranks
+    assert "lowest of 3 runs' mean" in explain_phase_score({}, 3)
+    assert "NeurIPS'22 Cross-Domain MetaDL's rule" in explain_phase_score({}, 3)
+    assert "MetaDL'21's rule" in explain_phase_score({"name": "within-domain"}, 3)
