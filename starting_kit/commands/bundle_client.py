@@ -13,6 +13,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
+from rich.text import Text
+
 from starting_kit.commands.remote_client import RemoteError
 
 if TYPE_CHECKING:
@@ -119,3 +122,21 @@ def _parse_date(value: str) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def confirm_changes(client: ArenaClient, url: str, body: dict, yes: bool, console: Any) -> bool:
+    """Print what the update would change (the server's dry run) and ask before applying;
+    False when there is nothing to change or the organizer says no."""
+    diff = client.call("POST", f"{url}/diff", json=body).json()
+    lines = [f"  {c['text']}" for c in diff["changes"]]
+    lines += [f"  new phase: {name}" for name in diff["added_phases"]]
+    if not lines:
+        console.print(Text("the bundle changes nothing on the server; nothing was sent"))
+        return False
+    console.print(Text("\n".join([f"this update changes {len(lines)} thing(s):", *lines])))
+    if yes:
+        return True
+    if not typer.confirm("apply these changes?", default=False):
+        console.print(Text("nothing was changed (pass --yes to apply without asking)"))
+        return False
+    return True

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from starting_kit.commands.bundle_client import parse_start, shift_dates
+from starting_kit.commands.bundle_client import confirm_changes, parse_start, shift_dates
 from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,
@@ -215,7 +215,7 @@ def select_command(submission: int = typer.Argument(..., help="Submission id."),
 
 
 def _send_bundle(bundle: Path, method: str, server: str | None, token: str | None,
-                 cache: Path | None, start: str | None = None) -> None:
+                 cache: Path | None, start: str | None = None, yes: bool = True) -> None:
     with _reported():
         client = _client(server, token)
         body = bundle_request(client, bundle, cache or Path.home() / ".cache" / "metadl-arena")
@@ -227,6 +227,8 @@ def _send_bundle(bundle: Path, method: str, server: str | None, token: str | Non
         url = ("/api/v1/competitions/bundle" if method == "POST"
                else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle")
         try:
+            if method == "PUT" and not confirm_changes(client, url, body, yes, console):
+                return
             comp = client.call(method, url, json=body).json()
         except RemoteError as exc:
             if not exc.problems:
@@ -253,9 +255,12 @@ def competition_create(bundle: Path = typer.Argument(..., exists=True, dir_okay=
 def competition_update(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                        cache: Path | None = typer.Option(None, help="Compiled-data cache."),
                        start: str | None = START,
+                       yes: bool = typer.Option(False, "--yes", "-y", help="Apply the changes "
+                                                "without asking (for scripts)."),
                        server: str | None = SERVER, token: str | None = TOKEN) -> None:
-    """Apply a bundle to the competition with the bundle's slug."""
-    _send_bundle(bundle, "PUT", server, token, cache, start)
+    """Apply a bundle to the competition with the bundle's slug: prints what changes (phase
+    status only where the bundle says `status:`) and asks before applying."""
+    _send_bundle(bundle, "PUT", server, token, cache, start, yes)
 
 
 @competition_app.command("show")
