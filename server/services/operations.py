@@ -121,6 +121,11 @@ def select_submission(session: Session, submission: Submission, user: User, sele
     if phase.closed_at is not None or phase.status == "closed":
         raise ConflictError(f"phase {phase.id} is closed; the selection can no longer change",
                             code="phase.closed")
+    if selected and submission.disqualified_at is not None:
+        raise ConflictError(f"submission {submission.id} was disqualified "
+                            f"({submission.disqualified_reason}); it cannot represent you — "
+                            "select another finished submission, or ask the organizers",
+                            code="submission.disqualified")
     if selected and submission.state != "finished":
         raise ConflictError(f"submission {submission.id} is {submission.state!r}; only a "
                             "finished submission can represent you — wait for it to finish",

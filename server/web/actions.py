@@ -42,7 +42,8 @@ def submission_actions(submission: Submission, user: User) -> list[Action]:
     """The buttons `user` gets for `submission`, given its state (the service re-checks)."""
     actions = []
     over = submission.state in TERMINAL_STATES
-    if submission.user_id == user.id and submission.state == "finished":
+    if (submission.user_id == user.id and submission.state == "finished"
+            and submission.disqualified_at is None):
         actions.append(Action("select", "Unselect" if submission.is_selected
                               else "Use for the leaderboard"))
     if not over and (is_staff(user) or submission.user_id == user.id):

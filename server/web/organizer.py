@@ -33,6 +33,7 @@ from server.services.operations import check_organizes
 from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
+from server.services.timeline import phase_step
 from server.services.workers import list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
@@ -105,6 +106,7 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
                   recent=recent, shown=shown, states=RUN_STATES,
                   finals={p.carry_from_id for p in phases if p.carry_from_id},
                   exports=phase_exports(phases),
+                  steps={p.id: phase_step(p, now) for p in phases},
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
