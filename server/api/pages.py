@@ -40,6 +40,7 @@ from server.core.db import Database
 from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
+from server.services.close_summary import participant_close_notes
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
 from server.services.storage import Storage
@@ -274,7 +275,9 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
               else queue_position(session, s, settings.default_queue)}
              for s, name, title, comp_id in rows]
     active = any(item["s"].state not in TERMINAL_STATES for item in items)
-    return render(request, "my.html", user, settings, submissions=items, active=active)
+    notes = participant_close_notes(session, user.id, {s.phase_id for s, *_ in rows})
+    return render(request, "my.html", user, settings, submissions=items, active=active,
+                  close_notes=notes)
 
 
 @router.get("/submissions/{submission_id}")

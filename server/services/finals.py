@@ -13,7 +13,7 @@ close, or a reconciler racing an organizer, carries nothing twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import ConflictError
 from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
+from server.services.close_summary import compute_close_summary
 from server.services.leaderboard import choose_entries
 
 Job = tuple[int, str, str]
@@ -33,6 +34,7 @@ class CloseReport:
     phase_id: int
     carried: dict[int, list[int]]  # final phase id -> new submission ids
     skipped: dict[int, list[int]]  # final phase id -> origin ids below the league threshold
+    summary: list[dict[str, Any]] = field(default_factory=list)  # services.close_summary
 
 
 def _thresholds(comp: Competition) -> dict[str | None, float | None]:
@@ -126,12 +128,15 @@ def close_phase(session: Session, phase: Phase, actor: User | None, now: datetim
         carried[final.id], skipped[final.id], new_jobs = carry_into(session, phase, final, now,
                                                                    default_queue)
         jobs += new_jobs
+    session.flush()
+    summary = compute_close_summary(session, phase, list(finals), skipped) if finals else []
     session.add(AuditLog(actor_id=actor.id if actor else None, action="phase.close",
                          target=f"phase:{phase.id}", at=now,
                          details={"automatic": actor is None, "carried": carried,
-                                  "below_threshold": skipped}))
+                                  "below_threshold": skipped, "summary": summary}))
     session.flush()
-    return CloseReport(phase_id=phase.id, carried=carried, skipped=skipped), jobs
+    return CloseReport(phase_id=phase.id, carried=carried, skipped=skipped,
+                       summary=summary), jobs
 
 
 def due_phases(session: Session, now: datetime) -> list[Phase]:

@@ -168,15 +168,15 @@ def test_dashboard_confirms_closing_reopens_filters_and_offers_baseline_for_fini
     page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
     page.get_by_role("button", name="Close phase feedback").click()
     assert asked and "stops taking submissions" in asked[0]
-    expect(page.locator("td.status-open")).to_have_count(1)  # dismissed: still open
+    expect(page.locator("td .status-open")).to_have_count(1)  # dismissed: still open
 
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Close phase feedback").click()
-    expect(page.get_by_text("The phase status was changed.")).to_be_visible()
+    expect(page.get_by_text("The phase was closed.")).to_be_visible()
     page.get_by_role("button", name="Reopen phase feedback").click()
     shots_at_both_widths(page, "14-organizer-after-reopen")
     expect(page.get_by_text("The phase was reopened")).to_be_visible()
-    expect(page.locator("td.status-open")).to_have_count(1)
+    expect(page.locator("td .status-open")).to_have_count(1)
 
     page.get_by_label("State").select_option("queued")
     page.get_by_role("button", name="Filter").click()
