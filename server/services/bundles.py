@@ -72,6 +72,34 @@ def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: Use
     raise_problems(problems)
 
 
+# Protocols whose meta-test tasks come from the meta-train datasets by design (their classes or
+# images are split per dataset, submission_api.protocols.splits); everywhere else a dataset in
+# both lists means the submission meta-trains on the data it is tested on.
+SHARED_DATASET_PROTOCOLS = frozenset({"within-domain"})
+
+
+def check_train_test_disjoint(parsed: ParsedBundle) -> None:
+    """A phase may not meta-test on a dataset it also meta-trains on (unless its protocol
+    splits each dataset itself); the error names the meta_test line and the fix."""
+    problems = []
+    for index, phase in enumerate(parsed.spec.phases):
+        protocol = (phase.protocol or {}).get("name", "cross-domain")
+        if protocol in SHARED_DATASET_PROTOCOLS:
+            continue
+        data = parsed.data[phase.name]
+        train = {ref["content_hash"] or ref["name"] for ref in data.get("meta_train", [])}
+        for i, ref in enumerate(data.get("meta_test", [])):
+            if (ref["content_hash"] or ref["name"]) in train:
+                path = ("phases", index, "data", "meta_test", i)
+                problems.append(Problem(
+                    parsed.lines.line_of(path), where(path),
+                    f"dataset {ref['name']} is in both meta_train and meta_test of phase "
+                    f"{phase.name!r} (protocol {protocol}): submissions would be tested on "
+                    "data they meta-trained on; remove it from one of the lists, or use "
+                    "protocol within-domain, which splits each dataset's classes"))
+    raise_problems(problems)
+
+
 def check_images_known(session: Session, parsed: ParsedBundle) -> None:
     """Every phase's sandbox image must be one a worker reported (services/workers.py); errors
     name the bundle line."""
@@ -127,6 +155,7 @@ def create_from_bundle(session: Session, parsed: ParsedBundle, text: str, actor:
         raise ConflictError(f"the slug {slug!r} is taken; update it with `arena competition "
                             f"update` (PUT /api/v1/competitions/{slug}/bundle) or change the "
                             "slug", code="competition.exists")
+    check_train_test_disjoint(parsed)
     check_datasets_registered(session, parsed, actor)
     check_images_known(session, parsed)
     comp = Competition(slug=slug, title=parsed.spec.title, owner_id=actor.id, created_at=now)
@@ -160,6 +189,7 @@ def _check_update(session: Session, comp: Competition, parsed: ParsedBundle,
                                 "phases cannot be removed (their submissions depend on them) "
                                 "— keep them, with status: closed if they are over",
                                 code="bundle.phase_removed")
+    check_train_test_disjoint(parsed)
     check_datasets_registered(session, parsed, actor, comp)
     check_images_known(session, parsed)
 

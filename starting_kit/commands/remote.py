@@ -8,13 +8,19 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from starting_kit.commands.bundle_client import confirm_changes, parse_start, shift_dates
+from starting_kit.commands.bundle_client import (
+    confirm_changes,
+    parse_start,
+    shift_dates,
+    unshift_message,
+)
 from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,
@@ -219,10 +225,12 @@ def _send_bundle(bundle: Path, method: str, server: str | None, token: str | Non
     with _reported():
         client = _client(server, token)
         body = bundle_request(client, bundle, cache or Path.home() / ".cache" / "metadl-arena")
+        written, offset = body["yaml"], timedelta(0)
         if start is not None:
-            body["yaml"], offset = shift_dates(body["yaml"], parse_start(start))
+            first = parse_start(start)
+            body["yaml"], offset = shift_dates(written, first)
             console.print(Text(f"phase dates moved by {offset.days} days so that the first "
-                               f"one is {parse_start(start):%Y-%m-%d %H:%M} UTC"))
+                               f"one is {first:%Y-%m-%d %H:%M} UTC"))
         found = re.search(r"^slug:\s*['\"]?([^'\"\s#]+)", body["yaml"], re.MULTILINE)
         url = ("/api/v1/competitions/bundle" if method == "POST"
                else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle")
@@ -234,9 +242,11 @@ def _send_bundle(bundle: Path, method: str, server: str | None, token: str | Non
             if not exc.problems:
                 raise
             # file:line: where: what — the form editors and terminals link to the line
+            # Dates as the author wrote them, not as --start moved them.
             raise RemoteError("\n".join(
                 [f"{bundle}: {len(exc.problems)} problem(s); fix them and run the command "
-                 "again:", *(f"  {bundle}:{p['line']}: {p['where']}: {p['message']}"
+                 "again:", *(f"  {bundle}:{p['line']}: {p['where']}: "
+                             f"{unshift_message(p['message'], written, offset)}"
                              for p in exc.problems)])) from exc
     phases = ", ".join(f"{p['name']} (id {p['id']}, {p['status']})" for p in comp["phases"])
     console.print(Text(f"competition {comp['slug']} (id {comp['id']}): {phases}"))
