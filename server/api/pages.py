@@ -40,6 +40,7 @@ from server.core.db import Database
 from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
+from server.services.audit_view import rerun_reasons
 from server.services.close_summary import participant_close_notes
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
@@ -298,7 +299,8 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   logs=None if hidden else runs, explain=explain_failure,
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
                   standing=submission_standing(session, phase, submission,
-                                               organizes(session, phase, user)))
+                                               organizes(session, phase, user)),
+                  reruns=rerun_reasons(session, submission.id))
 
 
 def submission_owner(session, submission: Submission) -> str:

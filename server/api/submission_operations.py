@@ -44,12 +44,13 @@ def cancel(submission_id: int, user: CurrentUser, session: WriteSessionDep, now:
 @router.post("/submissions/{submission_id}/rerun", response_model=RerunOut)
 def rerun(submission_id: int, user: Organizer, session: WriteSessionDep, now: NowDep,
           settings: SettingsDep,
-          queue: Annotated[JobQueue, Depends(get_queue)]) -> RerunOut:
-    """New runs (same seeds, fresh tokens); the old ones are kept as history."""
+          queue: Annotated[JobQueue, Depends(get_queue)], reason: str = "") -> RerunOut:
+    """New runs (same seeds, fresh tokens); the old ones are kept as history. `reason` (why)
+    is audited and shown on the submission's page."""
     submission = ops.get_operable_submission(session, submission_id, user, organizer_only=True)
     phase = session.get(Phase, submission.phase_id)
     jobs = ops.rerun_submission(session, submission, user, now,
-                                phase.queue or settings.default_queue)
+                                phase.queue or settings.default_queue, reason)
     session.commit()
     enqueue_quietly(queue, jobs)
     return RerunOut(submission_ids=[submission_id], run_ids=[j[0] for j in jobs])

@@ -88,8 +88,9 @@ def cancel_submission(session: Session, submission: Submission, actor: User,
 
 
 def rerun_submission(session: Session, submission: Submission, actor: User, now: datetime,
-                     queue_name: str) -> list[Job]:
-    """Supersede the current runs and add fresh ones; returns the jobs to enqueue."""
+                     queue_name: str, reason: str = "") -> list[Job]:
+    """Supersede the current runs and add fresh ones; returns the jobs to enqueue. `reason`
+    (why the organizer re-runs it) is audited and shown on the submission's page."""
     runs = current_runs(session, submission.id)
     if any(r.state not in TERMINAL_STATES for r in runs):
         raise ConflictError(f"submission {submission.id} still has runs waiting or running; "
@@ -110,7 +111,8 @@ def rerun_submission(session: Session, submission: Submission, actor: User, now:
         jobs.append((run.id, token, queue_name))
     refresh_submission(session, submission.id, now)
     audit(session, actor, "submission.rerun", f"submission:{submission.id}", now,
-          superseded=[r.id for r in runs], new_runs=[j[0] for j in jobs])
+          superseded=[r.id for r in runs], new_runs=[j[0] for j in jobs],
+          reason=reason.strip()[:500])
     return jobs
 
 

@@ -115,7 +115,8 @@ async def rerun(submission_id: int, request: Request, settings: SettingsDep, now
                                                         organizer_only=True)
         phase = session.get(Phase, submission.phase_id)
         jobs = operations.rerun_submission(session, submission, user, now,
-                                           phase.queue or settings.default_queue)
+                                           phase.queue or settings.default_queue,
+                                           str(form.get("reason", "")))
     enqueue_quietly(queue, jobs)  # after the commit: a worker never sees an uncommitted run
     return _back(form, submission_id, "rerun")
 

@@ -118,3 +118,27 @@ def test_closing_says_who_was_carried_and_why_not_and_everyone_sees_one_phase_st
         expect(note).to_have_count(1)
         expect(note).to_contain_text(f"submission #{submission_id}")
         expect(note).to_contain_text(words)
+
+
+def test_a_rerun_keeps_its_reason_and_an_early_close_says_the_day_it_closed(page, arena,
+                                                                            tmp_path):
+    olga = arena.user("olga", role="organizer")
+    ann = arena.user("ann")
+    phase_id = arena.phase(olga, ends_at=utcnow() + timedelta(days=9))
+    submission_id = arena.upload(phase_id, ann, write_zip(tmp_path / "s.zip"))
+    arena.worker().evaluate(0.6)
+    login(page, olga)
+    page.goto(f"/submissions/{submission_id}")
+    page.get_by_placeholder("why re-run (kept in the audit log)").fill("worker 3 had a bad GPU")
+    page.get_by_role("button", name="Re-run").click()
+    arena.worker().evaluate(0.6)
+    page.goto(f"/submissions/{submission_id}")
+    page.get_by_text("Earlier runs, replaced by a re-run").click()
+    expect(page.locator("#rerun-reasons")).to_contain_text("worker 3 had a bad GPU")
+
+    page.goto("/organizer")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Close phase feedback").click()
+    page.goto(f"/phases/{phase_id}")
+    today = utcnow().strftime("%Y-%m-%d")
+    expect(page.locator("#accepting")).to_contain_text(f"closed since {today}")
