@@ -81,7 +81,8 @@ def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
 
 @router.get("/organizer")
 def dashboard(request: Request, user: OptionalUser, session: SessionDep,
-              settings: SettingsDep, now: NowDep):
+              settings: SettingsDep, now: NowDep,
+              queue: Annotated[JobQueue, Depends(get_queue)]):
     if user is None:
         return login_redirect(request, "organizer")
     _require_staff(user)
@@ -112,6 +113,7 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
                   exports=phase_exports(phases),
                   steps={p.id: phase_step(p, now) for p in phases},
                   closes=latest_close_summaries(session, ids),
+                  broker_failure=getattr(queue, "broker_failure", None),
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
