@@ -55,3 +55,4 @@ def test_uploads_stay_queued_and_the_dashboard_says_the_broker_is_down(down_env)
     page = env.client.get("/organizer").text
     assert 'id="broker-down"' in page and "The job broker does not answer" in page
     assert "1 run(s) stay queued" in page
+    assert 'id="no-worker"' in page  # nobody takes them: the dashboard says what to do
