@@ -169,11 +169,21 @@ def logs_command(submission: int = typer.Argument(..., help="Submission id."),
                  server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """The logs of each run of a submission of yours."""
     with _reported():
-        logs = _client(server, token).get(f"/api/v1/submissions/{submission}/logs")
+        client = _client(server, token)
+        logs = client.get(f"/api/v1/submissions/{submission}/logs")
+        # A crash in `fit` or `predict` may leave its traceback only in the run's message (what
+        # `arena status` shows): print it beside a log that lacks it.
+        failed = {r["id"]: r for r in client.get(f"/api/v1/submissions/{submission}")["runs"]
+                  if r.get("message")} if any(r["state"] != "finished"
+                                                for r in logs["runs"]) else {}
     for run in logs["runs"]:
         # Participant output: ESC, BEL, CR shown as text, never acted on by the terminal.
         typer.echo(f"===== run {run['index']} ({run['state']}) =====\n"
-                   f"{escape_controls(run['log'])}")
+                   f"{escape_controls(run['log']) or '(the run wrote no log)'}")
+        why = failed.get(run["run_id"])
+        if why and why["message"].strip() not in run["log"]:
+            typer.echo(f"----- why it {run['state']} ({why['reason']}) -----\n"
+                       f"{escape_controls(why['message'])}")
 
 
 def leaderboard_command(phase: int = typer.Option(..., "--phase", help="Phase id."),
