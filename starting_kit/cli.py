@@ -68,8 +68,9 @@ def run_command(
     time_limit: float | None = typer.Option(
         None, "--time-limit", help="Wall-clock limit in seconds."
     ),
-    threads: int = typer.Option(
-        1, help="CPU threads for the submission (the platform pins it too)."
+    threads: int | None = typer.Option(
+        None, min=1, help="CPU threads for the submission (the platform pins it too); default: "
+        "the phase's cpus with --protocol-file, else this machine's cores."
     ),
     cache: Path | None = typer.Option(
         None, help="Compiled-dataset cache (default ~/.cache/metadl-arena)."
@@ -102,6 +103,12 @@ def run_command(
         console.print(f"[bold red]error:[/] {error}")
         raise typer.Exit(2) from error
     submission = _submission_folder(submission)
+    if threads is None:
+        from starting_kit.commands.run_threads import default_threads
+
+        threads, source = default_threads(protocol_file)
+        if not quiet:
+            console.print(f"threads: {threads} ({source}; set --threads to change)")
     n_runs = runs or file_runs or 1
     results = []
     try:
