@@ -71,6 +71,7 @@ from server.web.views import (
     submission_standing,
     visible_competitions,
 )
+from submission_api.imports import module_advice
 from submission_api.submission_zip import UnsafeZipError
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
@@ -298,6 +299,7 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   model=submission, actions=submission_actions(submission, user),
                   logs=None if hidden else runs, explain=explain_failure,
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
+                  module_advice=module_advice,
                   standing=submission_standing(session, phase, submission,
                                                organizes(session, phase, user)),
                   reruns=rerun_reasons(session, submission.id))

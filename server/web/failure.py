@@ -17,7 +17,9 @@ REASONS: dict[str, tuple[str, str]] = {
     "invalid_submission": ("The submission was refused before it ran.",
                            "Check the zip with `arena zip` and `arena run` on the sample data."),
     "import_error": ("model.py could not be imported.",
-                     "Run `arena run` locally: it imports model.py the same way."),
+                     "`arena run` imports model.py the same way but in your own environment, "
+                     "where a package you installed is found; `arena zip` lists the imports "
+                     "the sandbox image lacks."),
     "meta_fit_error": ("MyMetaLearner.meta_fit (or saving the learner it returned) raised an "
                        "exception during meta-training.",
                        "The traceback below shows where; `arena run` reproduces it on the "

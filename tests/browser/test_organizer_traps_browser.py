@@ -142,3 +142,24 @@ def test_a_rerun_keeps_its_reason_and_an_early_close_says_the_day_it_closed(page
     page.goto(f"/phases/{phase_id}")
     today = utcnow().strftime("%Y-%m-%d")
     expect(page.locator("#accepting")).to_contain_text(f"closed since {today}")
+
+
+def test_a_missing_compiled_module_gets_advice_that_works(page, arena, tmp_path):
+    ann = arena.user("ann")
+    phase_id = arena.phase()
+    submission_id = arena.upload(phase_id, ann, write_zip(tmp_path / "s.zip"))
+    worker = arena.worker()
+    worker.claim()
+    worker.fail("import_error", "import raised: No module named 'sklearn'\n\nTraceback (most "
+                "recent call last):\n  File \"/submission/model.py\", line 1, in <module>\n"
+                "    import sklearn\nModuleNotFoundError: No module named 'sklearn'")
+    login(page, ann)
+    page.goto(f"/submissions/{submission_id}")
+    module = page.locator("#failure-module")
+    expect(module).to_contain_text("comes from the package scikit-learn")
+    expect(module).to_contain_text("compiled parts")
+    command = page.locator("#failure-command")
+    expect(command).to_contain_text("--only-binary=:all:")
+    expect(command).to_contain_text("scikit-learn")
+    expect(command).not_to_contain_text("vendor sklearn")
+    expect(page.locator("#failure")).not_to_contain_text("Run `arena run` locally")

@@ -73,7 +73,9 @@ def test_a_failed_run_explains_itself(page, arena, tmp_path):
     frames = failure.locator("pre.trace").first
     expect(frames).to_contain_text("5 earlier frames")
     expect(frames).to_contain_text("import lightgbm")
-    expect(page.locator("#failure-module")).to_contain_text("pip install --target vendor lightgbm")
+    # lightgbm has compiled parts: the wheel built for the sandbox, not a plain vendor install
+    expect(page.locator("#failure-command")).to_contain_text("--only-binary=:all:")
+    expect(page.locator("#failure-command")).to_contain_text("lightgbm")
     expect(page.locator("#failure-module")).to_contain_text("numpy")
     shots_at_both_widths(page, "14-submission-failed")
 
