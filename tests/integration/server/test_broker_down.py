@@ -56,3 +56,25 @@ def test_uploads_stay_queued_and_the_dashboard_says_the_broker_is_down(down_env)
     assert 'id="broker-down"' in page and "The job broker does not answer" in page
     assert "1 run(s) stay queued" in page
     assert 'id="no-worker"' in page  # nobody takes them: the dashboard says what to do
+
+
+def test_an_idle_worker_that_has_reported_shows_as_idle_not_silent(env):
+    from test_pages import login as page_login
+
+    _, olga = env.user("olga", role="admin")
+    _, ann = env.user("ann")
+    phase = env.phase()
+    env.submit(phase.id, ann)
+    run_id, token, _ = env.queue.jobs[-1]
+    auth = {"Authorization": f"Bearer {token}"}
+    claimed = env.client.post(f"/internal/runs/{run_id}/claim", json={"worker": "gpu-7"},
+                              headers=auth).json()
+    env.client.post(f"/internal/runs/{run_id}/finish", headers=auth, json={
+        "fencing_token": claimed["fencing_token"], "state": "failed", "reason": "import_error",
+        "message": "boom", "log": ""})
+    env.clock.advance(hours=2)  # long past the silence threshold, holding nothing
+    page_login(env, olga)
+    page = env.client.get("/organizer").text
+    row = page[page.index("<code>gpu-7</code>"):]
+    row = row[:row.index("</tr>")]
+    assert "idle" in row and "silent" not in row, row
