@@ -34,12 +34,18 @@ def demo_command(
     executor: str = typer.Option("auto", help="auto | docker | local (unsandboxed, trusted code)."),
     tasks_per_dataset: int = typer.Option(10, help="Test tasks per test dataset."),
     exit_when_done: bool = typer.Option(False, help="Stop once the demo submissions are scored."),
+    fresh: bool | None = typer.Option(None, "--fresh/--keep", help="Wipe (or keep) an earlier "
+                                      "demo's database; asked on a terminal when not given."),
 ) -> None:
     """Server + worker + a sample competition with two baseline submissions, on one machine."""
+    import sys
+
     from server.demo import DemoOptions, run_demo
 
+    ask = ((lambda q: typer.confirm(q, default=False)) if sys.stdin.isatty() else None)
     options = DemoOptions(data_dir=data_dir.resolve(), port=port, executor=executor,
-                          tasks_per_dataset=tasks_per_dataset, exit_when_done=exit_when_done)
+                          tasks_per_dataset=tasks_per_dataset, exit_when_done=exit_when_done,
+                          fresh=fresh, ask=ask)
     raise typer.Exit(run_demo(options))
 
 

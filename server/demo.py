@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from server.core.config import Settings
+from server.demo_launch import LaunchError, check_port_free, decide_fresh, stop_worker, wipe_state
 
 SANDBOX_IMAGE = "metadl-arena/sandbox:cpu"
 BASELINES = {"alice": "protonet", "bob": "random"}
@@ -35,6 +36,8 @@ class DemoOptions:
     tasks_per_dataset: int = 10
     exit_when_done: bool = False
     wait_timeout_s: float = 1800
+    fresh: bool | None = None  # --fresh / --keep; None: ask on a terminal, else fresh
+    ask: Callable[[str], bool] | None = None  # a yes/no question on a terminal
 
 
 def say(message: str) -> None:
@@ -81,7 +84,9 @@ def start_worker(options: DemoOptions, executor: str) -> subprocess.Popen:
            "ARENA_WORKER_EXECUTOR": executor, "ARENA_WORKER_NAME": "demo-worker",
            "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "5"}
     log = (options.data_dir / "worker.log").open("ab")
-    return subprocess.Popen([sys.executable, "-m", "worker"], env=env, stdout=log, stderr=log)
+    # Its own session: a Ctrl-C reaches the demo alone, which then stops the worker in order.
+    return subprocess.Popen([sys.executable, "-m", "worker"], env=env, stdout=log, stderr=log,
+                            start_new_session=True)
 
 
 def prepare_data(data_dir: Path) -> dict[str, list[tuple[str, Path]]]:
@@ -155,18 +160,31 @@ def wait_for(api: httpx.Client, ids: dict[str, int], tokens: dict, timeout_s: fl
     return False
 
 
-def reset_state(data_dir: Path) -> None:
-    """Each launch starts a fresh competition; generated data and compiled caches are kept."""
-    for name in ("arena.db", "arena.db-wal", "arena.db-shm"):
-        (data_dir / name).unlink(missing_ok=True)
-    for name in ("storage", "broker", "runs"):
-        shutil.rmtree(data_dir / name, ignore_errors=True)
+def _serve_until_stopped(worker: subprocess.Popen, options: DemoOptions) -> int:
+    """Wait for Ctrl-C (KeyboardInterrupt, handled by the caller) or the worker's own end."""
+    while worker.poll() is None:
+        time.sleep(1)
+    say(f"the worker ended by itself (exit {worker.returncode}); see "
+        f"{options.data_dir}/worker.log")
+    return 1
 
 
 def run_demo(options: DemoOptions) -> int:
     """Run the demo; returns the process exit code."""
     options.data_dir.mkdir(parents=True, exist_ok=True)
-    reset_state(options.data_dir)
+    try:
+        check_port_free(options.port)  # before minutes of data generation, not after
+    except LaunchError as exc:
+        say(f"error: {exc}")
+        return 2
+    fresh = decide_fresh(options.data_dir, options.fresh, options.ask)
+    if fresh:
+        if (options.data_dir / "arena.db").exists():
+            say(f"starting fresh: the earlier demo's database in {options.data_dir} is wiped "
+                "(pass --keep to keep it)")
+        wipe_state(options.data_dir)
+    else:
+        say(f"keeping the earlier demo's database in {options.data_dir}")
     executor = choose_executor(options.executor)
     if executor == "local":
         say("WARNING: no sandbox — submissions run UNSANDBOXED on this machine. "
@@ -175,13 +193,17 @@ def run_demo(options: DemoOptions) -> int:
     settings = Settings(data_dir=options.data_dir, broker_url="filesystem://",
                         admin_bootstrap_token=admin_token, reconcile_interval_s=30,
                         requeue_after_s=120)
-    roles = prepare_data(options.data_dir)
+    roles = prepare_data(options.data_dir) if fresh else {}
     _, server = start_server(settings, options.port)
     worker = start_worker(options, executor)
     base = f"http://127.0.0.1:{options.port}"
     try:
         with httpx.Client(base_url=base, timeout=120,
                           headers={"Authorization": f"Bearer {admin_token}"}) as api:
+            if not fresh:
+                say(f"web: {base}/  (executor: {executor}); log in with the tokens printed when "
+                    "this demo was created; press Ctrl-C to stop")
+                return _serve_until_stopped(worker, options)
             seeded = seed_competition(api, roles, options.tasks_per_dataset)
             ids = submit_baselines(api, seeded["phase_id"], seeded["tokens"], options.data_dir)
             say(f"web: {base}/phases/{seeded['phase_id']}/leaderboard  (executor: {executor})")
@@ -190,14 +212,13 @@ def run_demo(options: DemoOptions) -> int:
             if options.exit_when_done:
                 return 0 if wait_for(api, ids, seeded["tokens"], options.wait_timeout_s) else 1
             say("running; press Ctrl-C to stop")
-            while worker.poll() is None:
-                time.sleep(1)
-            say(f"the worker stopped (exit {worker.returncode}); see {options.data_dir}/worker.log")
-            return 1
+            return _serve_until_stopped(worker, options)
     except KeyboardInterrupt:
+        stop_worker(worker, say, options.data_dir / "worker.log")
         return 0
     finally:
-        worker.terminate()
+        if worker.poll() is None:
+            worker.terminate()
         try:
             worker.wait(timeout=20)
         except subprocess.TimeoutExpired:

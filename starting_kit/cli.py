@@ -69,13 +69,17 @@ def run_command(
     time_limit: float | None = typer.Option(
         None, "--time-limit", help="Wall-clock limit in seconds."
     ),
-    threads: int = typer.Option(
-        1, help="CPU threads for the submission (the platform pins it too)."
+    threads: int | None = typer.Option(
+        None, min=1, help="CPU threads for the submission (the platform pins it too); default: "
+        "the phase's cpus with --protocol-file, else this machine's cores."
     ),
     cache: Path | None = typer.Option(
         None, help="Compiled-dataset cache (default ~/.cache/metadl-arena)."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    image: str | None = typer.Option(
+        None, help="The phase's sandbox image, to check imports against (default: the phase "
+        "file's image, else metadl-arena/sandbox:cpu)."),
     keep_work: bool = typer.Option(
         False, "--keep-work", help="Keep OUTPUT/.work (meta-train view, task plan) for debugging."
     ),
@@ -103,6 +107,15 @@ def run_command(
         console.print(f"[bold red]error:[/] {error}")
         raise typer.Exit(2) from error
     submission = _submission_folder(submission)
+    from starting_kit.commands.import_check import phase_image, report_missing_imports
+
+    report_missing_imports(submission, image or phase_image(protocol_file), console)
+    if threads is None:
+        from starting_kit.commands.run_threads import default_threads
+
+        threads, source = default_threads(protocol_file)
+        if not quiet:
+            console.print(f"threads: {threads} ({source}; set --threads to change)")
     n_runs = runs or file_runs or 1
     results = []
     try:
@@ -185,10 +198,16 @@ def zip_command(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Zip path (default FOLDER.zip)."
     ),
+    image: str | None = typer.Option(
+        None, help="The phase's sandbox image, to check imports against (default: the "
+        "platform's, metadl-arena/sandbox:cpu)."),
 ) -> None:
-    """Build a submission zip, refusing one the platform would reject."""
+    """Build a submission zip, refusing one the platform would reject; warns of imports the
+    phase's sandbox image lacks."""
+    from starting_kit.commands.import_check import report_missing_imports
     from submission_api.submission_zip import UnsafeZipError, build_submission_zip
 
+    report_missing_imports(folder, image, console)
     target = output or folder.resolve().with_suffix(".zip")
     try:
         path = build_submission_zip(folder, target)

@@ -74,11 +74,22 @@ def worker_arguments(settings: WorkerSettings) -> list[str]:
 def run_worker(settings: WorkerSettings) -> None:
     """Start a Celery worker in this process (what `arena worker` calls); blocks until stopped.
 
-    First sweeps what a killed worker left in this data folder (`worker.sweep`)."""
+    First checks the executor and logs the start-up banner (`worker.banner`), then sweeps what
+    a killed worker left in this data folder (`worker.sweep`).
+
+    Raises:
+        StartupError: the worker cannot start as configured (one line with the fix)."""
+    from worker.banner import check_startup, log_banner, quiet_known_noise
     from worker.log_format import configure_worker_logging
+    from worker.pipeline.wiring import connect_docker
+    from worker.shutdown import install_stop_messages
     from worker.sweep import sweep_at_start
 
     configure_worker_logging()
+    quiet_known_noise()
+    engine = connect_docker() if settings.executor != "local" else None
+    log_banner(settings, check_startup(settings, engine))  # StartupError: one line, the fix
+    install_stop_messages(settings)
     runs_lock = sweep_at_start(settings)  # held (shared) until the worker stops
     try:
         create_celery_app(settings).worker_main(worker_arguments(settings))

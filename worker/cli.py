@@ -7,10 +7,15 @@ import typer
 
 def worker_command() -> None:
     """Run a Celery evaluation worker configured by ARENA_WORKER_* variables."""
+    from worker.banner import StartupError
     from worker.celery_app import run_worker
     from worker.settings import get_settings
 
-    run_worker(get_settings())
+    try:
+        run_worker(get_settings())
+    except StartupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 def register(app: typer.Typer) -> None:

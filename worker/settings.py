@@ -27,8 +27,9 @@ class WorkerSettings(BaseSettings):
     name: str = Field(default_factory=socket.gethostname)
     """Sent with every claim, so the server can tell a redelivery to this worker apart."""
     server_url: str = "http://127.0.0.1:8000"
-    broker_url: str = "redis://localhost:6379/0"
-    """`redis://...` for a deployment, `filesystem://` for the one-machine embedded default."""
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    """`redis://...` for a deployment (the very URL the server's ARENA_BROKER_URL names, database
+    number included), `filesystem://` for the one-machine embedded default."""
     data_dir: Path = Path.home() / ".arena" / "worker"
     """Holds the download cache, per-run scratch folders and the filesystem broker's queue."""
     queues: list[str] = [DEFAULT_QUEUE]

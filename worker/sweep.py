@@ -83,10 +83,11 @@ def sweep_orphans(docker_client: Any | None, deployment: str, runs_dir: Path) ->
             continue  # never delete through a mount: it would empty what is mounted there
         shutil.rmtree(folder, ignore_errors=True)
         report.folders.append(folder.name)
-    log.warning("worker.sweep.done", extra={"containers": len(report.containers),
-                                            "mounts": len(report.mounts),
-                                            "loop_devices": len(report.loop_devices),
-                                            "folders": len(report.folders)})
+    swept = report.containers or report.mounts or report.loop_devices or report.folders
+    # Nothing left behind is the normal start: say it only at DEBUG.
+    log.log(logging.WARNING if swept else logging.DEBUG, "worker.sweep.done",
+            extra={"containers": len(report.containers), "mounts": len(report.mounts),
+                   "loop_devices": len(report.loop_devices), "folders": len(report.folders)})
     return report
 
 

@@ -77,6 +77,21 @@ async def update_from_bundle(ref: str, request: Request, user: Organizer,
     return await run_in_threadpool(work)
 
 
+@router.post("/competitions/{ref}/bundle/diff", openapi_extra=_BODY)
+async def preview_bundle_update(ref: str, request: Request, user: Organizer,
+                                session: SessionDep) -> dict:
+    """A dry run of `PUT /competitions/{ref}/bundle`: the same checks, nothing written;
+    answers `{"changes": [{phase, field, old, new, text}], "added_phases": [...]}`."""
+    body = await read_bundle(request)
+
+    def work() -> dict:
+        comp = get_owned_competition(session, find_competition(session, ref, user).id, user)
+        parsed = parse_bundle(body.yaml, body.resolved)
+        return service.preview_update(session, comp, parsed, user)
+
+    return await run_in_threadpool(work)
+
+
 @router.get("/competitions/{ref}/bundle", response_class=PlainTextResponse)
 def get_bundle(ref: str, user: Organizer, session: SessionDep) -> PlainTextResponse:
     """The YAML the competition was last built from (organizers of it only)."""

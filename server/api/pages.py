@@ -40,6 +40,8 @@ from server.core.db import Database
 from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
+from server.services.audit_view import rerun_reasons
+from server.services.close_summary import participant_close_notes
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
 from server.services.storage import Storage
@@ -69,6 +71,7 @@ from server.web.views import (
     submission_standing,
     visible_competitions,
 )
+from submission_api.imports import module_advice
 from submission_api.submission_zip import UnsafeZipError
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
@@ -274,7 +277,9 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
               else queue_position(session, s, settings.default_queue)}
              for s, name, title, comp_id in rows]
     active = any(item["s"].state not in TERMINAL_STATES for item in items)
-    return render(request, "my.html", user, settings, submissions=items, active=active)
+    notes = participant_close_notes(session, user.id, {s.phase_id for s, *_ in rows})
+    return render(request, "my.html", user, settings, submissions=items, active=active,
+                  close_notes=notes)
 
 
 @router.get("/submissions/{submission_id}")
@@ -294,8 +299,10 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   model=submission, actions=submission_actions(submission, user),
                   logs=None if hidden else runs, explain=explain_failure,
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
+                  module_advice=module_advice,
                   standing=submission_standing(session, phase, submission,
-                                               organizes(session, phase, user)))
+                                               organizes(session, phase, user)),
+                  reruns=rerun_reasons(session, submission.id))
 
 
 def submission_owner(session, submission: Submission) -> str:

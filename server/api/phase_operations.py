@@ -37,7 +37,8 @@ def close(phase_id: int, user: Organizer, session: WriteSessionDep, now: NowDep,
     report, jobs = close_phase(session, phase, user, now, settings.default_queue)
     session.commit()
     enqueue_quietly(queue, jobs)
-    return CloseOut(phase_id=phase.id, carried=report.carried, below_threshold=report.skipped)
+    return CloseOut(phase_id=phase.id, carried=report.carried, below_threshold=report.skipped,
+                    summary=report.summary)
 
 
 @router.post("/phases/{phase_id}/rerun", response_model=RerunOut)

@@ -42,9 +42,11 @@ def cancel(submission_id: int, user: CurrentUser, session: WriteSessionDep, now:
 @router.post("/submissions/{submission_id}/rerun", response_model=RerunOut)
 def rerun(submission_id: int, user: Organizer, session: WriteSessionDep, now: NowDep,
           settings: SettingsDep,
-          queue: Annotated[JobQueue, Depends(get_queue)]) -> RerunOut:
-    """New runs (same seeds, fresh tokens); the old ones are kept as history."""
-    run_ids = actions.rerun(session, submission_id, user, now, settings.default_queue, queue)
+          queue: Annotated[JobQueue, Depends(get_queue)], reason: str = "") -> RerunOut:
+    """New runs (same seeds, fresh tokens); the old ones are kept as history. `reason` (why)
+    is audited and shown on the submission's page."""
+    run_ids = actions.rerun(session, submission_id, user, now, settings.default_queue, queue,
+                            reason)
     return RerunOut(submission_ids=[submission_id], run_ids=run_ids)
 
 

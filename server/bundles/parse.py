@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import typing
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 import yaml
@@ -76,10 +77,15 @@ def parse_bundle(text: str, resolved: dict[str, Any] | None = None) -> ParsedBun
     if not isinstance(raw, dict):
         raise_problems([Problem(1, "document", f"got a {type(raw).__name__}; expected a "
                                 "mapping with slug, title and phases")])
+    duplicates = _duplicate_names(raw, lines)
     try:
         spec = BundleSpec.model_validate(raw)
     except ValidationError as exc:
-        raise_problems([_problem(err, lines) for err in exc.errors()])
+        # The schema's own duplicate check has no line; ours (above) names the line.
+        raise_problems(duplicates + [_problem(err, lines) for err in exc.errors()
+                                     if not (duplicates and err["loc"] == ()
+                                             and "more than once" in err["msg"])])
+    raise_problems(duplicates)
     data, problems = {}, []
     for index, phase in enumerate(spec.phases):
         data[phase.name] = _resolve_data(phase.data, ("phases", index, "data"), lines,
@@ -96,10 +102,31 @@ def parse_bundle(text: str, resolved: dict[str, Any] | None = None) -> ParsedBun
     return ParsedBundle(spec=spec, lines=lines, data=data)
 
 
+def _duplicate_names(raw: dict[str, Any], lines: LineMap) -> list[Problem]:
+    """Each repeated phase or league name, at the line of its second (third…) use."""
+    problems = []
+    for key in ("phases", "leagues"):
+        items = raw.get(key)
+        seen: dict[str, int] = {}
+        for index, item in enumerate(items if isinstance(items, list) else []):
+            name = item.get("name") if isinstance(item, dict) else None
+            if not isinstance(name, str):
+                continue
+            if name in seen:
+                path = (key, index, "name")
+                problems.append(Problem(lines.line_of(path), where(path), (
+                    f"{key[:-1]} name {name!r} is already used by {key}[{seen[name]}] (line "
+                    f"{lines.line_of((key, seen[name], 'name'))}); make the names unique")))
+            else:
+                seen[name] = index
+    return problems
+
+
 def _problem(err: dict[str, Any], lines: LineMap) -> Problem:
     path = tuple(err["loc"])
     received = err.get("input")
     shown = "" if isinstance(received, dict | list) or received is None else (
+        f" (got {received.isoformat()})" if isinstance(received, date) else
         f" (got {received!r})")
     if err["type"] == "extra_forbidden":
         allowed = fields_at(BundleSpec, path[:-1])

@@ -127,7 +127,9 @@ class LeaderboardSpec(_Strict):
 class PhaseSpec(_Strict):
     name: str = Field(pattern=NAME, max_length=100)
     description: str = ""
-    status: Literal["draft", "open", "closed"] = "open"
+    # None: a new phase opens; an existing phase keeps its status (closing and reopening are
+    # the phase's own actions, so re-applying a bundle never reopens a closed phase).
+    status: Literal["draft", "open", "closed"] | None = None
     starts_at: datetime | None = None
     ends_at: datetime | None = None
     data: DataSpec = Field(default_factory=DataSpec)

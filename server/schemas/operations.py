@@ -21,6 +21,9 @@ class CloseOut(BaseModel):
     carried: dict[int, list[int]] = Field(description="final phase id -> new submission ids")
     below_threshold: dict[int, list[int]] = Field(
         description="final phase id -> ids of chosen submissions not above the threshold")
+    summary: list[dict] = Field(default_factory=list, description="one line per participant: "
+                                "carried, below_threshold, disqualified or "
+                                "no_finished_submission (services.close_summary)")
 
 
 class RerunOut(BaseModel):

@@ -53,6 +53,8 @@ class SubmissionOut(BaseModel):
     is_selected: bool = False
     is_baseline: bool = False
     carried_from_id: int | None = None
+    disqualified_at: datetime | None = None
+    disqualified_reason: str | None = None
     runs: list[RunOut]
 
 

@@ -3,7 +3,9 @@
 Phases are matched by name: a bundle update changes the phases it names and adds new ones;
 it refuses to drop a phase the server has (submissions hang off it) — close it instead.
 A phase that is open must name registered datasets only; the error points at the bundle line.
-Every change is audited (`competition.bundle.create` / `competition.bundle.update`).
+A phase's status changes only when the bundle says `status:` (services.bundle_changes); an
+update can be previewed as a list of changes (`preview_update`), and its audit entry
+(`competition.bundle.create` / `competition.bundle.update`) keeps that list.
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ from server.bundles.parse import ParsedBundle, Problem, raise_problems, where
 from server.bundles.schema import PhaseSpec
 from server.core.errors import ConflictError, InvalidInputError
 from server.models import AuditLog, Competition, Phase, User
+from server.services.bundle_changes import changes_out, compute_changes, intended_status
 from server.services.datasets import usable_hashes
 from server.services.workers import check_image_known
 
 
-def phase_values(spec: PhaseSpec, data: dict[str, Any]) -> dict[str, Any]:
-    """Phase column values for one phase of a bundle (carry_from is linked afterwards)."""
+def phase_values(spec: PhaseSpec, data: dict[str, Any],
+                 existing: Phase | None = None) -> dict[str, Any]:
+    """Phase column values for one phase of a bundle (carry_from is linked afterwards);
+    `existing` is the phase the bundle updates, whose status stays unless the bundle names one."""
     board = spec.leaderboard
     return {
-        "description": spec.description, "status": spec.status, "starts_at": spec.starts_at,
+        "description": spec.description, "status": intended_status(spec, existing),
+        "starts_at": spec.starts_at,
         "ends_at": spec.ends_at, "protocol": spec.protocol, "data": data, "seed": spec.seed,
         "runs_per_submission": spec.runs_per_submission, "time_limit_s": spec.time_limit,
         "resources": {"gpus": spec.resources.gpus, "cpus": spec.resources.cpus,
@@ -41,15 +47,17 @@ def phase_values(spec: PhaseSpec, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: User) -> None:
-    """Every dataset of an open phase must be registered and usable by `actor`
+def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: User,
+                              comp: Competition | None = None) -> None:
+    """Every dataset of a phase that will be open must be registered and usable by `actor`
     (services/datasets.py); errors name the bundle line."""
+    existing = {p.name: p for p in comp.phases} if comp is not None else {}
     wanted = {ref["content_hash"] for data in parsed.data.values()
               for role in ("meta_train", "meta_valid", "meta_test") for ref in data.get(role, [])}
     known = usable_hashes(session, actor, wanted)
     problems = []
     for index, phase in enumerate(parsed.spec.phases):
-        if phase.status != "open":
+        if intended_status(phase, existing.get(phase.name)) != "open":
             continue
         for role in ("meta_train", "meta_valid", "meta_test"):
             for i, ref in enumerate(parsed.data[phase.name].get(role, [])):
@@ -61,6 +69,34 @@ def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: Use
                         "not by you); "
                         "register it (POST /api/v1/datasets) or let `arena competition "
                         "create` compile and register the collection"))
+    raise_problems(problems)
+
+
+# Protocols whose meta-test tasks come from the meta-train datasets by design (their classes or
+# images are split per dataset, submission_api.protocols.splits); everywhere else a dataset in
+# both lists means the submission meta-trains on the data it is tested on.
+SHARED_DATASET_PROTOCOLS = frozenset({"within-domain"})
+
+
+def check_train_test_disjoint(parsed: ParsedBundle) -> None:
+    """A phase may not meta-test on a dataset it also meta-trains on (unless its protocol
+    splits each dataset itself); the error names the meta_test line and the fix."""
+    problems = []
+    for index, phase in enumerate(parsed.spec.phases):
+        protocol = (phase.protocol or {}).get("name", "cross-domain")
+        if protocol in SHARED_DATASET_PROTOCOLS:
+            continue
+        data = parsed.data[phase.name]
+        train = {ref["content_hash"] or ref["name"] for ref in data.get("meta_train", [])}
+        for i, ref in enumerate(data.get("meta_test", [])):
+            if (ref["content_hash"] or ref["name"]) in train:
+                path = ("phases", index, "data", "meta_test", i)
+                problems.append(Problem(
+                    parsed.lines.line_of(path), where(path),
+                    f"dataset {ref['name']} is in both meta_train and meta_test of phase "
+                    f"{phase.name!r} (protocol {protocol}): submissions would be tested on "
+                    "data they meta-trained on; remove it from one of the lists, or use "
+                    "protocol within-domain, which splits each dataset's classes"))
     raise_problems(problems)
 
 
@@ -92,8 +128,8 @@ def _apply_phases(session: Session, comp: Competition, parsed: ParsedBundle,
     existing = {p.name: p for p in comp.phases}
     added = []
     for spec in parsed.spec.phases:
-        values = phase_values(spec, parsed.data[spec.name])
         phase = existing.get(spec.name)
+        values = phase_values(spec, parsed.data[spec.name], phase)
         if phase is None:
             phase = Phase(competition_id=comp.id, name=spec.name, created_at=now, **values)
             session.add(phase)
@@ -119,6 +155,7 @@ def create_from_bundle(session: Session, parsed: ParsedBundle, text: str, actor:
         raise ConflictError(f"the slug {slug!r} is taken; update it with `arena competition "
                             f"update` (PUT /api/v1/competitions/{slug}/bundle) or change the "
                             "slug", code="competition.exists")
+    check_train_test_disjoint(parsed)
     check_datasets_registered(session, parsed, actor)
     check_images_known(session, parsed)
     comp = Competition(slug=slug, title=parsed.spec.title, owner_id=actor.id, created_at=now)
@@ -132,9 +169,16 @@ def create_from_bundle(session: Session, parsed: ParsedBundle, text: str, actor:
     return comp
 
 
-def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle, text: str,
-                       actor: User, now: datetime) -> Competition:
-    """Apply a bundle to an existing competition (same slug)."""
+def preview_update(session: Session, comp: Competition, parsed: ParsedBundle,
+                   actor: User) -> dict[str, Any]:
+    """What `update_from_bundle` would change, checked as it checks, writing nothing:
+    `{"changes": [{phase, field, old, new, text}], "added_phases": [...]}`."""
+    _check_update(session, comp, parsed, actor)
+    return changes_out(*compute_changes(comp, parsed, phase_values))
+
+
+def _check_update(session: Session, comp: Competition, parsed: ParsedBundle,
+                  actor: User) -> None:
     if parsed.spec.slug != comp.slug:
         raise InvalidInputError(f"the bundle's slug is {parsed.spec.slug!r} but competition "
                                 f"{comp.id} is {comp.slug!r}; a bundle cannot rename a "
@@ -145,11 +189,22 @@ def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle
                                 "phases cannot be removed (their submissions depend on them) "
                                 "— keep them, with status: closed if they are over",
                                 code="bundle.phase_removed")
-    check_datasets_registered(session, parsed, actor)
+    check_train_test_disjoint(parsed)
+    check_datasets_registered(session, parsed, actor, comp)
     check_images_known(session, parsed)
+
+
+def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle, text: str,
+                       actor: User, now: datetime) -> Competition:
+    """Apply a bundle to an existing competition (same slug); fields it leaves out take the
+    schema's defaults, except phase status (kept unless the bundle names one)."""
+    _check_update(session, comp, parsed, actor)
+    diff = changes_out(*compute_changes(comp, parsed, phase_values))
     _apply_competition(comp, parsed, text)
     added = _apply_phases(session, comp, parsed, now)
     session.add(AuditLog(actor_id=actor.id, action="competition.bundle.update",
                          target=f"competition:{comp.id}",
-                         details={"slug": comp.slug, "added_phases": added}, at=now))
+                         details={"slug": comp.slug, "added_phases": added,
+                                  "changes": [{k: c[k] for k in ("phase", "field", "old", "new")}
+                                              for c in diff["changes"]]}, at=now))
     return comp

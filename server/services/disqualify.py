@@ -21,6 +21,7 @@ def set_disqualified(session: Session, submission: Submission, actor: User, disq
     if disqualify:
         submission.disqualified_at = now
         submission.disqualified_reason = (reason.strip() or DEFAULT_REASON)[:REASON_MAX]
+        submission.is_selected = False  # it represents nobody: the next entry by rule does
     else:
         submission.disqualified_at, submission.disqualified_reason = None, None
     audit(session, actor, "submission.disqualify" if disqualify else "submission.reinstate",

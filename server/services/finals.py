@@ -13,16 +13,17 @@ close, or a reconciler racing an organizer, carries nothing twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError
 from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
+from server.services.close_summary import compute_close_summary
 from server.services.leaderboard import choose_entries
 
 Job = tuple[int, str, str]
@@ -33,6 +34,7 @@ class CloseReport:
     phase_id: int
     carried: dict[int, list[int]]  # final phase id -> new submission ids
     skipped: dict[int, list[int]]  # final phase id -> origin ids below the league threshold
+    summary: list[dict[str, Any]] = field(default_factory=list)  # services.close_summary
 
 
 def _thresholds(comp: Competition) -> dict[str | None, float | None]:
@@ -66,15 +68,19 @@ def carry_into(session: Session, source: Phase, final: Phase, now: datetime,
     """Carry the chosen submissions of `source` into `final`; returns new ids, skipped ids
     and jobs."""
     thresholds = _thresholds(session.get(Competition, source.competition_id))
-    already = set(session.execute(select(Submission.carried_from_id).where(
-        Submission.phase_id == final.id, Submission.carried_from_id.is_not(None))).scalars())
+    present = session.execute(select(Submission.carried_from_id, Submission.user_id,
+                                     Submission.league).where(
+        Submission.phase_id == final.id, Submission.carried_from_id.is_not(None))).all()
+    already = {r.carried_from_id for r in present}
+    # A phase reopened and closed again carries only who was not carried the first time.
+    entered = {(r.user_id, r.league) for r in present}
     carried, skipped, jobs = [], [], []
     for row in _chosen(session, source):
         threshold = thresholds.get(row.league)
         if not row.is_baseline and threshold is not None and not row.score > threshold:
             skipped.append(row.id)
             continue
-        if row.id in already:
+        if row.id in already or (not row.is_baseline and (row.user_id, row.league) in entered):
             continue
         new, new_jobs = _copy(session, session.get(Submission, row.id), final, now,
                               final.queue or default_queue)
@@ -103,9 +109,11 @@ def close_phase(session: Session, phase: Phase, actor: User | None, now: datetim
                 default_queue: str) -> tuple[CloseReport, list[Job]]:
     """Close `phase` and carry its entries into the phases that carry from it.
 
-    Raises ConflictError when the phase was already closed (nothing is carried twice)."""
+    A phase reopened after a close (closed_at kept, status open) can be closed again.
+    Raises ConflictError when the phase is closed (nothing is carried twice)."""
     closed = session.execute(
-        update(Phase).where(Phase.id == phase.id, Phase.closed_at.is_(None))
+        update(Phase).where(Phase.id == phase.id,
+                            or_(Phase.closed_at.is_(None), Phase.status != "closed"))
         .values(closed_at=now, status="closed").execution_options(synchronize_session=False)
     ).rowcount
     if not closed:
@@ -120,12 +128,15 @@ def close_phase(session: Session, phase: Phase, actor: User | None, now: datetim
         carried[final.id], skipped[final.id], new_jobs = carry_into(session, phase, final, now,
                                                                    default_queue)
         jobs += new_jobs
+    session.flush()
+    summary = compute_close_summary(session, phase, list(finals), skipped) if finals else []
     session.add(AuditLog(actor_id=actor.id if actor else None, action="phase.close",
                          target=f"phase:{phase.id}", at=now,
                          details={"automatic": actor is None, "carried": carried,
-                                  "below_threshold": skipped}))
+                                  "below_threshold": skipped, "summary": summary}))
     session.flush()
-    return CloseReport(phase_id=phase.id, carried=carried, skipped=skipped), jobs
+    return CloseReport(phase_id=phase.id, carried=carried, skipped=skipped,
+                       summary=summary), jobs
 
 
 def due_phases(session: Session, now: datetime) -> list[Phase]:

@@ -88,8 +88,9 @@ def cancel_submission(session: Session, submission: Submission, actor: User,
 
 
 def rerun_submission(session: Session, submission: Submission, actor: User, now: datetime,
-                     queue_name: str) -> list[Job]:
-    """Supersede the current runs and add fresh ones; returns the jobs to enqueue."""
+                     queue_name: str, reason: str = "") -> list[Job]:
+    """Supersede the current runs and add fresh ones; returns the jobs to enqueue. `reason`
+    (why the organizer re-runs it) is audited and shown on the submission's page."""
     runs = current_runs(session, submission.id)
     if any(r.state not in TERMINAL_STATES for r in runs):
         raise ConflictError(f"submission {submission.id} still has runs waiting or running; "
@@ -110,7 +111,8 @@ def rerun_submission(session: Session, submission: Submission, actor: User, now:
         jobs.append((run.id, token, queue_name))
     refresh_submission(session, submission.id, now)
     audit(session, actor, "submission.rerun", f"submission:{submission.id}", now,
-          superseded=[r.id for r in runs], new_runs=[j[0] for j in jobs])
+          superseded=[r.id for r in runs], new_runs=[j[0] for j in jobs],
+          reason=reason.strip()[:500])
     return jobs
 
 
@@ -121,6 +123,11 @@ def select_submission(session: Session, submission: Submission, user: User, sele
     if phase.closed_at is not None or phase.status == "closed":
         raise ConflictError(f"phase {phase.id} is closed; the selection can no longer change",
                             code="phase.closed")
+    if selected and submission.disqualified_at is not None:
+        raise ConflictError(f"submission {submission.id} was disqualified "
+                            f"({submission.disqualified_reason}); it cannot represent you — "
+                            "select another finished submission, or ask the organizers",
+                            code="submission.disqualified")
     if selected and submission.state != "finished":
         raise ConflictError(f"submission {submission.id} is {submission.state!r}; only a "
                             "finished submission can represent you — wait for it to finish",

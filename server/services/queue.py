@@ -14,9 +14,11 @@ minute instead of a long fixed delay, and without ever sending a waiting run twi
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -142,16 +144,34 @@ def enqueue_quietly(queue: JobQueue, jobs: list[tuple[int, str, str]],
                     countdown_s: float = 0.0) -> int:
     """Enqueue committed jobs; a broker error is logged, not raised (the reconciler retries).
 
-    Returns how many were sent.
+    A broker that is down is one log line per batch (not a traceback per job: the first failure
+    stops the batch, the rest stay queued in the database) and is noted on the queue object as
+    `broker_failure` ({"at", "error", "waiting"}), which the organizer dashboard shows until a
+    send succeeds again. Returns how many were sent.
     """
     sent = 0
-    for run_id, token, name in jobs:
+    for index, (run_id, token, name) in enumerate(jobs):
         try:
             if countdown_s:
                 queue.enqueue(run_id, token, name, countdown_s=countdown_s)
             else:  # queues written before the back-off need not take the argument
                 queue.enqueue(run_id, token, name)
             sent += 1
-        except Exception:  # any broker failure: the DB row stays queued, the reconciler resends
-            log.warning("queue.enqueue.failed run_id=%s queue=%s", run_id, name, exc_info=True)
+        except Exception as exc:  # any broker failure: the rows stay queued, the reconciler resends
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+            waiting = len(jobs) - index
+            log.warning("queue.enqueue.failed the broker %s does not answer (%s); %d run(s) stay "
+                        "queued in the database and are resent by the reconciler once it "
+                        "answers — check that it runs and ARENA_BROKER_URL points at it",
+                        getattr(queue, "broker_url", "?"), error, waiting)
+            _note(queue, {"at": datetime.now(UTC), "error": error, "waiting": waiting})
+            return sent
+    if sent:
+        _note(queue, None)
     return sent
+
+
+def _note(queue: JobQueue, failure: dict[str, Any] | None) -> None:
+    # A queue class with __slots__ cannot carry it: nothing to show then, the log says it.
+    with contextlib.suppress(AttributeError):
+        queue.broker_failure = failure  # type: ignore[attr-defined]

@@ -57,12 +57,14 @@ def flag_baseline(session: Session, submission_id: int, user: User, baseline: bo
 
 
 def rerun(session: Session, submission_id: int, user: User, now: datetime, default_queue: str,
-          queue: JobQueue) -> list[int]:
+          queue: JobQueue, reason: str = "") -> list[int]:
     """New runs with the same seeds (organizer of its competition); the ids of the new runs.
-    Their jobs are sent after the commit: a worker never sees an uncommitted run."""
+    `reason` (why) is audited and shown on the submission's page. Their jobs are sent after the
+    commit: a worker never sees an uncommitted run."""
     submission = ops.get_operable_submission(session, submission_id, user, organizer_only=True)
     phase = session.get(Phase, submission.phase_id)
-    jobs = ops.rerun_submission(session, submission, user, now, phase.queue or default_queue)
+    jobs = ops.rerun_submission(session, submission, user, now, phase.queue or default_queue,
+                                reason)
     session.commit()
     enqueue_quietly(queue, jobs)
     return [job[0] for job in jobs]

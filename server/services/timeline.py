@@ -4,7 +4,10 @@ what comes next — shared by the JSON API (`GET /api/v1/phases`), the pages and
 The stored `status` is what the organizer set; the *effective* status also reads the dates, so
 an `open` phase whose `ends_at` has passed is shown `closed` and one whose `starts_at` is still
 ahead is `upcoming` (the upload check `check_phase_open` refuses both already). A final phase
-(`carry_from_id`) never takes uploads: its entries are carried from the phase before it.
+(`carry_from_id`) never takes uploads: its entries are carried from the phase before it, so it
+is `open` from the moment they are (its source closed), whatever its `starts_at` says — the
+organizer's dashboard, the participants' pages, the API and the CLI all read this one function,
+so nobody sees "upcoming" while carried runs execute and someone else sees "open".
 """
 
 from __future__ import annotations
@@ -12,18 +15,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import inspect
+
 from server.models import Phase
 
 
 def effective_status(phase: Phase, now: datetime) -> str:
-    """`draft`, `upcoming`, `open` or `closed` at `now` (dates override a stored `open`)."""
+    """`draft`, `upcoming`, `open` or `closed` at `now` (dates override a stored `open`; a
+    final phase whose entries were carried is open)."""
     if phase.status != "open":
         return phase.status
     if phase.ends_at is not None and now >= phase.ends_at:
         return "closed"
+    if entries_carried(phase):
+        return "open"
     if phase.starts_at is not None and now < phase.starts_at:
         return "upcoming"
     return "open"
+
+
+def entries_carried(phase: Phase) -> bool:
+    """True for a final phase whose source phase has closed (its entries were carried)."""
+    if phase.carry_from_id is None or inspect(phase).session is None:
+        return False
+    source = next((p for p in phase.competition.phases if p.id == phase.carry_from_id), None)
+    return source is not None and source.closed_at is not None
 
 
 def accepts_uploads(phase: Phase, now: datetime) -> bool:
@@ -44,6 +60,21 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} min" if minutes else "under a minute"
 
 
+def format_limit(seconds: int) -> str:
+    """A time limit as the bundle set it: `90 s` (not rounded to `1 min`), `5 min`, `5 h`."""
+    if seconds % 60 or seconds < 60:
+        return f"{seconds} s"
+    return format_duration(seconds)
+
+
+def closed_since(phase: Phase, now: datetime) -> datetime | None:
+    """When a closed phase stopped taking submissions: the earlier of its close and its
+    (passed) end date; None when neither is known."""
+    ends = phase.ends_at if phase.ends_at is not None and phase.ends_at <= now else None
+    dates = [d for d in (phase.closed_at if phase.status == "closed" else None, ends) if d]
+    return min(dates) if dates else None
+
+
 @dataclass(frozen=True)
 class Step:
     """One phase on a competition's timeline, as a page shows it."""
@@ -55,6 +86,7 @@ class Step:
     countdown: str  # "closes in 3 days 4 h", "opens in 2 h", "" when no date is ahead
     deadline: datetime | None  # the date the countdown counts to (for a live countdown)
     kind: str  # "feedback" (takes uploads) or "final" (carries entries from another phase)
+    closed_since: datetime | None = None  # when a closed phase stopped taking submissions
 
 
 def phase_step(phase: Phase, now: datetime) -> Step:
@@ -69,7 +101,8 @@ def phase_step(phase: Phase, now: datetime) -> Step:
         countdown = f"closes in {format_duration((deadline - now).total_seconds())}"
     return Step(phase=phase, status=status, accepting=accepts_uploads(phase, now),
                 current=status == "open", countdown=countdown, deadline=deadline,
-                kind="final" if phase.carry_from_id is not None else "feedback")
+                kind="final" if phase.carry_from_id is not None else "feedback",
+                closed_since=closed_since(phase, now) if status == "closed" else None)
 
 
 def competition_timeline(phases: list[Phase], now: datetime) -> list[Step]:

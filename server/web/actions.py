@@ -44,7 +44,8 @@ def submission_actions(submission: Submission, user: User) -> list[Action]:
     """The buttons `user` gets for `submission`, given its state (the service re-checks)."""
     actions = []
     over = submission.state in TERMINAL_STATES
-    if submission.user_id == user.id and submission.state == "finished":
+    if (submission.user_id == user.id and submission.state == "finished"
+            and submission.disqualified_at is None):
         actions.append(Action("select", "Unselect" if submission.is_selected
                               else "Use for the leaderboard"))
     if not over and (is_staff(user) or submission.user_id == user.id):
@@ -107,7 +108,8 @@ async def rerun(submission_id: int, request: Request, settings: SettingsDep, now
                 queue: Annotated[JobQueue, Depends(get_queue)]):
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
-        actions.rerun(session, submission_id, user, now, settings.default_queue, queue)
+        actions.rerun(session, submission_id, user, now, settings.default_queue, queue,
+                      str(form.get("reason", "")))
     return _back(form, submission_id, "rerun")
 
 

@@ -21,7 +21,9 @@ REASONS: dict[str, tuple[str, str]] = {
     R.INVALID_SUBMISSION: ("The submission was refused before it ran.",
                            "Check the zip with `arena zip` and `arena run` on the sample data."),
     R.IMPORT_ERROR: ("model.py could not be imported.",
-                     "Run `arena run` locally: it imports model.py the same way."),
+                     "`arena run` imports model.py the same way but in your own environment, "
+                     "where a package you installed is found; `arena zip` lists the imports "
+                     "the sandbox image lacks."),
     R.META_FIT_ERROR: ("MyMetaLearner.meta_fit (or saving the learner it returned) raised an "
                        "exception during meta-training.",
                        "The traceback below shows where; `arena run` reproduces it on the "

@@ -28,11 +28,13 @@ from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError,
 from server.models import RUN_STATES, Competition, Phase, Submission, User
 from server.services import competitions as competition_service
 from server.services import users as user_service
+from server.services.close_summary import latest_close_summaries
 from server.services.finals import close_phase
 from server.services.operations import check_organizes
 from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
+from server.services.timeline import phase_step
 from server.services.workers import list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
@@ -41,6 +43,9 @@ from server.web.views import is_staff
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 # Fixed texts only: a notice is never taken from the URL, so a link cannot put words here.
 NOTICES = {"phase-status": "The phase status was changed.",
+           "phase-closed": "The phase was closed. Who was carried into its final, and who was "
+                           "not and why, is listed under “Phase closes” (and in the audit "
+                           "log); each participant sees their own line on their page.",
            "rerun": "The submission was queued again (its earlier runs are kept as history).",
            "cancel": "The submission's waiting runs were cancelled; running ones stop soon.",
            "baseline": "The baseline mark was changed.",
@@ -76,7 +81,8 @@ def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
 
 @router.get("/organizer")
 def dashboard(request: Request, user: OptionalUser, session: SessionDep,
-              settings: SettingsDep, now: NowDep):
+              settings: SettingsDep, now: NowDep,
+              queue: Annotated[JobQueue, Depends(get_queue)]):
     if user is None:
         return login_redirect(request, "organizer")
     _require_staff(user)
@@ -105,6 +111,9 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
                   recent=recent, shown=shown, states=RUN_STATES,
                   finals={p.carry_from_id for p in phases if p.carry_from_id},
                   exports=phase_exports(phases),
+                  steps={p.id: phase_step(p, now) for p in phases},
+                  closes=latest_close_summaries(session, ids),
+                  broker_failure=getattr(queue, "broker_failure", None),
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
@@ -156,7 +165,7 @@ async def close(phase_id: int, request: Request, settings: SettingsDep, now: Now
         user, phase = _organized_phase(request, session, now, phase_id)
         _report, jobs = close_phase(session, phase, user, now, settings.default_queue)
     enqueue_quietly(queue, jobs)
-    return RedirectResponse("/organizer?done=phase-status", status_code=303)
+    return RedirectResponse("/organizer?done=phase-closed#closes", status_code=303)
 
 
 def _organized_phase(request: Request, session, now, phase_id: int) -> tuple[User, Phase]:

@@ -29,7 +29,7 @@ from server.api.deps import SESSION_COOKIE
 from server.core.config import Settings
 from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
 from server.core.security import csrf_token
-from server.services.timeline import format_duration
+from server.services.timeline import format_duration, format_limit
 from submission_api.log_text import escape_controls
 
 log = logging.getLogger("arena.web")
@@ -68,6 +68,7 @@ def _environment() -> Jinja2Templates:
     templates.env.filters["controls"] = escape_controls  # participant output: no raw ESC/CR
     templates.env.filters["duration"] = lambda td: "" if td is None else format_duration(
         td.total_seconds())
+    templates.env.filters["limit"] = format_limit  # 90 s stays "90 s", not "1 min"
     return templates
 
 

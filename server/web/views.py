@@ -22,6 +22,7 @@ from server.services.timeline import (
     competition_timeline,
     effective_status,
     format_duration,
+    format_limit,
     next_step,
 )
 
@@ -54,7 +55,7 @@ def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, st
         ("Closes", _when(phase.ends_at, "no end date")),
         ("Protocol", protocol),
         ("Runs per submission", f"{runs} (score = worst run)" if runs > 1 else "1"),
-        ("Time limit", f"{phase.time_limit_s // 60} min per run"),
+        ("Time limit", f"{format_limit(phase.time_limit_s)} per run"),
         ("Quota", ", ".join(quotas) or "none"),
         ("Leaderboard", f"{phase.leaderboard_rule} submission per participant"),
         ("Logs", "hidden from participants" if phase.hide_logs else "shown to their owner"),

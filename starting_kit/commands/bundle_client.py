@@ -79,8 +79,12 @@ def _line_of(text: str, needle: str) -> int:
     return 1
 
 
-DATE_LINE = re.compile(r"^(?P<key>\s*(?:-\s+)?(?:starts_at|ends_at):\s*)(?P<value>['\"]?"
-                       r"\d{4}-\d\d-\d\d[^\s#'\"]*['\"]?)", re.MULTILINE)
+# A YAML date: `2031-01-15`, `2031-01-15T09:00:00Z`, `2031-01-15 09:00:00 +02:00`, quoted or not.
+DATE = (r"\d{4}-\d\d-\d\d(?:[Tt ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?)?"
+        r"(?:\s?(?:Z|z|[+-]\d\d(?::?\d\d)?))?")
+DATE_LINE = re.compile(rf"^(?P<key>\s*(?:-\s+)?(?:starts_at|ends_at):[ \t]*)(?P<value>['\"]?"
+                       rf"{DATE}['\"]?)", re.MULTILINE)
+MESSAGE_DATE = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 
 
 def shift_dates(text: str, start: datetime) -> tuple[str, timedelta]:
@@ -94,12 +98,39 @@ def shift_dates(text: str, start: datetime) -> tuple[str, timedelta]:
     offset = start - min(dates)
 
     def moved(match: re.Match) -> str:
-        value = _parse_date(match.group("value").strip("'\""))
+        written = match.group("value").strip("'\"")
+        value = _parse_date(written)
         if value is None:
             return match.group(0)
-        return match.group("key") + (value + offset).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # A date without a time zone stays without one, so the server still says so.
+        shape = "%Y-%m-%dT%H:%M:%SZ" if _has_zone(written) else "%Y-%m-%dT%H:%M:%S"
+        return match.group("key") + (value + offset).astimezone(UTC).strftime(shape)
 
     return DATE_LINE.sub(moved, text), offset
+
+
+def unshift_message(message: str, original: str, offset: timedelta) -> str:
+    """A server message about a `--start`-shifted bundle with each shifted date written back
+    as the author wrote it in `original` (their file), so the error points at their text."""
+    if not offset:
+        return message
+    written = {}
+    for match in DATE_LINE.finditer(original):
+        text = match.group("value").strip("'\"")
+        value = _parse_date(text)
+        if value is not None:
+            written[value] = text
+
+    def back(match: re.Match) -> str:
+        value = _parse_date(match.group(0))
+        return written.get(value - offset, match.group(0)) if value else match.group(0)
+
+    return MESSAGE_DATE.sub(back, message)
+
+
+def _has_zone(text: str) -> bool:
+    parsed = _parse_raw(text)
+    return parsed is not None and parsed.tzinfo is not None
 
 
 def parse_start(value: str) -> datetime:
@@ -113,9 +144,39 @@ def parse_start(value: str) -> datetime:
     return parsed
 
 
-def _parse_date(value: str) -> datetime | None:
+def _parse_raw(value: str) -> datetime | None:
+    """A date as written (time zone kept, or none); None when it is not a date."""
+    value = re.sub(r"\s+(?=[+-]\d\d(?::?\d\d)?$)", "", value.strip())  # YAML's "09:00 +02:00"
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return None
+
+
+def _parse_date(value: str) -> datetime | None:
+    """A date, UTC unless it says otherwise; None when it is not a date."""
+    parsed = _parse_raw(value)
+    if parsed is None:
+        return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def confirm_changes(client: ArenaClient, url: str, body: dict, yes: bool, console: Any) -> bool:
+    """Print what the update would change (the server's dry run) and ask before applying;
+    False when there is nothing to change or the organizer says no."""
+    import typer
+    from rich.text import Text
+
+    diff = client.call("POST", f"{url}/diff", json=body).json()
+    lines = [f"  {c['text']}" for c in diff["changes"]]
+    lines += [f"  new phase: {name}" for name in diff["added_phases"]]
+    if not lines:
+        console.print(Text("the bundle changes nothing on the server; nothing was sent"))
+        return False
+    console.print(Text("\n".join([f"this update changes {len(lines)} thing(s):", *lines])))
+    if yes:
+        return True
+    if not typer.confirm("apply these changes?", default=False):
+        console.print(Text("nothing was changed (pass --yes to apply without asking)"))
+        return False
+    return True

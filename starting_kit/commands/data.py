@@ -170,11 +170,13 @@ def generate(out: Path = typer.Argument(..., help="Collection folder to write.")
 
 
 @app.command()
-def digits(out: Path = typer.Argument(..., help="Folder to write the dataset into.")) -> None:
-    """Convert scikit-learn's bundled digits into a Meta-Album dataset (no download)."""
+def digits(out: Path = typer.Argument(..., help="The dataset folder to write (its name is "
+                                      "the dataset's).")) -> None:
+    """Convert scikit-learn's bundled digits into a Meta-Album dataset in OUT (no download)."""
     from starting_kit.digits import convert_digits
 
-    _console().print(f"[green]Wrote {convert_digits(out)}[/green]")
+    out = out.resolve()
+    _console().print(f"[green]Wrote {convert_digits(out.parent, name=out.name)}[/green]")
 
 
 @app.command("compile")

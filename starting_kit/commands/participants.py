@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import typer
+from rich.table import Table
 
 from starting_kit.commands.remote_client import ArenaClient, RemoteError, console, load_credentials
 
@@ -45,13 +46,37 @@ def list_command(competition: str = COMPETITION, server: str | None = SERVER,
                  token: str | None = TOKEN) -> None:
     """Requests and decisions, pending first."""
     client, comp_id = _connect(server, token, competition)
-    for row in _call(client, "GET", f"/api/v1/competitions/{comp_id}/participants"):
-        typer.echo(f"{row['user_id']}\t{row['username']}\t{row['status']}\t{row['requested_at']}")
+    rows = _call(client, "GET", f"/api/v1/competitions/{comp_id}/participants")
+    if not rows:
+        typer.echo(f"competition {competition}: nobody has asked to take part yet")
+        return
+    table = Table("user id", "username", "status", "asked", title=f"Participants of "
+                  f"{competition} (approve or deny by username)")
+    for row in rows:
+        table.add_row(str(row["user_id"]), row["username"], row["status"],
+                      str(row["requested_at"]).replace("T", " ")[:16])
+    console.print(table)
 
 
-def _decide(competition: str, user_id: int, verdict: str, server: str | None,
+def _user_id(client: ArenaClient, comp_id: int, who: str) -> int:
+    """The user id of `who` (a username, or a user id) among the competition's requests."""
+    rows = _call(client, "GET", f"/api/v1/competitions/{comp_id}/participants")
+    for row in rows:
+        if row["username"] == who:
+            return int(row["user_id"])
+    if who.isdigit():
+        return int(who)
+    names = ", ".join(sorted(r["username"] for r in rows)) or "nobody"
+    console.print(f"[bold red]error:[/] {who!r} has not asked to take part in this "
+                  f"competition (asked: {names}); they run `arena join COMPETITION` first",
+                  markup=True, highlight=False)
+    raise typer.Exit(1)
+
+
+def _decide(competition: str, who: str, verdict: str, server: str | None,
             token: str | None) -> None:
     client, comp_id = _connect(server, token, competition)
+    user_id = _user_id(client, comp_id, who)
     row = _call(client, "POST",
                 f"/api/v1/competitions/{comp_id}/participants/{user_id}/{verdict}")
     typer.echo(f"{row['username']}: {row['status']}")
@@ -59,18 +84,18 @@ def _decide(competition: str, user_id: int, verdict: str, server: str | None,
 
 @participants_app.command("approve")
 def approve_command(competition: str = COMPETITION,
-                    user_id: int = typer.Argument(..., help="The participant's user id."),
+                    who: str = typer.Argument(..., help="The participant's username (or id)."),
                     server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Let a participant submit."""
-    _decide(competition, user_id, "approve", server, token)
+    _decide(competition, who, "approve", server, token)
 
 
 @participants_app.command("deny")
 def deny_command(competition: str = COMPETITION,
-                 user_id: int = typer.Argument(..., help="The participant's user id."),
+                 who: str = typer.Argument(..., help="The participant's username (or id)."),
                  server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Refuse a participant: their uploads are refused from now on."""
-    _decide(competition, user_id, "deny", server, token)
+    _decide(competition, who, "deny", server, token)
 
 
 @participants_app.command("mode")

@@ -8,13 +8,19 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from starting_kit.commands.bundle_client import parse_start, shift_dates
+from starting_kit.commands.bundle_client import (
+    confirm_changes,
+    parse_start,
+    shift_dates,
+    unshift_message,
+)
 from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,
@@ -163,11 +169,21 @@ def logs_command(submission: int = typer.Argument(..., help="Submission id."),
                  server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """The logs of each run of a submission of yours."""
     with _reported():
-        logs = _client(server, token).get(f"/api/v1/submissions/{submission}/logs")
+        client = _client(server, token)
+        logs = client.get(f"/api/v1/submissions/{submission}/logs")
+        # A crash in `fit` or `predict` may leave its traceback only in the run's message (what
+        # `arena status` shows): print it beside a log that lacks it.
+        failed = {r["id"]: r for r in client.get(f"/api/v1/submissions/{submission}")["runs"]
+                  if r.get("message")} if any(r["state"] != "finished"
+                                                for r in logs["runs"]) else {}
     for run in logs["runs"]:
         # Participant output: ESC, BEL, CR shown as text, never acted on by the terminal.
         typer.echo(f"===== run {run['index']} ({run['state']}) =====\n"
-                   f"{escape_controls(run['log'])}")
+                   f"{escape_controls(run['log']) or '(the run wrote no log)'}")
+        why = failed.get(run["run_id"])
+        if why and why["message"].strip() not in run["log"]:
+            typer.echo(f"----- why it {run['state']} ({why['reason']}) -----\n"
+                       f"{escape_controls(why['message'])}")
 
 
 def leaderboard_command(phase: int = typer.Option(..., "--phase", help="Phase id."),
@@ -215,26 +231,32 @@ def select_command(submission: int = typer.Argument(..., help="Submission id."),
 
 
 def _send_bundle(bundle: Path, method: str, server: str | None, token: str | None,
-                 cache: Path | None, start: str | None = None) -> None:
+                 cache: Path | None, start: str | None = None, yes: bool = True) -> None:
     with _reported():
         client = _client(server, token)
         body = bundle_request(client, bundle, cache or Path.home() / ".cache" / "metadl-arena")
+        written, offset = body["yaml"], timedelta(0)
         if start is not None:
-            body["yaml"], offset = shift_dates(body["yaml"], parse_start(start))
+            first = parse_start(start)
+            body["yaml"], offset = shift_dates(written, first)
             console.print(Text(f"phase dates moved by {offset.days} days so that the first "
-                               f"one is {parse_start(start):%Y-%m-%d %H:%M} UTC"))
+                               f"one is {first:%Y-%m-%d %H:%M} UTC"))
         found = re.search(r"^slug:\s*['\"]?([^'\"\s#]+)", body["yaml"], re.MULTILINE)
         url = ("/api/v1/competitions/bundle" if method == "POST"
                else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle")
         try:
+            if method == "PUT" and not confirm_changes(client, url, body, yes, console):
+                return
             comp = client.call(method, url, json=body).json()
         except RemoteError as exc:
             if not exc.problems:
                 raise
             # file:line: where: what — the form editors and terminals link to the line
+            # Dates as the author wrote them, not as --start moved them.
             raise RemoteError("\n".join(
                 [f"{bundle}: {len(exc.problems)} problem(s); fix them and run the command "
-                 "again:", *(f"  {bundle}:{p['line']}: {p['where']}: {p['message']}"
+                 "again:", *(f"  {bundle}:{p['line']}: {p['where']}: "
+                             f"{unshift_message(p['message'], written, offset)}"
                              for p in exc.problems)])) from exc
     phases = ", ".join(f"{p['name']} (id {p['id']}, {p['status']})" for p in comp["phases"])
     console.print(Text(f"competition {comp['slug']} (id {comp['id']}): {phases}"))
@@ -253,9 +275,12 @@ def competition_create(bundle: Path = typer.Argument(..., exists=True, dir_okay=
 def competition_update(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                        cache: Path | None = typer.Option(None, help="Compiled-data cache."),
                        start: str | None = START,
+                       yes: bool = typer.Option(False, "--yes", "-y", help="Apply the changes "
+                                                "without asking (for scripts)."),
                        server: str | None = SERVER, token: str | None = TOKEN) -> None:
-    """Apply a bundle to the competition with the bundle's slug."""
-    _send_bundle(bundle, "PUT", server, token, cache, start)
+    """Apply a bundle to the competition with the bundle's slug: prints what changes (phase
+    status only where the bundle says `status:`) and asks before applying."""
+    _send_bundle(bundle, "PUT", server, token, cache, start, yes)
 
 
 @competition_app.command("show")

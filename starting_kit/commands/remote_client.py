@@ -137,6 +137,8 @@ def explain(response: httpx.Response) -> str:
     hint = {403: " — this needs another role or ownership; ask the organizers if it should "
                  "not", 429: " — wait, or submit a better one later (`arena phases` shows "
                  "your quota left)"}.get(response.status_code, "")
+    if hint and ("ask " in message.lower() or "quota" in message.lower()):
+        hint = ""  # the server's message already says what to do: say it once
     problems = [e for e in (error.get("details") or {}).get("errors", []) if isinstance(e, dict)]
     if problems:  # the message repeats them all on one line: list them once, one a line
         return "\n".join([f"{response.status_code} {code}: {len(problems)} problem(s)",
@@ -263,6 +265,11 @@ def print_board(board: dict[str, Any], stats: bool = False) -> None:
                                             else "")
     if board["hidden"] != "none":
         title += f" · hidden: {board['hidden']}"
+    if stats and not board.get("statistics"):
+        Console(stderr=True).print(
+            f"statistics (rank ranges, tied groups) are off for phase {board['phase_id']} now: "
+            "its organizers show them during the phase, after it closes, or never (the "
+            "bundle's leaderboard.statistics); the plain board follows", highlight=False)
     stats = stats and bool(board.get("statistics"))
     table = Table(title=title)
     for column in ("#", *(("rank range", "group") if stats else ()), "participant", "score",

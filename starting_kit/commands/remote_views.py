@@ -108,12 +108,15 @@ def status_table(submissions: list[dict[str, Any]], phase_names: dict[int, str],
         rank = f"{entry['rank']} of {board['total']}" if entry and entry.get("rank") else (
             "—" if view["state"] != "finished" else "not on board")
         state = view["state"] + (f" ({view['reason']})" if view.get("reason") else "")
+        if view.get("disqualified_at"):
+            state = f"disqualified ({view.get('disqualified_reason') or 'by the organizers'})"
         if view.get("queue_position"):
             state += f" #{view['queue_position']} in queue"
         submitted = _parse(view["created_at"])
         table.add_row(_cell(view["id"]),
                       _cell(f"{phase_names.get(view['phase_id'], '?')} ({view['phase_id']})"),
-                      _cell(state, STATE_STYLES.get(view["state"], "")), _cell(score),
+                      _cell(state, STATE_STYLES.get("failed" if view.get("disqualified_at")
+                                                    else view["state"], "")), _cell(score),
                       _cell(rank), _cell(f"{submitted:%Y-%m-%d %H:%M}" if submitted else None))
     return table
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,10 @@ def _plain(text: str) -> str:
 
 
 def _half_widths(stats: Sequence[GroupStats]) -> list[float]:
-    return [s.ci95 if s.ci95 is not None else 0.0 for s in stats]
+    """Each point's interval half-width; none (0) for a point resting on a single task, whose
+    interval is undefined — it must not be drawn as a bar over the whole metric range."""
+    return [s.ci95 if s.ci95 is not None and s.n > 1 and math.isfinite(s.ci95) else 0.0
+            for s in stats]
 
 
 def clipped_errors(stats: Sequence[GroupStats],

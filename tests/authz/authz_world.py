@@ -96,6 +96,7 @@ def call(world: World, method: str, path: str, role: str):
 # cannot hide whether the caller would have been let in).
 BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "extra"},
           ("PUT", "/api/v1/competitions/{ref}/bundle"): {"yaml": "title: T\n"},
+          ("POST", "/api/v1/competitions/{ref}/bundle/diff"): {"yaml": "title: T\n"},
           ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"}}
 
 

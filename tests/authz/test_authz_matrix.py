@@ -60,6 +60,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/competitions/{competition_id}/phases"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/competitions/bundle"): STAFF,
     ("PUT", "/api/v1/competitions/{ref}/bundle"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/competitions/{ref}/bundle/diff"): ORGANIZER_OF_IT,
     # 404 for its own organizer too: this competition was not built from a bundle.
     ("GET", "/api/v1/competitions/{ref}/bundle"): "DDD*D*",
     ("GET", "/api/v1/phases"): PUBLIC,

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -89,7 +90,10 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
     if claimed is None:
         log.info("run.claim.skipped", extra={"run_id": run_id})
         return RunResult.NOT_CLAIMED
-    log.info("run.claimed", extra={"run_id": run_id, "fencing_token": claimed.fencing_token})
+    started = time.monotonic()
+    log.info("run.claimed", extra={"run_id": run_id, "fencing_token": claimed.fencing_token,
+                                   "time_limit_s": claimed.time_limit_s,
+                                   "image": claimed.image or rt.default_image})
 
     work: Path | None = None
 
@@ -106,11 +110,15 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         if outcome is None or heartbeat.lost.is_set():
             log.warning("run.lost", extra={"run_id": run_id})
             return RunResult.LOST
-        if publish_outcome(rt.client, claimed, run_token, outcome):
-            return RunResult.PUBLISHED
-        return RunResult.FENCED
+        result = (RunResult.PUBLISHED if publish_outcome(rt.client, claimed, run_token, outcome)
+                  else RunResult.FENCED)
+        log_run_end(run_id, outcome.state, outcome.reason, outcome.summary.get("mean"),
+                    started, result)
+        return result
     except PLATFORM_ERRORS as exc:
-        return _release(rt.client, claimed, run_token, exc)
+        result = _release(rt.client, claimed, run_token, exc)
+        log_run_end(run_id, "released", compute_short_cause(exc), None, started, result)
+        return result
     except Exception:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
         # Not a named transient fault: a retry would meet the same bug and spend the phase's
         # limits again, so the run ends now, uncharged; the traceback stays in the worker's log.
@@ -164,6 +172,16 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
         return None
     return decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
                           log_cap_bytes=rt.log_cap_bytes)
+
+
+def log_run_end(run_id: RunId, state: str, reason: str | None, score: float | None,
+                started: float, result: RunResult) -> None:
+    """The one line an operator reads per run: how it ended, its score or why not, how long."""
+    fields = {"run_id": run_id, "state": state, "duration_s": round(time.monotonic() - started, 1),
+              "result": str(result)}
+    fields |= {"score": round(score, 4)} if score is not None else {"reason": reason}
+    level = logging.INFO if state == "finished" else logging.WARNING
+    log.log(level, "run.finished", extra=fields)
 
 
 def _make_work_dir(runs_dir: Path, run_id: RunId) -> Path:
