@@ -49,8 +49,10 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/submissions/{submission_id}/disqualify"): NOBODY,
     ("POST", "/api/v1/auth/token"): PUBLIC,
     ("POST", "/api/v1/users"): STAFF,
-    ("GET", "/api/v1/users"): STAFF,  # organizers list participants, admins everyone
-    ("POST", "/api/v1/users/{user_id}/revoke"): STAFF,  # organizers revoke participants only
+    ("GET", "/api/v1/users"): STAFF,  # organizers list the participants they manage
+    # Organizers revoke participants they manage only (services/tenancy.py): `other` takes
+    # part in the organizer's competition, not in the other organizer's.
+    ("POST", "/api/v1/users/{user_id}/revoke"): ORGANIZER_OF_IT,
     ("GET", "/api/v1/phases/{phase_id}/quota"): SIGNED_IN,
     ("GET", "/api/v1/me"): SIGNED_IN,
     ("GET", "/api/v1/competitions"): PUBLIC,
