@@ -284,8 +284,9 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
         return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
     phase = session.get(Phase, submission.phase_id)
-    hidden = user.role == "participant" and phase.hide_logs
-    owner = submission_owner(session, submission) if is_staff(user) else None
+    sees_all = organizes(session, phase, user)
+    hidden = not sees_all and phase.hide_logs
+    owner = submission_owner(session, submission) if sees_all else None
     runs = [r for r in submission.runs if r.superseded_at is None]
     return render(request, "submission.html", user, settings, phase=phase, owner=owner,
                   s=submission_out(session, submission, settings), runs=runs,
@@ -294,8 +295,7 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   model=submission, actions=submission_actions(submission, user),
                   logs=None if hidden else runs, explain=explain_failure,
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
-                  standing=submission_standing(session, phase, submission,
-                                               organizes(session, phase, user)))
+                  standing=submission_standing(session, phase, submission, sees_all))
 
 
 def submission_owner(session, submission: Submission) -> str:

@@ -41,6 +41,7 @@ from server.schemas.submission import (
 from server.services.queue import JobQueue
 from server.services.storage import Storage
 from server.services.submissions import get_visible_submission, queue_position
+from server.services.tenancy import organizes_phase
 from server.services.upload import accept_submission
 from submission_api.submission_zip import ZipLimits
 
@@ -109,7 +110,7 @@ def get_submission(submission_id: int, user: CurrentUser, session: SessionDep,
 def get_logs(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionLogs:
     submission = get_visible_submission(session, submission_id, user)
     phase = session.get(Phase, submission.phase_id)
-    if user.role == "participant" and phase.hide_logs:
+    if phase.hide_logs and not organizes_phase(session, user, phase):
         raise ForbiddenError(f"logs are hidden in phase {phase.id} by its organizers; your "
                              "submission's state and reason are still shown",
                              code="logs.hidden")

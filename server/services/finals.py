@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import ConflictError
 from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
+from server.services.competitions import check_phase_data
 from server.services.leaderboard import choose_entries
 
 Job = tuple[int, str, str]
@@ -103,7 +104,12 @@ def close_phase(session: Session, phase: Phase, actor: User | None, now: datetim
                 default_queue: str) -> tuple[CloseReport, list[Job]]:
     """Close `phase` and carry its entries into the phases that carry from it.
 
-    Raises ConflictError when the phase was already closed (nothing is carried twice)."""
+    Raises ConflictError when the phase was already closed (nothing is carried twice), and
+    InvalidInputError (closing nothing) when a final it carries into names data its organizer
+    may not use: the carried runs would compute results on someone else's test set."""
+    for final in session.execute(select(Phase).where(Phase.carry_from_id == phase.id)
+                                 .order_by(Phase.id)).scalars():
+        check_phase_data(session, final, actor)
     closed = session.execute(
         update(Phase).where(Phase.id == phase.id, Phase.closed_at.is_(None))
         .values(closed_at=now, status="closed").execution_options(synchronize_session=False)

@@ -25,7 +25,7 @@ from server.api.deps import (
 )
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError, NotFoundError
-from server.models import RUN_STATES, Competition, Phase, Submission, User
+from server.models import RUN_STATES, Phase, Submission, User
 from server.services import competitions as competition_service
 from server.services import users as user_service
 from server.services.finals import close_phase
@@ -33,6 +33,7 @@ from server.services.operations import check_organizes
 from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
+from server.services.tenancy import organized_phase_ids
 from server.services.workers import list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
@@ -53,10 +54,8 @@ NOTICES = {"phase-status": "The phase status was changed.",
 
 
 def organized_phases(session, user: User) -> list[Phase]:
-    query = select(Phase).join(Competition).order_by(Phase.id)
-    if user.role != "admin":
-        query = query.where(Competition.owner_id == user.id)
-    return list(session.execute(query).scalars())
+    return list(session.execute(select(Phase).where(Phase.id.in_(organized_phase_ids(user)))
+                                .order_by(Phase.id)).scalars())
 
 
 def _require_staff(user: User | None) -> User:

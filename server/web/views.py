@@ -18,6 +18,7 @@ from server.models import Competition, Phase, User, utcnow
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.quotas import quota_left
+from server.services.tenancy import is_staff, organizes_competition  # noqa: F401 (re-exported)
 from server.services.timeline import (
     competition_timeline,
     effective_status,
@@ -26,18 +27,17 @@ from server.services.timeline import (
 )
 
 
-def is_staff(user: User | None) -> bool:
-    return user is not None and user.role in ("organizer", "admin")
-
-
 def visible_competitions(session: Session, user: User | None,
                          now: datetime | None = None) -> list[dict]:
-    """Competitions with the phases `user` may see (drafts for staff only), each phase with its
+    """Competitions with the phases `user` may see (drafts for their organizers only: services/
+    tenancy.py), each phase with its
     timeline step at `now` (effective status, countdown) in the order the phases happen."""
     comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
-    shown = [(c, [p for p in c.phases if is_staff(user) or p.status != "draft"]) for c in comps]
+    shown = [(c, organizes_competition(user, c)) for c in comps]
+    shown = [(c, [p for p in c.phases if staff or p.status != "draft"], staff)
+             for c, staff in shown]
     return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow())}
-            for c, ps in shown if ps or is_staff(user)]
+            for c, ps, staff in shown if ps or staff]
 
 
 def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, str]]:
@@ -67,7 +67,8 @@ def phase_context(session: Session, phase: Phase, user: User | None,
     """What the phase and submit pages show beside the facts: the competition's timeline,
     this phase's step and the one after it, and the viewer's quota left in words."""
     timeline = competition_timeline(
-        [p for p in phase.competition.phases if is_staff(user) or p.status != "draft"], now)
+        [p for p in phase.competition.phases
+         if organizes_competition(user, phase.competition) or p.status != "draft"], now)
     step = next((s for s in timeline if s.phase.id == phase.id), None) \
         or competition_timeline([phase], now)[0]
     quota = quota_left(session, user.id, phase, now) if user is not None else None
