@@ -28,6 +28,7 @@ from server.schemas.competition import (
 )
 from server.services import competitions as service
 from server.services.quotas import quota_left
+from server.services.secrecy import published_at, results_state, test_data_level
 from server.services.seeds import redact_protocol
 from server.services.tenancy import is_admin, organized_phase_ids, organizes_competition
 from server.services.timeline import accepts_uploads, effective_status, phase_step
@@ -67,12 +68,16 @@ def phase_out(phase: Phase, now: datetime | None = None, staff: bool = False) ->
     out.accepting_submissions = accepts_uploads(phase, now)
     deadline = phase_step(phase, now).deadline
     out.countdown_s = int((deadline - now).total_seconds()) if deadline else None
+    out.test_data, out.results = test_data_level(phase), results_state(phase)
+    out.published_at = published_at(phase)
     if not staff:
         out.seed = None
         out.protocol = redact_protocol(out.protocol)
         for refs in (out.data.meta_train, out.data.meta_valid, out.data.meta_test):
             for ref in refs:
                 ref.content_hash = None
+        if out.test_data == "secret":  # the names say which public datasets are tested on
+            out.data.meta_test = []
     return out
 
 

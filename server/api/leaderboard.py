@@ -28,6 +28,7 @@ from server.services.leaderboard_view import (
     league_names,
     view_leaderboard,
 )
+from server.services.secrecy import board_hidden
 from server.services.tenancy import organizes_phase
 
 router = APIRouter(prefix="/api/v1", tags=["leaderboard"])
@@ -82,7 +83,7 @@ def compare(submission_id: int, other_submission_id: int, session: SessionDep,
                                 code="compare.phases")
     phase = visible_phase(session, subs[0].phase_id, user)
     if not organizes(session, phase, user):
-        if not shows_statistics(phase) or (phase.leaderboard or {}).get("hidden", "none") != "none":
+        if not shows_statistics(phase) or board_hidden(phase) != "none":
             raise ForbiddenError(f"phase {phase.id} does not show statistics now; its organizers "
                                  "chose when (during, after close, or never)",
                                  code="compare.hidden")

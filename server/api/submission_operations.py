@@ -38,7 +38,7 @@ def cancel(submission_id: int, user: CurrentUser, session: WriteSessionDep, now:
     submission = ops.get_operable_submission(session, submission_id, user)
     ops.cancel_submission(session, submission, user, now)
     session.commit()
-    return submission_out(session, session.get(Submission, submission_id), settings)
+    return submission_out(session, session.get(Submission, submission_id), settings, user)
 
 
 @router.post("/submissions/{submission_id}/rerun", response_model=RerunOut)
@@ -68,7 +68,7 @@ def select_submission(submission_id: int, user: CurrentUser, session: WriteSessi
     selected = True if body is None else body.selected
     ops.select_submission(session, submission, user, selected, now)
     session.commit()
-    return submission_out(session, submission, settings)
+    return submission_out(session, submission, settings, user)
 
 
 @router.post("/submissions/{submission_id}/baseline", response_model=SubmissionOut)
@@ -78,7 +78,7 @@ def baseline(submission_id: int, user: Organizer, session: WriteSessionDep, now:
     submission = ops.get_operable_submission(session, submission_id, user, organizer_only=True)
     ops.flag_baseline(session, submission, user, True if body is None else body.baseline, now)
     session.commit()
-    return submission_out(session, submission, settings)
+    return submission_out(session, submission, settings, user)
 
 
 @router.get("/submissions/{submission_id}/download", response_class=FileResponse)

@@ -140,6 +140,10 @@ def add_phase(session: Session, comp: Competition, body: PhaseCreate, actor: Use
 
 def update_phase(session: Session, phase: Phase, changes: dict[str, Any], actor: User,
                  now: datetime) -> Phase:
+    if changes.get("leaderboard") is not None and (phase.leaderboard or {}).get("published_at"):
+        # Publishing is an audited action (services/secrecy.py), not a setting a PATCH resets.
+        changes["leaderboard"] = {**changes["leaderboard"],
+                                  "published_at": phase.leaderboard["published_at"]}
     for key, value in _phase_values(changes).items():
         setattr(phase, key, value)
     _check_phase(session, phase, actor)

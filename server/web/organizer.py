@@ -33,6 +33,7 @@ from server.services.operations import check_organizes
 from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
+from server.services.secrecy import publish_results, results_state, test_data_level
 from server.services.tenancy import organized_phase_ids
 from server.services.workers import list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
@@ -48,6 +49,8 @@ NOTICES = {"phase-status": "The phase status was changed.",
            "participation": "The participation request was decided.",
            "disqualify": "The submission's standing was changed (see the audit log).",
            "phase-reopened": "The phase was reopened: it takes submissions again.",
+           "published": "The phase's results were published: its board and every owner's "
+                        "scores are shown (see the audit log).",
            "phase-reopened-ended": "The phase was reopened, but its end date has passed: it "
                                    "takes no upload until you move ends_at (arena competition "
                                    "update, or the phase's PATCH)."}
@@ -104,6 +107,8 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
                   recent=recent, shown=shown, states=RUN_STATES,
                   finals={p.carry_from_id for p in phases if p.carry_from_id},
                   exports=phase_exports(phases),
+                  secrecy={p.id: {"test_data": test_data_level(p), "results": results_state(p)}
+                           for p in phases},
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
@@ -156,6 +161,17 @@ async def close(phase_id: int, request: Request, settings: SettingsDep, now: Now
         _report, jobs = close_phase(session, phase, user, now, settings.default_queue)
     enqueue_quietly(queue, jobs)
     return RedirectResponse("/organizer?done=phase-status", status_code=303)
+
+
+@router.post("/organizer/phases/{phase_id}/publish")
+async def publish(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                  db: Annotated[Database, Depends(get_db)]):
+    """Publish a closed phase's results (the POST /api/v1/phases/{id}/publish service)."""
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
+    with db.session(write=True) as session:
+        user, phase = _organized_phase(request, session, now, phase_id)
+        publish_results(session, phase, user, now)
+    return RedirectResponse("/organizer?done=published", status_code=303)
 
 
 def _organized_phase(request: Request, session, now, phase_id: int) -> tuple[User, Phase]:

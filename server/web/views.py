@@ -18,6 +18,7 @@ from server.models import Competition, Phase, User, utcnow
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.quotas import quota_left
+from server.services.secrecy import results_state, test_data_level
 from server.services.tenancy import is_staff, organizes_competition  # noqa: F401 (re-exported)
 from server.services.timeline import (
     competition_timeline,
@@ -40,6 +41,17 @@ def visible_competitions(session: Session, user: User | None,
             for c, ps, staff in shown if ps or staff]
 
 
+TEST_DATA_WORDS = {
+    "public": "public: your code's logs and errors are shown to you whole",
+    "feedback": "feedback: scores and per-task results are shown; what your code writes or "
+                "raises while meta-testing is not (meta-training logs are)",
+    "secret": "secret: what your code writes or raises while meta-testing is not shown, and "
+              "scores and per-task results wait until the organizers publish them"}
+RESULTS_WORDS = {"shown": "shown as soon as a run is scored",
+                 "withheld": "withheld until the organizers publish them",
+                 "published": "published by the organizers"}
+
+
 def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, str]]:
     """The rules of a phase in words, for its page (status as of `now`, dates included)."""
     protocol = (phase.protocol or {}).get("name", "cross-domain")
@@ -58,6 +70,8 @@ def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, st
         ("Quota", ", ".join(quotas) or "none"),
         ("Leaderboard", f"{phase.leaderboard_rule} submission per participant"),
         ("Logs", "hidden from participants" if phase.hide_logs else "shown to their owner"),
+        ("Test data", TEST_DATA_WORDS[test_data_level(phase)]),
+        ("Results", RESULTS_WORDS[results_state(phase)]),
     ]
     return facts
 

@@ -42,6 +42,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/phases/{phase_id}/submit"): NOBODY,
     ("POST", "/organizer/phases/{phase_id}/open"): NOBODY,
     ("POST", "/organizer/phases/{phase_id}/close"): NOBODY,
+    ("POST", "/organizer/phases/{phase_id}/publish"): NOBODY,
     ("POST", "/submissions/{submission_id}/cancel"): NOBODY,
     ("POST", "/submissions/{submission_id}/select"): NOBODY,
     ("POST", "/submissions/{submission_id}/rerun"): NOBODY,
@@ -69,6 +70,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("PATCH", "/api/v1/phases/{phase_id}"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/phases/{phase_id}/close"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/phases/{phase_id}/rerun"): ORGANIZER_OF_IT,
+    # The world's phase is open: its organizers get 409 (publish only a closed phase).
+    ("POST", "/api/v1/phases/{phase_id}/publish"): ORGANIZER_OF_IT,
     ("GET", "/api/v1/phases/{phase_id}/leaderboard"): PUBLIC,
     # The world's phase shows no statistics: only its organizers (and admins) compare, and
     # then only where per-task results exist.
