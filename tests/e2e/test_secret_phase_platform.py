@@ -76,7 +76,11 @@ def leaked_bytes(text: str) -> int:
 
     total = 0
     for chunk in re.findall(re.escape(MARK) + r"([0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]+)", text):
-        total += len(base64.b85decode(chunk[: len(chunk) // 5 * 5]))
+        for start in range(0, len(chunk) - 4, 5):  # each 5-character group is 4 bytes
+            try:
+                total += len(base64.b85decode(chunk[start:start + 5]))
+            except ValueError:  # cut by escaping (a page's &amp;) or by the end of a line
+                break
     return total
 
 
