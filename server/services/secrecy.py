@@ -135,7 +135,8 @@ def _builtin_exception(message: str) -> str | None:
 def meta_train_log(log: str | None) -> str:
     """The meta-train part of a run log, with the meta-test part replaced by a notice; the
     notice alone when the log's frame is missing or does not add up (fail closed)."""
-    frame = _FRAME.match(log or "")
+    log = log or ""
+    frame = _FRAME.match(log)
     if frame is None:
         return HIDDEN_LOG
     train_out, test_out, train_err, test_err = (int(g) for g in frame.groups())

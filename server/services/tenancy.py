@@ -51,7 +51,7 @@ def organized_phase_ids(user: User) -> Select:
 
 def organizes_competition(user: User | None, comp: Competition | None) -> bool:
     """Whether `user` organizes `comp` (admins organize all): the rule itself."""
-    if not is_staff(user) or comp is None:
+    if user is None or not is_staff(user) or comp is None:
         return False
     return is_admin(user) or (comp.owner_id is not None and comp.owner_id == user.id)
 
