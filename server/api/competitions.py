@@ -69,7 +69,8 @@ def phase_out(phase: Phase, now: datetime | None = None, staff: bool = False) ->
     deadline = phase_step(phase, now).deadline
     out.countdown_s = int((deadline - now).total_seconds()) if deadline else None
     out.test_data, out.results = test_data_level(phase), results_state(phase)
-    out.published_at = published_at(phase)
+    published = published_at(phase)
+    out.published_at = datetime.fromisoformat(published) if published else None
     if not staff:
         out.seed = None
         out.protocol = redact_protocol(out.protocol)

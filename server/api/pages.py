@@ -14,7 +14,6 @@ from __future__ import annotations
 import hmac
 import secrets
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -46,19 +45,10 @@ from server.core.errors import (
     describe_error,
 )
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
-from server.schemas.submission import RunResultOut
 from server.services import users as user_service
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
-from server.services.secrecy import (
-    FULL,
-    OwnerView,
-    meta_train_log,
-    redact_run,
-    results_state,
-    test_data_level,
-    view_for,
-)
+from server.services.secrecy import results_state, test_data_level, view_for
 from server.services.storage import Storage
 from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
@@ -83,6 +73,7 @@ from server.web.views import (
     page_numbers,
     phase_context,
     phase_facts,
+    served_run,
     submission_standing,
     visible_competitions,
 )
@@ -321,18 +312,6 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   test_data=test_data_level(phase), results=results_state(phase),
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
                   standing=standing)
-
-
-def served_run(run, view: OwnerView):
-    """A run as the page shows it to this viewer (services/secrecy.py): the table model itself
-    for organizers, else its served fields with the log and live tail the owner may read."""
-    if view is FULL:
-        return run
-    fields = redact_run(RunResultOut.model_validate(run).model_dump(), view)
-    fields["log"] = run.log if view.meta_test_text else meta_train_log(run.log)
-    fields["progress"] = run.progress if view.meta_test_text else {
-        k: v for k, v in (run.progress or {}).items() if k != "log_tail"}
-    return SimpleNamespace(**fields)
 
 
 def submission_owner(session, submission: Submission) -> str:

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User, utcnow
+from server.schemas.submission import RunResultOut
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.quotas import quota_left
-from server.services.secrecy import results_state, test_data_level
+from server.services.secrecy import (
+    FULL,
+    OwnerView,
+    meta_train_log,
+    redact_run,
+    results_state,
+    test_data_level,
+)
 from server.services.tenancy import is_staff, organizes_competition  # noqa: F401 (re-exported)
 from server.services.timeline import (
     competition_timeline,
@@ -137,6 +146,18 @@ def submission_standing(session: Session, phase: Phase, submission, sees_all: bo
     if board["statistics"]:
         out["vs_previous"] = compare_with_previous(session, submission)
     return out
+
+
+def served_run(run, view: OwnerView):
+    """A run as the page shows it to this viewer (services/secrecy.py): the table model itself
+    for organizers, else its served fields with the log and live tail the owner may read."""
+    if view is FULL:
+        return run
+    fields = redact_run(RunResultOut.model_validate(run).model_dump(), view)
+    fields["log"] = run.log if view.meta_test_text else meta_train_log(run.log)
+    fields["progress"] = run.progress if view.meta_test_text else {
+        k: v for k, v in (run.progress or {}).items() if k != "log_tail"}
+    return SimpleNamespace(**fields)
 
 
 def boarded_submissions(session: Session, phase_ids: set[int], user: User) -> set[int]:
