@@ -94,6 +94,9 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     )
 
     settings = settings or Settings()
+    if settings.secret_problems() and not settings.insecure_dev_secrets:
+        # `arena serve` refuses these; an app built otherwise (tests, benchmarks) is told loudly.
+        log.warning("arena.secrets.insecure problems=%s", settings.secret_problems())
     app = FastAPI(title="MetaDL Arena", version="0.1.0",
                   description="Code-submission competitions in few-shot image classification.",
                   docs_url=None, redoc_url=None)  # server/api/docs.py serves them offline

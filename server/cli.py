@@ -11,13 +11,25 @@ import typer
 def serve_command(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
+    dev: bool = typer.Option(False, "--dev", help="Development only: accept the placeholder "
+                             "or short secrets (test tasks are then recomputable by anyone)."),
 ) -> None:
-    """Run the HTTP server configured by ARENA_* variables (database, storage, broker)."""
+    """Run the HTTP server configured by ARENA_* variables (database, storage, broker).
+
+    Refuses to start with the placeholder, a missing or a short (< 32 bytes) ARENA_SECRET_KEY
+    or ARENA_TEST_SEED_SECRET unless --dev is given."""
     import uvicorn
 
     from server.app import create_app
+    from server.core.config import InsecureSecretsError, Settings
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    settings = Settings(**({"insecure_dev_secrets": True} if dev else {}))
+    try:
+        settings.check_secrets()
+    except InsecureSecretsError as exc:
+        typer.echo(f"arena serve: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
 def reconcile_command() -> None:

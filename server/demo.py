@@ -190,7 +190,9 @@ def run_demo(options: DemoOptions) -> int:
         say("WARNING: no sandbox — submissions run UNSANDBOXED on this machine. "
             "This mode is for trusted code only.")
     admin_token = secrets.token_urlsafe(24)
+    # Fresh secrets each launch (the demo starts from an empty database every time).
     settings = Settings(data_dir=options.data_dir, broker_url="filesystem://",
+                        secret_key=secrets.token_hex(32), test_seed_secret=secrets.token_hex(32),
                         admin_bootstrap_token=admin_token, reconcile_interval_s=30,
                         requeue_after_s=120)
     roles = prepare_data(options.data_dir) if fresh else {}

@@ -220,11 +220,13 @@ def zip_command(
 def _mount_plugins() -> None:
     from starting_kit.commands.data import app as data_app
     from starting_kit.commands.participants import register as register_participants
+    from starting_kit.commands.phases import register as register_phases
     from starting_kit.commands.remote import register as register_remote
 
     app.add_typer(data_app, name="data", help="Check, import, generate and compile datasets.")
     register_remote(app)
     register_participants(app)
+    register_phases(app)
     for plugin in entry_points(group="arena.commands"):
         try:
             plugin.load()(app)

@@ -12,6 +12,7 @@ and the tiers themselves: each test is marked by the folder it lives in, so that
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # (tests/e2e/conftest.py imports platform_support, which reads ARENA_TEST_PG) are imported right
 # after this one, before any hook runs.
 load_services_env()
+# The tests' own secrets (issue 20): `arena serve` refuses the placeholder, and the test-seed
+# secret has no fallback. Subprocess servers and workers inherit them.
+os.environ.setdefault("ARENA_SECRET_KEY", "tests-only-secret-key-0123456789abcdef0123456789")
+os.environ.setdefault("ARENA_TEST_SEED_SECRET", "tests-only-test-seed-secret-0123456789abcdef01")
 
 
 @pytest.fixture(scope="session")

@@ -43,6 +43,9 @@ class SandboxResult:
     stderr_truncated: bool = False
     output_exceeded: bool = False
     cancelled: bool = False
+    # Two stages merged (pipeline/execute.py): how many leading characters of stdout and stderr
+    # meta-train wrote, so the server can tell them from what meta-test wrote (issue 20).
+    meta_train_chars: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:

@@ -12,9 +12,10 @@ from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, SettingsDep
-from server.models import AuditLog, Competition, Phase, User
+from server.models import AuditLog
 from server.schemas.operations import AuditOut, QueueEntryOut, WorkerOut
 from server.services.queue_view import queue_entries
+from server.services.tenancy import organized_phase_ids
 from server.services.workers import list_workers, mask_foreign_runs
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
@@ -28,15 +29,9 @@ def queue(user: CurrentUser, session: SessionDep, now: NowDep, settings: Setting
     if user.role == "participant":
         entries = [e for e in entries if e["user_id"] == user.id]
     elif user.role != "admin":
-        mine = organized_phase_ids(session, user)
+        mine = set(session.execute(organized_phase_ids(user)).scalars())
         entries = [e for e in entries if e["phase_id"] in mine or e["user_id"] == user.id]
     return [QueueEntryOut(**e) for e in entries]
-
-
-def organized_phase_ids(session, user: User) -> set[int]:
-    """Ids of the phases of the competitions `user` owns."""
-    return set(session.execute(select(Phase.id).join(Competition)
-                               .where(Competition.owner_id == user.id)).scalars())
 
 
 @router.get("/admin/workers", response_model=list[WorkerOut])

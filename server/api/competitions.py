@@ -28,20 +28,20 @@ from server.schemas.competition import (
 )
 from server.services import competitions as service
 from server.services.quotas import quota_left
+from server.services.secrecy import published_at, results_state, test_data_level
 from server.services.seeds import redact_protocol
+from server.services.tenancy import is_admin, organized_phase_ids, organizes_competition
 from server.services.timeline import accepts_uploads, effective_status, phase_step
 
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
 
 
-def _is_staff(user: User | None) -> bool:
-    return user is not None and user.role in ("organizer", "admin")
-
-
 def visible_phase(session, phase_id: int, user: User | None) -> Phase:
-    """A phase the caller may see: drafts only for staff; 404 otherwise."""
+    """A phase the caller may see: drafts only for its organizers (services/tenancy.py);
+    404 otherwise, as for a phase that does not exist."""
     phase = session.get(Phase, phase_id)
-    if phase is None or (phase.status == "draft" and not _is_staff(user)):
+    if phase is None or (phase.status == "draft"
+                         and not organizes_competition(user, phase.competition)):
         raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
     return phase
 
@@ -51,7 +51,8 @@ def find_competition(session, ref: str, user: User | None) -> Competition:
     query = select(Competition).where(
         Competition.id == int(ref) if ref.isdigit() else Competition.slug == ref)
     comp = session.execute(query).scalar_one_or_none()
-    if comp is None or (not _is_staff(user) and not competition_out(comp, user).phases):
+    if comp is None or (not organizes_competition(user, comp)
+                        and not competition_out(comp, user).phases):
         raise NotFoundError(f"no competition {ref!r}; list them at /api/v1/competitions")
     return comp
 
@@ -59,27 +60,34 @@ def find_competition(session, ref: str, user: User | None) -> Competition:
 def phase_out(phase: Phase, now: datetime | None = None, staff: bool = False) -> PhaseOut:
     """The phase as seen at `now`: its status and acceptance read its dates. Seeds, split seed
     and dataset hashes only for staff: with them and public data the test tasks are
-    reproducible (services/seeds.py)."""
+    reproducible (services/seeds.py). `staff` means: the viewer organizes this phase's
+    competition (services/tenancy.py), not merely holds an organizer role."""
     now = now or utcnow()
     out = PhaseOut.model_validate(phase)
     out.status = effective_status(phase, now)
     out.accepting_submissions = accepts_uploads(phase, now)
     deadline = phase_step(phase, now).deadline
     out.countdown_s = int((deadline - now).total_seconds()) if deadline else None
+    out.test_data, out.results = test_data_level(phase), results_state(phase)
+    published = published_at(phase)
+    out.published_at = datetime.fromisoformat(published) if published else None
     if not staff:
         out.seed = None
         out.protocol = redact_protocol(out.protocol)
         for refs in (out.data.meta_train, out.data.meta_valid, out.data.meta_test):
             for ref in refs:
                 ref.content_hash = None
+        if out.test_data == "secret":  # the names say which public datasets are tested on
+            out.data.meta_test = []
     return out
 
 
 def competition_out(comp: Competition, user: User | None,
                     now: datetime | None = None) -> CompetitionOut:
     out = CompetitionOut.model_validate(comp)
-    out.phases = [phase_out(p, now, _is_staff(user)) for p in comp.phases]
-    if not _is_staff(user):
+    staff = organizes_competition(user, comp)
+    out.phases = [phase_out(p, now, staff) for p in comp.phases]
+    if not staff:
         out.phases = [p for p in out.phases if p.status != "draft"]
     return out
 
@@ -87,9 +95,9 @@ def competition_out(comp: Competition, user: User | None,
 @router.get("/competitions", response_model=list[CompetitionOut])
 def list_competitions(session: SessionDep, user: OptionalUser,
                       now: NowDep) -> list[CompetitionOut]:
-    comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
-    out = [competition_out(c, user, now) for c in comps]
-    return [c for c in out if c.phases or _is_staff(user)]
+    comps = session.execute(select(Competition).order_by(Competition.id)).scalars().all()
+    return [competition_out(c, user, now) for c in comps
+            if organizes_competition(user, c) or any(p.status != "draft" for p in c.phases)]
 
 
 @router.post("/competitions", response_model=CompetitionOut, status_code=201)
@@ -129,14 +137,17 @@ def create_phase(competition_id: int, body: PhaseCreate, user: Organizer,
 @router.get("/phases", response_model=list[PhaseOut])
 def list_phases(session: SessionDep, user: OptionalUser, now: NowDep) -> list[PhaseOut]:
     query = select(Phase).order_by(Phase.id)
-    if not _is_staff(user):
-        query = query.where(Phase.status != "draft")
-    return [phase_out(p, now, _is_staff(user)) for p in session.execute(query).scalars()]
+    if user is None or not is_admin(user):
+        query = query.where((Phase.status != "draft") if user is None else (
+            (Phase.status != "draft") | Phase.id.in_(organized_phase_ids(user))))
+    return [phase_out(p, now, organizes_competition(user, p.competition))
+            for p in session.execute(query).scalars()]
 
 
 @router.get("/phases/{phase_id}", response_model=PhaseOut)
 def get_phase(phase_id: int, session: SessionDep, user: OptionalUser, now: NowDep) -> PhaseOut:
-    return phase_out(visible_phase(session, phase_id, user), now, _is_staff(user))
+    phase = visible_phase(session, phase_id, user)
+    return phase_out(phase, now, organizes_competition(user, phase.competition))
 
 
 @router.get("/phases/{phase_id}/quota", response_model=QuotaOut)

@@ -71,7 +71,7 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
         lease_expires_at=run.lease_expires_at, submission_sha256=submission.sha256,
         submission_size=submission.size_bytes, submission_root=submission.zip_root,
         phase_id=phase.id, protocol=phase.protocol or {},
-        test_seed=compute_test_seed(settings.seed_secret, phase.id, phase.seed),
+        test_seed=compute_test_seed(settings.seed_secret_for(phase.id), phase.id, phase.seed),
         participant_seed=compute_participant_seed(run), run_index=run.index,
         time_limit_s=phase.time_limit_s,
         resources=RunResources.from_mapping(phase.resources), image=phase.image,

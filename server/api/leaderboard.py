@@ -17,7 +17,6 @@ from server.api.deps import OptionalUser, SessionDep
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
 from server.models import Competition, Phase, Submission, User
 from server.schemas.submission import Comparison, Leaderboard
-from server.services.competitions import get_owned_competition
 from server.services.leaderboard_stats import (
     board_submission_ids,
     describe_comparison,
@@ -29,18 +28,15 @@ from server.services.leaderboard_view import (
     league_names,
     view_leaderboard,
 )
+from server.services.secrecy import board_hidden
+from server.services.tenancy import organizes_phase
 
 router = APIRouter(prefix="/api/v1", tags=["leaderboard"])
 
 
 def organizes(session, phase: Phase, user: User | None) -> bool:
-    if user is None or user.role not in ("organizer", "admin"):
-        return False
-    try:
-        get_owned_competition(session, phase.competition_id, user)
-    except NotFoundError:
-        return False
-    return True
+    """Whether `user` organizes the phase's competition (services/tenancy.py)."""
+    return organizes_phase(session, user, phase)
 
 
 @router.get("/phases/{phase_id}/leaderboard", response_model=Leaderboard,
@@ -87,7 +83,7 @@ def compare(submission_id: int, other_submission_id: int, session: SessionDep,
                                 code="compare.phases")
     phase = visible_phase(session, subs[0].phase_id, user)
     if not organizes(session, phase, user):
-        if not shows_statistics(phase) or (phase.leaderboard or {}).get("hidden", "none") != "none":
+        if not shows_statistics(phase) or board_hidden(phase) != "none":
             raise ForbiddenError(f"phase {phase.id} does not show statistics now; its organizers "
                                  "chose when (during, after close, or never)",
                                  code="compare.hidden")

@@ -37,13 +37,20 @@ from server.api.leaderboard import organizes
 from server.api.submissions import submission_out, zip_limits
 from server.api.uploads import receive_file
 from server.core.db import Database
-from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
+from server.core.errors import (
+    ArenaError,
+    CsrfError,
+    ForbiddenError,
+    NotFoundError,
+    describe_error,
+)
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
 from server.services.audit_view import rerun_reasons
 from server.services.close_summary import participant_close_notes
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
+from server.services.secrecy import results_state, test_data_level, view_for
 from server.services.storage import Storage
 from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
@@ -68,6 +75,7 @@ from server.web.views import (
     page_numbers,
     phase_context,
     phase_facts,
+    served_run,
     submission_standing,
     visible_competitions,
 )
@@ -271,8 +279,11 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
         query = query.where(Submission.phase_id == phase)
     rows = session.execute(query.order_by(Submission.id.desc()).limit(200)).all()
     on_board = boarded_submissions(session, {s.phase_id for s, *_ in rows}, user)
+    views = {pid: view_for(session, session.get(Phase, pid), user)
+             for pid in {s.phase_id for s, *_ in rows}}
     items = [{"s": s, "phase_name": name, "competition": title, "competition_id": comp_id,
               "on_board": s.id in on_board,
+              "score": s.score if views[s.phase_id].scores else None,
               "position": None if s.state in TERMINAL_STATES
               else queue_position(session, s, settings.default_queue)}
              for s, name, title, comp_id in rows]
@@ -289,19 +300,23 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
         return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
     phase = session.get(Phase, submission.phase_id)
-    hidden = user.role == "participant" and phase.hide_logs
-    owner = submission_owner(session, submission) if is_staff(user) else None
-    runs = [r for r in submission.runs if r.superseded_at is None]
+    sees_all = organizes(session, phase, user)
+    hidden = not sees_all and phase.hide_logs
+    owner = submission_owner(session, submission) if sees_all else None
+    view = view_for(session, phase, user)
+    current = [r for r in submission.runs if r.superseded_at is None]
+    runs = [served_run(r, view) for r in current]
+    standing = submission_standing(session, phase, submission, sees_all) if view.scores \
+        else {"rank": None, "total": None, "on_board": False, "ci95": None, "run_index": None}
     return render(request, "submission.html", user, settings, phase=phase, owner=owner,
-                  s=submission_out(session, submission, settings), runs=runs,
-                  history=[r for r in submission.runs if r not in runs],
+                  s=submission_out(session, submission, settings, user), runs=runs,
+                  history=[served_run(r, view) for r in submission.runs if r not in current],
                   active=submission.state not in TERMINAL_STATES,
                   model=submission, actions=submission_actions(submission, user),
-                  logs=None if hidden else runs, explain=explain_failure,
+                  logs=None if hidden else runs, explain=explain_failure, view=view,
+                  test_data=test_data_level(phase), results=results_state(phase),
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
-                  module_advice=module_advice,
-                  standing=submission_standing(session, phase, submission,
-                                               organizes(session, phase, user)),
+                  module_advice=module_advice, standing=standing,
                   reruns=rerun_reasons(session, submission.id))
 
 
@@ -317,9 +332,13 @@ def run_report(submission_id: int, run_index: int, request: Request, user: Optio
         return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
     run = next((r for r in submission.runs if r.index == run_index), None)
+    phase = session.get(Phase, submission.phase_id)
+    if not view_for(session, phase, user).details:
+        raise ForbiddenError(f"the detailed results of phase {phase.id} are withheld until its "
+                             "organizers publish them; its page says when",
+                             code="results.withheld")
     if run is None or run.state != "finished" or not run.summary:
         raise NotFoundError(f"submission {submission_id} has no finished run {run_index}; "
                             "detailed results exist once a run has finished")
-    return report_response(submission, run, session.get(Phase, submission.phase_id),
-                           download=download)
+    return report_response(submission, run, phase, download=download)
 

@@ -1,5 +1,6 @@
 """Organizer actions on a whole phase: close it (carrying its chosen submissions into the
-final phase) and re-run its submissions. Both are audited; jobs are enqueued after commit."""
+final phase), re-run its submissions, and publish a closed phase's results (services/
+secrecy.py). All are audited; jobs are enqueued after commit."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from sqlalchemy import select
 
+from server.api.competitions import phase_out
 from server.api.deps import NowDep, Organizer, SettingsDep, WriteSessionDep, get_queue
 from server.core.errors import NotFoundError
 from server.models import TERMINAL_STATES, Phase, Submission
+from server.schemas.competition import PhaseOut
 from server.schemas.operations import CloseOut, RerunOut
 from server.services.finals import close_phase
 from server.services.operations import check_organizes, current_runs, rerun_submission
 from server.services.queue import JobQueue, enqueue_quietly
+from server.services.secrecy import publish_results
 
 router = APIRouter(prefix="/api/v1", tags=["phases"])
 QueueDep = Annotated[JobQueue, Depends(get_queue)]
@@ -39,6 +43,17 @@ def close(phase_id: int, user: Organizer, session: WriteSessionDep, now: NowDep,
     enqueue_quietly(queue, jobs)
     return CloseOut(phase_id=phase.id, carried=report.carried, below_threshold=report.skipped,
                     summary=report.summary)
+
+
+@router.post("/phases/{phase_id}/publish", response_model=PhaseOut)
+def publish(phase_id: int, user: Organizer, session: WriteSessionDep, now: NowDep) -> PhaseOut:
+    """Reveal a closed phase's board and its owners' scores and detailed results, withheld
+    until now when the phase hides scores or its test data is secret (meta-test output stays
+    with the organizers). Audited; cannot be undone."""
+    phase = organized_phase(session, phase_id, user)
+    publish_results(session, phase, user, now)
+    session.commit()
+    return phase_out(phase, now, staff=True)
 
 
 @router.post("/phases/{phase_id}/rerun", response_model=RerunOut)

@@ -36,7 +36,7 @@ def cancel(submission_id: int, user: CurrentUser, session: WriteSessionDep, now:
            settings: SettingsDep) -> SubmissionOut:
     """Queued runs are cancelled now; running ones stop at their worker's next heartbeat."""
     actions.cancel(session, submission_id, user, now)
-    return submission_out(session, session.get(Submission, submission_id), settings)
+    return submission_out(session, session.get(Submission, submission_id), settings, user)
 
 
 @router.post("/submissions/{submission_id}/rerun", response_model=RerunOut)
@@ -58,7 +58,7 @@ def select_submission(submission_id: int, user: CurrentUser, session: WriteSessi
     the final); `{"selected": false}` goes back to the phase rule."""
     selected = True if body is None else body.selected
     submission = actions.select(session, submission_id, user, selected, now)
-    return submission_out(session, submission, settings)
+    return submission_out(session, submission, settings, user)
 
 
 @router.post("/submissions/{submission_id}/baseline", response_model=SubmissionOut)
@@ -67,7 +67,7 @@ def baseline(submission_id: int, user: Organizer, session: WriteSessionDep, now:
     """Flag (or unflag) a submission as a baseline: marked on the board, always carried."""
     flag = True if body is None else body.baseline
     submission = actions.flag_baseline(session, submission_id, user, flag, now)
-    return submission_out(session, submission, settings)
+    return submission_out(session, submission, settings, user)
 
 
 @router.get("/submissions/{submission_id}/download", response_class=FileResponse)

@@ -2,9 +2,11 @@
 
 Participants only ever see their own submissions: another's id answers 404, exactly like an id
 that does not exist. Logs are hidden from the owner when the phase hides them (organizers
-still see them). An upload holds no database connection while its body streams (a slow client
-would otherwise hold one for minutes): it authenticates and checks the phase in short sessions
-before, and registers in one after.
+still see them); in a phase whose test data is not public, the owner reads no meta-test output
+or exception text, and withheld scores and per-task results are not served either
+(services/secrecy.py decides; this module only applies it). An upload holds no database
+connection while its body streams (a slow client would otherwise hold one for minutes): it
+authenticates and checks the phase in short sessions before, and registers in one after.
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ from server.core.errors import ForbiddenError
 from server.models import Phase, Submission, User
 from server.schemas.submission import (
     RunLog,
+    RunOut,
     RunResultOut,
     SubmissionLogs,
     SubmissionOut,
     SubmissionResults,
 )
 from server.services.queue import JobQueue
+from server.services.secrecy import FULL, meta_train_log, redact_message, redact_run, view_for
 from server.services.storage import Storage
 from server.services.submissions import get_visible_submission, queue_position
+from server.services.tenancy import organizes_phase
 from server.services.upload import accept_submission
 from submission_api.submission_zip import ZipLimits
 
@@ -57,9 +62,20 @@ def zip_limits(settings: Settings) -> ZipLimits:
                      max_file_uncompressed=settings.max_uncompressed_bytes)
 
 
-def submission_out(session, submission: Submission, settings: Settings) -> SubmissionOut:
+def submission_out(session, submission: Submission, settings: Settings,
+                   user: User | None) -> SubmissionOut:
+    """The submission as `user` may read it (services/secrecy.py: the owner's view unless they
+    organize its competition)."""
     out = SubmissionOut.model_validate(submission)
     out.queue_position = queue_position(session, submission, settings.default_queue)
+    view = view_for(session, session.get(Phase, submission.phase_id), user)
+    if view is FULL:
+        return out
+    if not view.meta_test_text:
+        out.message = redact_message(submission.reason, submission.message)
+    if not view.scores:
+        out.score = None
+    out.runs = [RunOut(**redact_run(r.model_dump(), view)) for r in out.runs]
     return out
 
 
@@ -90,7 +106,8 @@ async def create_submission(phase_id: int, request: Request, user: BriefUser,
 
     def view(submission_id: int) -> SubmissionOut:
         with db.session() as session:
-            return submission_out(session, session.get(Submission, submission_id), settings)
+            return submission_out(session, session.get(Submission, submission_id), settings,
+                                  user)
 
     await run_in_threadpool(check_phase)
     submission = await handle_upload(request, user, phase_id, settings, db, storage, queue, now)
@@ -102,30 +119,36 @@ def get_submission(submission_id: int, user: CurrentUser, session: SessionDep,
                    settings: SettingsDep) -> SubmissionOut:
     """State, reason, message, score, runs and queue position."""
     return submission_out(session, get_visible_submission(session, submission_id, user),
-                          settings)
+                          settings, user)
 
 
 @router.get("/submissions/{submission_id}/logs", response_model=SubmissionLogs)
 def get_logs(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionLogs:
     submission = get_visible_submission(session, submission_id, user)
     phase = session.get(Phase, submission.phase_id)
-    if user.role == "participant" and phase.hide_logs:
+    if phase.hide_logs and not organizes_phase(session, user, phase):
         raise ForbiddenError(f"logs are hidden in phase {phase.id} by its organizers; your "
                              "submission's state and reason are still shown",
                              code="logs.hidden")
+    full = view_for(session, phase, user).meta_test_text
     return SubmissionLogs(submission_id=submission.id, runs=[
-        RunLog(run_id=r.id, index=r.index, state=r.state, log=r.log or "")
+        RunLog(run_id=r.id, index=r.index, state=r.state,
+               log=(r.log or "") if full else meta_train_log(r.log))
         for r in submission.runs])
 
 
 @router.get("/submissions/{submission_id}/results", response_model=SubmissionResults)
 def get_results(submission_id: int, user: CurrentUser,
                 session: SessionDep) -> SubmissionResults:
-    """Per-run summary and per-task results."""
+    """Per-run summary and per-task results (withheld from the owner while the phase hides
+    scores or, with secret test data, until the organizers publish them)."""
     submission = get_visible_submission(session, submission_id, user)
+    view = view_for(session, session.get(Phase, submission.phase_id), user)
+    runs = [RunResultOut.model_validate(r) for r in submission.runs]
+    if view is not FULL:
+        runs = [RunResultOut(**redact_run(r.model_dump(), view)) for r in runs]
     return SubmissionResults(submission_id=submission.id, state=submission.state,
-                             score=submission.score,
-                             runs=[RunResultOut.model_validate(r) for r in submission.runs])
+                             score=submission.score if view.scores else None, runs=runs)
 
 
 @router.get("/me/submissions", response_model=list[SubmissionOut])
@@ -135,4 +158,4 @@ def my_submissions(user: CurrentUser, session: SessionDep, settings: SettingsDep
     if phase_id is not None:
         query = query.where(Submission.phase_id == phase_id)
     rows = session.execute(query.order_by(Submission.id.desc()).limit(500)).scalars()
-    return [submission_out(session, s, settings) for s in rows]
+    return [submission_out(session, s, settings, user) for s in rows]

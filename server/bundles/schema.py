@@ -122,6 +122,8 @@ class LeaderboardSpec(_Strict):
     hidden: Literal["none", "scores", "board"] = "none"
     # When rank intervals and tied groups show (services.leaderboard_stats).
     statistics: Literal["during", "after_close", "never"] = "never"
+    # services/secrecy.py; unset: secret for a phase named final or carried into, else public.
+    test_data: Literal["public", "feedback", "secret"] | None = None
 
 
 class PhaseSpec(_Strict):

@@ -11,6 +11,14 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+PLACEHOLDER_SECRET = "change-me-in-production"
+MIN_SECRET_BYTES = 32
+DEV_TEST_SEED_SECRET = "arena-dev-only-test-seed-secret-not-for-deployments"
+
+
+class InsecureSecretsError(ValueError):
+    """The server was started with a placeholder, missing or short secret."""
+
 
 class Settings(BaseSettings):
     """Deployment settings. Defaults give a working single-machine (SQLite) server."""
@@ -22,8 +30,15 @@ class Settings(BaseSettings):
     storage_dir: Path | None = None  # None -> <data_dir>/storage
     broker_url: str = "redis://127.0.0.1:6379/0"
     default_queue: str = "arena"
-    secret_key: str = Field(default="change-me-in-production", min_length=8)
-    test_seed_secret: str = ""  # "" -> secret_key; the test tasks' seeds derive from it
+    # Signs CSRF tokens; rotating it only invalidates the forms open at that moment.
+    secret_key: str = Field(default=PLACEHOLDER_SECRET, min_length=8)
+    # The test tasks' seeds derive from it (services/seeds.py): its own setting, never derived
+    # from secret_key. Changing it changes every phase's test tasks unless the phase is pinned
+    # to its old value in test_seed_secret_by_phase (docs/internals.md, "Rotating secrets").
+    test_seed_secret: str = ""
+    test_seed_secret_by_phase: dict[int, str] = Field(default_factory=dict)
+    # Accept the placeholder or short secrets (a laptop, never a deployment): `arena serve --dev`.
+    insecure_dev_secrets: bool = False
     admin_bootstrap_token: str | None = None
     auto_migrate: bool = True
 
@@ -64,8 +79,45 @@ class Settings(BaseSettings):
 
     @property
     def seed_secret(self) -> str:
-        """The secret test-task seeds derive from (`services.seeds`)."""
-        return self.test_seed_secret or self.secret_key
+        """The secret test-task seeds derive from (`services.seeds`); with the development
+        flag and none set, a fixed development value (tasks then are public)."""
+        if not self.test_seed_secret and self.insecure_dev_secrets:
+            return DEV_TEST_SEED_SECRET
+        return self.test_seed_secret
+
+    def seed_secret_for(self, phase_id: int) -> str:
+        """The test-seed secret of one phase: its pinned value while a rotation is under way."""
+        return self.test_seed_secret_by_phase.get(int(phase_id)) or self.seed_secret
+
+    def secret_problems(self) -> list[str]:
+        """What is wrong with the secrets, in words (empty when they are fine)."""
+        problems = []
+        for name, value in (("ARENA_SECRET_KEY", self.secret_key),
+                            ("ARENA_TEST_SEED_SECRET", self.test_seed_secret),
+                            *((f"ARENA_TEST_SEED_SECRET_BY_PHASE[{k}]", v)
+                              for k, v in self.test_seed_secret_by_phase.items())):
+            if not value:
+                problems.append(f"{name} is not set")
+            elif value == PLACEHOLDER_SECRET:
+                problems.append(f"{name} is the placeholder {PLACEHOLDER_SECRET!r}")
+            elif len(value.encode()) < MIN_SECRET_BYTES:
+                problems.append(f"{name} has {len(value.encode())} bytes; expected at least "
+                                f"{MIN_SECRET_BYTES}")
+        if self.test_seed_secret and self.test_seed_secret == self.secret_key:
+            problems.append("ARENA_TEST_SEED_SECRET equals ARENA_SECRET_KEY; use two secrets")
+        return problems
+
+    def check_secrets(self) -> None:
+        """Raise InsecureSecretsError unless the secrets are fit for a deployment (or the
+        development flag accepts them)."""
+        problems = self.secret_problems()
+        if problems and not self.insecure_dev_secrets:
+            raise InsecureSecretsError(
+                "refusing to start: " + "; ".join(problems) + ". Anyone could recompute the "
+                "test tasks from a published bundle, or forge forms. Fix: set each to a random "
+                "value, e.g. `export ARENA_SECRET_KEY=$(openssl rand -hex 32) "
+                "ARENA_TEST_SEED_SECRET=$(openssl rand -hex 32)`; on a laptop only, "
+                "`arena serve --dev` (ARENA_INSECURE_DEV_SECRETS=1) accepts them.")
 
     @property
     def storage(self) -> Path:

@@ -53,6 +53,11 @@ class LeaderboardSettings(BaseModel):
     statistics: Literal["during", "after_close", "never"] = Field(
         default="never", description="when the board shows rank intervals and tied groups: "
         "during the phase, only after it closes, or never (services.leaderboard_stats)")
+    test_data: Literal["public", "feedback", "secret"] | None = Field(
+        default=None, description="how secret the test data is (services/secrecy.py): public "
+        "(owners read all their code wrote), feedback (no meta-test logs or exception text), "
+        "secret (also no score or per-task result before the organizers publish); unset: "
+        "secret for a phase named final or carried into, else public")
 
 
 class PhaseFields(BaseModel):
@@ -163,6 +168,12 @@ class PhaseOut(PhaseFields):
     countdown_s: int | None = Field(
         default=None, description="seconds until an upcoming phase opens or an open one "
         "closes, by the server's clock; null when no such date is ahead")
+    test_data: Literal["public", "feedback", "secret"] = Field(
+        default="public", description="the effective test-data secrecy (services/secrecy.py)")
+    results: Literal["shown", "withheld", "published"] = Field(
+        default="shown", description="owners' scores: shown, withheld until the organizers "
+        "publish them, or published")
+    published_at: datetime | None = None
 
 
 class QuotaLeft(BaseModel):

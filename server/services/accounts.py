@@ -1,6 +1,8 @@
 """Accounts as organizers manage them (`arena user list|revoke`, GET /api/v1/users): who may see
-and revoke whom. An organizer lists and revokes participants; an admin anyone but themselves (so
-the last way in is never locked by mistake). Revoking deactivates the account and deletes every
+and revoke whom. An organizer lists and revokes only participants they manage (services/tenancy.py:
+accounts they created, or that take part in a competition they organize — every other account
+is invisible to them, as if it did not exist); an admin anyone but themselves (so the last way
+in is never locked by mistake). Revoking deactivates the account and deletes every
 token it holds — API tokens and web sessions — and is written to the audit log.
 """
 
@@ -13,14 +15,16 @@ from sqlalchemy.orm import Session
 
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
 from server.models import ApiToken, AuditLog, User
+from server.services.tenancy import managed_user_ids
 
 
 def list_accounts(session: Session, actor: User, role: str | None = None) -> list[dict]:
     """The accounts `actor` manages (participants for an organizer), with their token count."""
     query = select(User, func.count(ApiToken.id)).outerjoin(
         ApiToken, ApiToken.user_id == User.id).group_by(User.id).order_by(User.id)
-    if actor.role != "admin":
-        query = query.where(User.role == "participant")
+    managed = managed_user_ids(session, actor)
+    if managed is not None:
+        query = query.where(User.role == "participant", User.id.in_(managed))
     if role is not None:
         query = query.where(User.role == role)
     return [{"user": user, "tokens": count} for user, count in session.execute(query).all()]
@@ -29,7 +33,9 @@ def list_accounts(session: Session, actor: User, role: str | None = None) -> lis
 def revoke_account(session: Session, actor: User, user_id: int, now: datetime) -> User:
     """Deactivate user `user_id` and delete its tokens; raises NotFoundError, ForbiddenError."""
     user = session.get(User, user_id)
-    if user is None:
+    managed = managed_user_ids(session, actor)
+    if user is None or (managed is not None and user.role == "participant"
+                        and user.id not in managed):
         raise NotFoundError(f"no user with id {user_id}; `arena user list` shows the accounts")
     username = user.username
     if user.id == actor.id:

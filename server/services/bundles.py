@@ -43,7 +43,8 @@ def phase_values(spec: PhaseSpec, data: dict[str, Any],
         "quota_total": spec.quotas.total, "quota_in_flight": spec.quotas.in_flight,
         "hide_logs": spec.hide_logs, "leaderboard_rule": board.rule,
         "leaderboard": {"ranking": board.ranking, "columns": list(board.columns),
-                        "hidden": board.hidden, "statistics": board.statistics},
+                        "hidden": board.hidden, "statistics": board.statistics,
+                        **({"test_data": board.test_data} if board.test_data else {})},
     }
 
 

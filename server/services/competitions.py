@@ -1,10 +1,13 @@
 """Creating and updating competitions and phases, with the checks organizers need.
 
-Organizers edit only competitions they own (admins any). A phase may only be opened once every
-dataset it names is registered, so a worker never claims a run whose data cannot be fetched,
-and usable by the organizer (services/datasets.py: knowing another organizer's hash is not
-enough). A final phase carries submissions only from a phase of its own competition: carrying
-from another's would hand their participants' zips to this organizer.
+Organizers edit only competitions they organize (services/tenancy.py; admins any). A phase
+may never name a registered dataset its organizer may not use, whatever its status
+(services/datasets.py: knowing another organizer's hash is not enough), and may only be opened
+once every dataset it names is registered and usable, so a worker never claims a run whose data
+cannot be fetched. Every other path that starts runs (carrying into a final at close, re-runs)
+checks the data again with `check_phase_data` — a hash named while unregistered may since have
+been registered by someone else. A final phase carries submissions only from a phase of its own
+competition: carrying from another's would hand their participants' zips to this organizer.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.core.errors import ConflictError, InvalidInputError, NotFoundError
-from server.models import AuditLog, Competition, Phase, User
+from server.core.errors import ConflictError, InvalidInputError
+from server.models import AuditLog, Competition, Dataset, Phase, User
 from server.schemas.competition import CompetitionCreate, PhaseCreate, PhaseData
 from server.services.datasets import usable_hashes
+from server.services.tenancy import check_organizes, is_admin
 from server.services.workers import check_image_known
 
 
@@ -53,16 +57,42 @@ def _check_phase(session: Session, phase: Phase, actor: User) -> None:
                                 "another competition; a final phase carries from a phase of "
                                 "its own competition", code="phase.foreign_carry_from")
     check_image_known(session, phase.image, f"phase {phase.name!r}")
-    if phase.status != "open":
-        return
     wanted = PhaseData.model_validate(phase.data or {}).hashes()
-    known = usable_hashes(session, actor, wanted)
-    missing = [h for h in wanted if h not in known]
+    with session.no_autoflush:
+        usable = usable_hashes(session, actor, wanted)
+        registered = set(session.execute(select(Dataset.content_hash).where(
+            Dataset.content_hash.in_(list(wanted)))).scalars())
+    foreign = [h for h in wanted if h in registered and h not in usable]
+    missing = [h for h in wanted if h not in usable]
+    if foreign:
+        raise InvalidInputError(
+            f"phase {phase.name!r} names datasets {foreign} registered by another organizer, "
+            "in a phase of any status; name datasets you registered (POST /api/v1/datasets — "
+            "uploading the same content yourself makes it usable)", code="phase.unknown_dataset")
+    if phase.status == "open" and missing:
+        raise InvalidInputError(
+            f"phase {phase.name!r} names datasets {missing} that are not registered; register "
+            "them (POST /api/v1/datasets, which verifies the content) before opening the phase",
+            code="phase.unknown_dataset")
+
+
+def check_phase_data(session: Session, phase: Phase, actor: User | None = None) -> None:
+    """Raise InvalidInputError unless every dataset `phase` names is registered and usable by
+    the organizer of its competition (or by `actor` when an admin acts): called on every path
+    that starts runs in the phase, whatever its status."""
+    wanted = PhaseData.model_validate(phase.data or {}).hashes()
+    if not wanted:
+        return
+    comp = session.get(Competition, phase.competition_id)
+    owner = session.get(User, comp.owner_id) if comp and comp.owner_id else None
+    user = actor if is_admin(actor) or owner is None else owner
+    usable = usable_hashes(session, user, wanted) if user is not None else set()
+    missing = [h for h in wanted if h not in usable]
     if missing:
         raise InvalidInputError(
-            f"phase {phase.name!r} names datasets {missing} that are not registered, or not "
-            "by you; register them (POST /api/v1/datasets, which verifies the content) "
-            "before opening the phase", code="phase.unknown_dataset")
+            f"phase {phase.id} ({phase.name!r}) names datasets {missing} that are not registered "
+            "or not usable by its organizer, so no run can start there; register that content "
+            "(POST /api/v1/datasets) or change the phase's data", code="phase.unknown_dataset")
 
 
 def _phase_values(fields: dict[str, Any]) -> dict[str, Any]:
@@ -72,10 +102,8 @@ def _phase_values(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_owned_competition(session: Session, competition_id: int, user: User) -> Competition:
-    comp = session.get(Competition, competition_id)
-    if comp is None or (user.role != "admin" and comp.owner_id != user.id):
-        raise NotFoundError(f"no competition with id {competition_id} among those you organize")
-    return comp
+    """The competition if `user` organizes it (services/tenancy.py); NotFoundError otherwise."""
+    return check_organizes(session, user, competition_id)
 
 
 def create_competition(session: Session, body: CompetitionCreate, owner: User,
@@ -112,6 +140,10 @@ def add_phase(session: Session, comp: Competition, body: PhaseCreate, actor: Use
 
 def update_phase(session: Session, phase: Phase, changes: dict[str, Any], actor: User,
                  now: datetime) -> Phase:
+    if changes.get("leaderboard") is not None and (phase.leaderboard or {}).get("published_at"):
+        # Publishing is an audited action (services/secrecy.py), not a setting a PATCH resets.
+        changes["leaderboard"] = {**changes["leaderboard"],
+                                  "published_at": phase.leaderboard["published_at"]}
     for key, value in _phase_values(changes).items():
         setattr(phase, key, value)
     _check_phase(session, phase, actor)

@@ -24,6 +24,7 @@ from server.core.errors import ConflictError
 from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
 from server.services.close_summary import compute_close_summary
+from server.services.competitions import check_phase_data
 from server.services.leaderboard import choose_entries
 
 Job = tuple[int, str, str]
@@ -110,7 +111,12 @@ def close_phase(session: Session, phase: Phase, actor: User | None, now: datetim
     """Close `phase` and carry its entries into the phases that carry from it.
 
     A phase reopened after a close (closed_at kept, status open) can be closed again.
-    Raises ConflictError when the phase is closed (nothing is carried twice)."""
+    Raises ConflictError when the phase is closed (nothing is carried twice), and
+    InvalidInputError (closing nothing) when a final it carries into names data its organizer
+    may not use: the carried runs would compute results on someone else's test set."""
+    for final in session.execute(select(Phase).where(Phase.carry_from_id == phase.id)
+                                 .order_by(Phase.id)).scalars():
+        check_phase_data(session, final, actor)
     closed = session.execute(
         update(Phase).where(Phase.id == phase.id,
                             or_(Phase.closed_at.is_(None), Phase.status != "closed"))

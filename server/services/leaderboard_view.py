@@ -20,6 +20,7 @@ from server.services.leaderboard import Entry, Ranked, build_entries
 from server.services.leaderboard_cache import cached_rank_leaderboard
 from server.services.leaderboard_stats import cached_board_statistics, shows_statistics
 from server.services.scores import explain_phase_score
+from server.services.secrecy import board_hidden
 from submission_api.scoring.aggregate import compute_order_flips
 
 CSV_FIXED = ["rank", "username", "league", "submission_id", "score", "ci95", "average_rank",
@@ -46,7 +47,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
     if league is None and leagues:
         league = leagues[0]
     settings = phase.leaderboard or {}
-    hidden = "none" if sees_all else settings.get("hidden", "none")
+    hidden = "none" if sees_all else board_hidden(phase)
     board_order = [] if hidden == "board" else cached_rank_leaderboard(session, phase, league)
     ranked: list[Ranked] = list(board_order)
     stats = (cached_board_statistics(session, phase, league, board_order)
@@ -70,7 +71,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
     return {"phase_id": phase.id, "rule": phase.leaderboard_rule,
             "ranking": settings.get("ranking", "score"),
             "columns": settings.get("columns", ["score", "ci95", "per_dataset"]),
-            "hidden": settings.get("hidden", "none"), "league": league, "leagues": leagues,
+            "hidden": board_hidden(phase), "league": league, "leagues": leagues,
             "datasets": datasets, "total": len(ranked), "offset": offset, "limit": limit,
             "scoring": explain_phase_score(phase.protocol, phase.runs_per_submission),
             "statistics": bool(stats),

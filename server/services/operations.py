@@ -22,20 +22,17 @@ from sqlalchemy.orm import Session
 from server.core.errors import ConflictError, NotFoundError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
-from server.services.competitions import get_owned_competition
+from server.services import tenancy
+from server.services.competitions import check_phase_data
 from server.services.runs import CANCELLED_MESSAGE, guarded_update
 from server.services.submissions import refresh_submission
 
 Job = tuple[int, str, str]
 
 
-def is_staff(user: User) -> bool:
-    return user.role in ("organizer", "admin")
-
-
 def check_organizes(session: Session, phase: Phase, user: User) -> None:
     """404 unless `user` organizes the phase's competition (admins organize all)."""
-    get_owned_competition(session, phase.competition_id, user)
+    tenancy.check_organizes(session, user, phase.competition_id)
 
 
 def get_operable_submission(session: Session, submission_id: int, user: User,
@@ -48,9 +45,8 @@ def get_operable_submission(session: Session, submission_id: int, user: User,
         raise missing
     if not organizer_only and submission.user_id == user.id:
         return submission
-    if not is_staff(user):
+    if not tenancy.organizes(session, user, session.get(Phase, submission.phase_id).competition_id):
         raise missing
-    check_organizes(session, session.get(Phase, submission.phase_id), user)
     return submission
 
 
@@ -90,7 +86,11 @@ def cancel_submission(session: Session, submission: Submission, actor: User,
 def rerun_submission(session: Session, submission: Submission, actor: User, now: datetime,
                      queue_name: str, reason: str = "") -> list[Job]:
     """Supersede the current runs and add fresh ones; returns the jobs to enqueue. `reason`
-    (why the organizer re-runs it) is audited and shown on the submission's page."""
+    (why the organizer re-runs it) is audited and shown on the submission's page.
+
+    Raises InvalidInputError when the phase names data its organizer may not use (whatever
+    the phase's status), ConflictError while a run is still busy."""
+    check_phase_data(session, session.get(Phase, submission.phase_id), actor)
     runs = current_runs(session, submission.id)
     if any(r.state not in TERMINAL_STATES for r in runs):
         raise ConflictError(f"submission {submission.id} still has runs waiting or running; "

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.core.errors import ConflictError
+from server.core.errors import ConflictError, InvalidInputError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, Phase, Run, Submission, utcnow
 from server.services.finals import close_phase, due_phases
@@ -121,6 +121,9 @@ def _close_due_phases(session: Session, now: datetime, policy: ReconcilePolicy) 
             with session.begin_nested():
                 _report, new_jobs = close_phase(session, phase, None, now, policy.default_queue)
         except ConflictError:  # an organizer closed it meanwhile
+            continue
+        except InvalidInputError as exc:  # its final names unusable data: wait for a fix
+            log.warning("reconcile.close_refused phase=%s why=%s", phase.id, exc)
             continue
         jobs += new_jobs
     return jobs

@@ -2,7 +2,8 @@
 
 Test tasks depend on the phase alone (every run of a submission meets the same tasks, as in
 MetaDL). Their seed is an HMAC of the phase (id and organizer-set seed) under a server secret
-(`Settings.test_seed_secret`, else the server's `secret_key`), so that the public data
+(`Settings.test_seed_secret`, its own setting: never the CSRF `secret_key`, so that rotating
+one never changes the other's uses), so that the public data
 (Meta-Album is public) and anything a participant can read — the phase's settings, the run's
 participant seed, the sandbox's files — are not enough to regenerate the test tasks and their
 labels. It leaves the server only in the worker's claim response.
@@ -30,7 +31,8 @@ def compute_test_seed(secret: str, phase_id: int, phase_seed: int) -> int:
     """
     if not secret:
         raise ValueError("received an empty test-seed secret; expected the server's "
-                         "ARENA_TEST_SEED_SECRET or ARENA_SECRET_KEY. Fix: set one of them.")
+                         "ARENA_TEST_SEED_SECRET (at least 32 random bytes). Fix: set it, e.g. "
+                         "`export ARENA_TEST_SEED_SECRET=$(openssl rand -hex 32)`.")
     message = f"{TEST_SEED_CONTEXT}|{int(phase_id)}|{int(phase_seed)}".encode()
     digest = hmac.new(secret.encode("utf-8"), message, hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") >> 1

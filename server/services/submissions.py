@@ -20,13 +20,13 @@ from server.models import (
     ACTIVE_STATES,
     PLATFORM_ERROR,
     TERMINAL_STATES,
-    Competition,
     Phase,
     Run,
     Submission,
 )
 from server.models import User as UserModel
 from server.services.scores import aggregate_runs, refresh_run_scores
+from server.services.tenancy import organizes_phase
 
 
 def derive_state(runs: list[Run], protocol: dict[str, Any] | None = None
@@ -84,14 +84,9 @@ def get_visible_submission(session: Session, submission_id: int, user: UserModel
 def _may_see(session: Session, submission: Submission, user: UserModel) -> bool:
     """Its owner, an admin, or an organizer of its competition — not every organizer: the
     organizer of another competition must not read this one's logs and results."""
-    if submission.user_id == user.id or user.role == "admin":
+    if submission.user_id == user.id:
         return True
-    if user.role != "organizer":
-        return False
-    owner_id = session.execute(
-        select(Competition.owner_id).join(Phase, Phase.competition_id == Competition.id)
-        .where(Phase.id == submission.phase_id)).scalar_one_or_none()
-    return owner_id == user.id
+    return organizes_phase(session, user, session.get(Phase, submission.phase_id))
 
 
 def queue_position(session: Session, submission: Submission, default_queue: str) -> int | None:

@@ -15,7 +15,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from server.core.errors import InvalidInputError
-from server.models import Competition, Phase, Run, Submission, User, Worker
+from server.models import Run, Submission, User, Worker
+from server.services.tenancy import organized_phase_ids
 
 
 def _row(session: Session, name: str, now: datetime) -> Worker:
@@ -90,7 +91,8 @@ def mask_foreign_runs(session: Session, user: User, rows: list[dict[str, Any]]
     """Hide which run a worker holds unless the run is in a competition `user` organizes."""
     held = [w["current_run_id"] for w in rows if w["current_run_id"] is not None]
     theirs = set(session.execute(
-        select(Run.id).join(Submission).join(Phase).join(Competition)
-        .where(Run.id.in_(held), Competition.owner_id == user.id)).scalars()) if held else set()
+        select(Run.id).join(Submission)
+        .where(Run.id.in_(held), Submission.phase_id.in_(organized_phase_ids(user))))
+        .scalars()) if held else set()
     return [w if w["current_run_id"] in theirs or w["current_run_id"] is None
             else {**w, "current_run_id": None, "stage": "busy"} for w in rows]

@@ -25,7 +25,7 @@ from server.api.deps import (
 )
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError, NotFoundError
-from server.models import RUN_STATES, Competition, Phase, Submission, User
+from server.models import RUN_STATES, Phase, Submission, User
 from server.services import competitions as competition_service
 from server.services import users as user_service
 from server.services.close_summary import latest_close_summaries
@@ -34,6 +34,8 @@ from server.services.operations import check_organizes
 from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
+from server.services.secrecy import publish_results, results_state, test_data_level
+from server.services.tenancy import organized_phase_ids
 from server.services.timeline import phase_step
 from server.services.workers import list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
@@ -52,16 +54,16 @@ NOTICES = {"phase-status": "The phase status was changed.",
            "participation": "The participation request was decided.",
            "disqualify": "The submission's standing was changed (see the audit log).",
            "phase-reopened": "The phase was reopened: it takes submissions again.",
+           "published": "The phase's results were published: its board and every owner's "
+                        "scores are shown (see the audit log).",
            "phase-reopened-ended": "The phase was reopened, but its end date has passed: it "
                                    "takes no upload until you move ends_at (arena competition "
                                    "update, or the phase's PATCH)."}
 
 
 def organized_phases(session, user: User) -> list[Phase]:
-    query = select(Phase).join(Competition).order_by(Phase.id)
-    if user.role != "admin":
-        query = query.where(Competition.owner_id == user.id)
-    return list(session.execute(query).scalars())
+    return list(session.execute(select(Phase).where(Phase.id.in_(organized_phase_ids(user)))
+                                .order_by(Phase.id)).scalars())
 
 
 def _require_staff(user: User | None) -> User:
@@ -114,6 +116,8 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
                   steps={p.id: phase_step(p, now) for p in phases},
                   closes=latest_close_summaries(session, ids),
                   broker_failure=getattr(queue, "broker_failure", None),
+                  secrecy={p.id: {"test_data": test_data_level(p), "results": results_state(p)}
+                           for p in phases},
                   actions=lambda s: submission_actions(s, user),
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
@@ -166,6 +170,17 @@ async def close(phase_id: int, request: Request, settings: SettingsDep, now: Now
         _report, jobs = close_phase(session, phase, user, now, settings.default_queue)
     enqueue_quietly(queue, jobs)
     return RedirectResponse("/organizer?done=phase-closed#closes", status_code=303)
+
+
+@router.post("/organizer/phases/{phase_id}/publish")
+async def publish(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                  db: Annotated[Database, Depends(get_db)]):
+    """Publish a closed phase's results (the POST /api/v1/phases/{id}/publish service)."""
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
+    with db.session(write=True) as session:
+        user, phase = _organized_phase(request, session, now, phase_id)
+        publish_results(session, phase, user, now)
+    return RedirectResponse("/organizer?done=published", status_code=303)
 
 
 def _organized_phase(request: Request, session, now, phase_id: int) -> tuple[User, Phase]:

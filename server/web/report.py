@@ -15,6 +15,7 @@ from sqlalchemy.orm import object_session
 
 from server.models import Phase, Run, Submission
 from server.services.leaderboard import compute_leaderboard
+from server.services.secrecy import board_hidden
 from submission_api.report import render_detailed_results
 from submission_api.scoring.records import TaskRecord
 
@@ -38,7 +39,7 @@ def id_vs_ood_points(submission: Submission, phase: Phase) -> list[tuple[str, fl
         return []
     session = object_session(submission)
     entries = compute_leaderboard(session, phase) if session is not None else []
-    hidden = (phase.leaderboard or {}).get("hidden", "none") != "none"
+    hidden = board_hidden(phase) != "none"
     points = []
     for e in entries:
         mine = e.submission_id == submission.id

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User, utcnow
+from server.schemas.submission import RunResultOut
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.quotas import quota_left
+from server.services.secrecy import (
+    FULL,
+    OwnerView,
+    meta_train_log,
+    redact_run,
+    results_state,
+    test_data_level,
+)
+from server.services.tenancy import is_staff, organizes_competition  # noqa: F401 (re-exported)
 from server.services.timeline import (
     competition_timeline,
     effective_status,
@@ -27,18 +38,28 @@ from server.services.timeline import (
 )
 
 
-def is_staff(user: User | None) -> bool:
-    return user is not None and user.role in ("organizer", "admin")
-
-
 def visible_competitions(session: Session, user: User | None,
                          now: datetime | None = None) -> list[dict]:
-    """Competitions with the phases `user` may see (drafts for staff only), each phase with its
+    """Competitions with the phases `user` may see (drafts for their organizers only: services/
+    tenancy.py), each phase with its
     timeline step at `now` (effective status, countdown) in the order the phases happen."""
     comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
-    shown = [(c, [p for p in c.phases if is_staff(user) or p.status != "draft"]) for c in comps]
+    shown = [(c, organizes_competition(user, c)) for c in comps]
+    shown = [(c, [p for p in c.phases if staff or p.status != "draft"], staff)
+             for c, staff in shown]
     return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow())}
-            for c, ps in shown if ps or is_staff(user)]
+            for c, ps, staff in shown if ps or staff]
+
+
+TEST_DATA_WORDS = {
+    "public": "public: your code's logs and errors are shown to you whole",
+    "feedback": "feedback: scores and per-task results are shown; what your code writes or "
+                "raises while meta-testing is not (meta-training logs are)",
+    "secret": "secret: what your code writes or raises while meta-testing is not shown, and "
+              "scores and per-task results wait until the organizers publish them"}
+RESULTS_WORDS = {"shown": "shown as soon as a run is scored",
+                 "withheld": "withheld until the organizers publish them",
+                 "published": "published by the organizers"}
 
 
 def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, str]]:
@@ -59,6 +80,8 @@ def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, st
         ("Quota", ", ".join(quotas) or "none"),
         ("Leaderboard", f"{phase.leaderboard_rule} submission per participant"),
         ("Logs", "hidden from participants" if phase.hide_logs else "shown to their owner"),
+        ("Test data", TEST_DATA_WORDS[test_data_level(phase)]),
+        ("Results", RESULTS_WORDS[results_state(phase)]),
     ]
     return facts
 
@@ -68,7 +91,8 @@ def phase_context(session: Session, phase: Phase, user: User | None,
     """What the phase and submit pages show beside the facts: the competition's timeline,
     this phase's step and the one after it, and the viewer's quota left in words."""
     timeline = competition_timeline(
-        [p for p in phase.competition.phases if is_staff(user) or p.status != "draft"], now)
+        [p for p in phase.competition.phases
+         if organizes_competition(user, phase.competition) or p.status != "draft"], now)
     step = next((s for s in timeline if s.phase.id == phase.id), None) \
         or competition_timeline([phase], now)[0]
     quota = quota_left(session, user.id, phase, now) if user is not None else None
@@ -123,6 +147,18 @@ def submission_standing(session: Session, phase: Phase, submission, sees_all: bo
     if board["statistics"]:
         out["vs_previous"] = compare_with_previous(session, submission)
     return out
+
+
+def served_run(run, view: OwnerView):
+    """A run as the page shows it to this viewer (services/secrecy.py): the table model itself
+    for organizers, else its served fields with the log and live tail the owner may read."""
+    if view is FULL:
+        return run
+    fields = redact_run(RunResultOut.model_validate(run).model_dump(), view)
+    fields["log"] = run.log if view.meta_test_text else meta_train_log(run.log)
+    fields["progress"] = run.progress if view.meta_test_text else {
+        k: v for k, v in (run.progress or {}).items() if k != "log_tail"}
+    return SimpleNamespace(**fields)
 
 
 def boarded_submissions(session: Session, phase_ids: set[int], user: User) -> set[int]:

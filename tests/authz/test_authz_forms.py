@@ -68,8 +68,13 @@ def build_form_world(env: InProcess) -> FormWorld:
         assert me.status_code == 200, me.text
         user_ids[role] = me.json()["id"]
     asked = _approval_competition(env, world)
+    ended = env.client.post(f"/api/v1/competitions/{world.ids['competition_id']}/phases",
+                            headers=organizer, json={"name": "ended", "status": "open"})
+    assert ended.status_code == 201, ended.text
+    closed = env.client.post(f"/api/v1/phases/{ended.json()['id']}/close", headers=organizer)
+    assert closed.status_code == 200, closed.text
     return FormWorld(env=env, world=world, user_ids=user_ids, ids={
-        **world.ids, "draft_phase_id": draft.json()["id"],
+        **world.ids, "draft_phase_id": draft.json()["id"], "closed_phase_id": ended.json()["id"],
         "queued_submission_id": queued.json()["id"], "approval_competition_id": asked,
         "requester_id": user_ids["other"]})
 
@@ -168,6 +173,11 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/organizer/phases/{phase_id}/close"): Form(
         ORGANIZER_OF_IT, "/organizer", {"phase_id": "phase_id"},
         phase_status("phase_id"), became("closed")),
+    ("POST", "/organizer/phases/{phase_id}/publish"): Form(
+        ORGANIZER_OF_IT, "/organizer", {"phase_id": "closed_phase_id"},
+        lambda session, fw, role: (session.get(Phase, fw.ids["closed_phase_id"]).leaderboard
+                                   or {}).get("published_at"),
+        lambda before, after: before is None and after is not None),
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/approve"): Form(
         ORGANIZER_OF_IT, "/organizer",
         {"competition_id": "approval_competition_id", "user_id": "requester_id"},

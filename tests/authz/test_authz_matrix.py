@@ -42,6 +42,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/phases/{phase_id}/submit"): NOBODY,
     ("POST", "/organizer/phases/{phase_id}/open"): NOBODY,
     ("POST", "/organizer/phases/{phase_id}/close"): NOBODY,
+    ("POST", "/organizer/phases/{phase_id}/publish"): NOBODY,
     ("POST", "/submissions/{submission_id}/cancel"): NOBODY,
     ("POST", "/submissions/{submission_id}/select"): NOBODY,
     ("POST", "/submissions/{submission_id}/rerun"): NOBODY,
@@ -49,8 +50,10 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/submissions/{submission_id}/disqualify"): NOBODY,
     ("POST", "/api/v1/auth/token"): PUBLIC,
     ("POST", "/api/v1/users"): STAFF,
-    ("GET", "/api/v1/users"): STAFF,  # organizers list participants, admins everyone
-    ("POST", "/api/v1/users/{user_id}/revoke"): STAFF,  # organizers revoke participants only
+    ("GET", "/api/v1/users"): STAFF,  # organizers list the participants they manage
+    # Organizers revoke participants they manage only (services/tenancy.py): `other` takes
+    # part in the organizer's competition, not in the other organizer's.
+    ("POST", "/api/v1/users/{user_id}/revoke"): ORGANIZER_OF_IT,
     ("GET", "/api/v1/phases/{phase_id}/quota"): SIGNED_IN,
     ("GET", "/api/v1/me"): SIGNED_IN,
     ("GET", "/api/v1/competitions"): PUBLIC,
@@ -68,6 +71,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("PATCH", "/api/v1/phases/{phase_id}"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/phases/{phase_id}/close"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/phases/{phase_id}/rerun"): ORGANIZER_OF_IT,
+    # The world's phase is open: its organizers get 409 (publish only a closed phase).
+    ("POST", "/api/v1/phases/{phase_id}/publish"): ORGANIZER_OF_IT,
     ("GET", "/api/v1/phases/{phase_id}/leaderboard"): PUBLIC,
     # The world's phase shows no statistics: only its organizers (and admins) compare, and
     # then only where per-task results exist.

@@ -190,7 +190,8 @@ def merge_stages(train: ExecutionResult, test: ExecutionResult) -> ExecutionResu
         stdout_truncated=train.stdout_truncated or test.stdout_truncated,
         stderr_truncated=train.stderr_truncated or test.stderr_truncated,
         output_exceeded=train.output_exceeded or test.output_exceeded,
-        cancelled=train.cancelled or test.cancelled)
+        cancelled=train.cancelled or test.cancelled,
+        meta_train_chars=(len(train.stdout), len(train.stderr)))
 
 
 StageRunner = Callable[[str, tuple[str, ...], float, Path | None, tuple[tuple[Path, str], ...],

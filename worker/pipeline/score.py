@@ -153,13 +153,24 @@ def fault_outcome(fault: ParticipantFault) -> Outcome:
     return failure_outcome(fault.reason, fault.message, fault.traceback)
 
 
+LOG_FRAME = "==> arena log frame: meta-train {} + meta-test {} stdout, {} + {} stderr chars <=="
+"""First line of a two-stage log: the section lengths, written before any participant text,
+so the server can serve meta-train's part alone (server/services/secrecy.py)."""
+
+
 def format_log(result: ExecutionResult, cap_bytes: int) -> str:
-    """stdout then stderr, each kept to its last `cap_bytes` characters, marked when cut."""
-    parts = []
-    for name, text, truncated in (("stdout", result.stdout, result.stdout_truncated),
-                                  ("stderr", result.stderr, result.stderr_truncated)):
+    """stdout then stderr, each kept to its last `cap_bytes` characters, marked when cut;
+    when both stages ran, a first line gives how many characters of each came from each."""
+    parts, frame = [], []
+    for index, (name, text, truncated) in enumerate((
+            ("stdout", result.stdout, result.stdout_truncated),
+            ("stderr", result.stderr, result.stderr_truncated))):
         cut = truncated or len(text) > cap_bytes
         body = text[-cap_bytes:] if len(text) > cap_bytes else text
         note = " (truncated)" if cut else ""
         parts.append(f"==> {name}{note} <==\n{body}")
-    return "\n".join(parts)
+        if result.meta_train_chars is not None:
+            train = max(0, min(result.meta_train_chars[index], len(text)) - (len(text) - len(body)))
+            frame += [train, len(body) - train]
+    head = [LOG_FRAME.format(*frame)] if frame else []
+    return "\n".join(head + parts)

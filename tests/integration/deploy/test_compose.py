@@ -24,7 +24,8 @@ def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_compose_config_validates_and_wires_the_services():
-    done = compose("config", env={"POSTGRES_PASSWORD": "pw", "ARENA_SECRET_KEY": "k" * 16})
+    done = compose("config", env={"POSTGRES_PASSWORD": "pw", "ARENA_SECRET_KEY": "k" * 32,
+                                  "ARENA_TEST_SEED_SECRET": "t" * 32})
     assert done.returncode == 0, done.stderr
     services = yaml.safe_load(done.stdout)["services"]
 

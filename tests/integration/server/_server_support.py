@@ -48,11 +48,12 @@ class Env:
             token = issue_token(s, user, now=self.clock.now)
         return user, {"Authorization": f"Bearer {token}"}
 
-    def phase(self, **fields) -> Phase:
+    def phase(self, owner: User | None = None, **fields) -> Phase:
+        """An open phase in a new competition (organized by `owner` when given)."""
         values = {"name": "dev", "status": "open", "runs_per_submission": 1} | fields
         with self.db.session() as s:
             comp = Competition(slug=f"c-{uuid.uuid4().hex[:8]}", title="C",
-                               created_at=self.clock.now)
+                               owner_id=owner.id if owner else None, created_at=self.clock.now)
             s.add(comp)
             s.flush()
             phase = Phase(competition_id=comp.id, created_at=self.clock.now, **values)

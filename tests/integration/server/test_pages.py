@@ -145,7 +145,7 @@ def test_leaderboard_hides_what_the_phase_hides_from_participants_only(env):
     _, olga = env.user("olga", role="admin")
     finish(env, env.submit(phase.id, ann).json()["id"], score=0.4321)
     page = env.client.get(f"/phases/{phase.id}/leaderboard")
-    assert "ann" in page.text and "0.4321" not in page.text and "hide ranks" in page.text
+    assert "ann" in page.text and "0.4321" not in page.text and "are withheld" in page.text
     login(env, olga)
     assert "0.4321" in env.client.get(f"/phases/{phase.id}/leaderboard").text
 

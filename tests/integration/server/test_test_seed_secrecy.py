@@ -70,12 +70,16 @@ def test_a_participant_sees_no_seed_no_split_seed_no_dataset_hash(env):
     assert "split_seed" not in text and HASH not in text and "cd" * 32 not in text
 
 
-def test_staff_still_see_seeds_split_seeds_and_hashes(env):
-    phase = env.phase(seed=987654321, protocol=PROTOCOL, data=DATA)
-    _, headers = env.user("org", role="organizer")
+def test_its_organizers_still_see_seeds_split_seeds_and_hashes(env):
+    organizer, headers = env.user("org", role="organizer")
+    phase = env.phase(owner=organizer, seed=987654321, protocol=PROTOCOL, data=DATA)
     body = env.client.get(f"/api/v1/phases/{phase.id}", headers=headers).json()
     assert body["seed"] == 987654321 and body["protocol"]["split_seed"] == 424242
     assert body["data"]["meta_train"][0]["content_hash"] == HASH
+    _, stranger = env.user("org-b", role="organizer")  # issue 20 D2: another competition's
+    body = env.client.get(f"/api/v1/phases/{phase.id}", headers=stranger).json()
+    assert body["seed"] is None and "split_seed" not in body["protocol"]
+    assert body["data"]["meta_train"][0]["content_hash"] is None
 
 
 def test_the_test_tasks_cannot_be_regenerated_from_what_a_participant_reads(env):

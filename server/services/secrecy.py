@@ -1,0 +1,180 @@
+"""What a submission's owner may read of its runs: the phase's test-data secrecy and its hidden
+scores, applied where results are served (API, pages, reports), never where they are stored.
+
+A phase says how secret its test data is (`leaderboard.test_data`, kept in the phase's JSON):
+- `public`: the owner reads everything their code wrote (logs, exception text, per-task results);
+- `feedback`: scores and per-task results, but nothing participant code wrote while meta-testing
+  (meta-test stdout/stderr, exception text and traceback from a test task): there the owner reads
+  the stage, the exception's type (a built-in one's name only) and a fixed sentence;
+- `secret`: as `feedback`, and no score, per-run, per-task or per-dataset result until the
+  organizers publish the results (`publish_results`, audited).
+Unset, a phase named `final` or one carried into (a final) is `secret`, any other `public`.
+`leaderboard.hidden` (`scores` or `board`) hides the owner's own scores too, until published.
+Organizers of the competition (services/tenancy.py) always read everything; the worker keeps
+storing everything for them.
+
+Meta-train output stays visible (meta-train sees only training data). A run's log tells the two
+stages apart only through the worker's frame line (worker/pipeline/score.py `LOG_FRAME`): the
+lengths of each stage's stdout and stderr, written before any participant text. A log without
+a frame, or whose lengths do not add up exactly (cut by a cap, or an older worker), is withheld
+whole: the rule fails closed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from server.core.errors import ConflictError
+from server.models import AuditLog, Phase, User
+from server.services.tenancy import organizes_phase
+
+TEST_DATA_LEVELS = ("public", "feedback", "secret")
+HIDDEN_TEXT = ("The test data of this phase are secret: what the submission wrote or raised "
+               "while meta-testing is shown to the organizers only. Reproduce the failure "
+               "locally with `arena run` on the sample data.")
+HIDDEN_LOG = ("==> meta-test output <==\n(hidden: the test data of this phase are secret; the "
+              "organizers see it)\n")
+# Messages the worker writes from meta-train's own status (worker/pipeline/score.py
+# failure_from_status): only these carry participant text, and it was written before any test
+# task existed. Each prefix goes with the one reason it is reported under, so a stage name forged
+# on a test task's socket ("meta_fit") cannot pass: that one reads "meta_fit raised on test task".
+META_TRAIN_MESSAGES = {"config raised: ": "invalid_submission", "import raised: ": "import_error",
+                       "meta_fit raised: ": "meta_fit_error", "save raised: ": "meta_fit_error"}
+TRUSTED_REASONS = ("time_limit",)  # the worker's own fixed text (and a wall time)
+STAGES = {"fit_error": "load or fit", "predict_error": "predict", "import_error": "import",
+          "bad_predictions": "predict (its output)", "crashed": "meta-test",
+          "out_of_memory": "meta-test", "meta_fit_error": "meta-test",
+          "invalid_submission": "meta-test"}
+_FRAME = re.compile(r"==> arena log frame: meta-train (\d+) \+ meta-test (\d+) stdout, (\d+) \+ "
+                    r"(\d+) stderr chars <==\n")
+_SECTION = {name: re.compile(rf"==> {name}( \(truncated\))? <==\n") for name in ("stdout",
+                                                                               "stderr")}
+
+
+@dataclass(frozen=True)
+class OwnerView:
+    """What the owner (not an organizer) of a submission reads in one phase."""
+
+    meta_test_text: bool  # meta-test logs and exception text
+    scores: bool  # the submission's and its runs' scores
+    details: bool  # per-run summaries, per-task and per-dataset results, reports
+
+
+FULL = OwnerView(meta_test_text=True, scores=True, details=True)
+
+
+def test_data_level(phase: Phase) -> str:
+    """`public`, `feedback` or `secret` (see the module docstring for the default)."""
+    level = (phase.leaderboard or {}).get("test_data")
+    if level in TEST_DATA_LEVELS:
+        return level
+    return "secret" if phase.name == "final" or phase.carry_from_id is not None else "public"
+
+
+def published_at(phase: Phase) -> str | None:
+    return (phase.leaderboard or {}).get("published_at")
+
+
+def results_state(phase: Phase) -> str:
+    """In words, for pages: whether the owners' scores are shown, withheld or published."""
+    if published_at(phase):
+        return "published"
+    return "withheld" if not owner_view(phase).scores else "shown"
+
+
+def owner_view(phase: Phase) -> OwnerView:
+    level = test_data_level(phase)
+    hidden = (phase.leaderboard or {}).get("hidden", "none") != "none"
+    withheld = (level == "secret" or hidden) and not published_at(phase)
+    return OwnerView(meta_test_text=level == "public", scores=not withheld,
+                     details=not withheld)
+
+
+def board_hidden(phase: Phase) -> str:
+    """What the board hides from participants: its setting until published (nothing after),
+    and at least the scores of a secret phase until then."""
+    if published_at(phase):
+        return "none"
+    hidden = (phase.leaderboard or {}).get("hidden", "none")
+    return "scores" if hidden == "none" and test_data_level(phase) == "secret" else hidden
+
+
+def view_for(session: Session, phase: Phase, user: User | None) -> OwnerView:
+    """FULL for the phase's organizers; the owner's view otherwise."""
+    return FULL if organizes_phase(session, user, phase) else owner_view(phase)
+
+
+def redact_message(reason: str | None, message: str | None) -> str | None:
+    """A run's failure message as the owner of a secret-data run may read it."""
+    if not message:
+        return message
+    if reason in TRUSTED_REASONS or any(message.startswith(p) and reason == r
+                                        for p, r in META_TRAIN_MESSAGES.items()):
+        return message
+    kind = _builtin_exception(message)
+    what = f", {kind}" if kind else ""
+    return (f"The run failed during meta-testing ({reason or 'failed'}{what}; stage: "
+            f"{STAGES.get(reason or '', 'meta-test')}). {HIDDEN_TEXT}")
+
+
+def _builtin_exception(message: str) -> str | None:
+    """The exception type on the traceback's last line, when it is a built-in exception (a
+    class the submission defines could carry any name, hence any bytes)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    name = lines[-1].split(":", 1)[0].strip() if lines else ""
+    value = getattr(builtins, name, None) if name.isidentifier() else None
+    return name if isinstance(value, type) and issubclass(value, BaseException) else None
+
+
+def meta_train_log(log: str | None) -> str:
+    """The meta-train part of a run log, with the meta-test part replaced by a notice; the
+    notice alone when the log's frame is missing or does not add up (fail closed)."""
+    log = log or ""
+    frame = _FRAME.match(log)
+    if frame is None:
+        return HIDDEN_LOG
+    train_out, test_out, train_err, test_err = (int(g) for g in frame.groups())
+    out = _SECTION["stdout"].match(log, frame.end())
+    if out is None:
+        return HIDDEN_LOG
+    stdout_end = out.end() + train_out + test_out
+    err = _SECTION["stderr"].match(log, stdout_end + 1) if log[stdout_end:stdout_end + 1] == "\n" \
+        else None
+    if err is None or err.end() + train_err + test_err != len(log):
+        return HIDDEN_LOG
+    return (f"==> meta-train stdout <==\n{log[out.end():out.end() + train_out]}\n"
+            f"==> meta-train stderr <==\n{log[err.end():err.end() + train_err]}\n{HIDDEN_LOG}")
+
+
+def redact_run(run: dict[str, Any], view: OwnerView) -> dict[str, Any]:
+    """A run's served fields (RunOut / RunResultOut as a dict) for `view`."""
+    if not view.meta_test_text:
+        run["message"] = redact_message(run.get("reason"), run.get("message"))
+    if not view.scores:
+        run["score"] = None
+    if not view.details:
+        run["summary"], run["tasks"] = None, []
+    return run
+
+
+def publish_results(session: Session, phase: Phase, actor: User, now: datetime) -> Phase:
+    """Reveal a closed phase's board and its owners' scores (audited); ConflictError while the
+    phase is not closed (participants could still submit against what it reveals)."""
+    if phase.closed_at is None and phase.status != "closed":
+        raise ConflictError(f"phase {phase.id} is {phase.status!r}; close it first (POST "
+                            f"/api/v1/phases/{phase.id}/close), then publish its results",
+                            code="phase.not_closed")
+    if published_at(phase):
+        raise ConflictError(f"the results of phase {phase.id} were published at "
+                            f"{published_at(phase)}", code="phase.already_published")
+    phase.leaderboard = {**(phase.leaderboard or {}), "published_at": now.isoformat()}
+    session.add(AuditLog(actor_id=actor.id, action="phase.publish", target=f"phase:{phase.id}",
+                         details={"test_data": test_data_level(phase)}, at=now))
+    session.flush()
+    return phase
