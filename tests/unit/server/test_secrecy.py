@@ -10,7 +10,10 @@ from dataclasses import replace
 import pytest
 
 from server.services.secrecy import HIDDEN_LOG, meta_train_log, redact_message
-from worker.pipeline.score import failure_from_status, failure_outcome, format_log
+from submission_api.contract.record import ResultRecord
+from submission_api.contract.verdict import decide_verdict
+from submission_api.runner.scorer import read_reported_status
+from worker.pipeline.score import failure_outcome, format_log, verdict_outcome
 from worker.sandbox_result import SandboxResult
 
 SECRET = "PIXELS-7a6b"
@@ -62,8 +65,9 @@ def test_a_log_cut_by_the_worker_cap_keeps_only_what_meta_train_wrote():
 def test_meta_train_failures_keep_their_text(tmp_path):
     (tmp_path / "status.json").write_text(
         '{"stage": "meta_fit", "error": "bad lr", "traceback": "Traceback\\nValueError: bad lr"}')
-    failure = failure_from_status(tmp_path, 1)
-    outcome = failure_outcome(failure.reason, failure.message, failure.trace)
+    record = ResultRecord(exit_code=1, status=read_reported_status(tmp_path))
+    outcome = verdict_outcome(decide_verdict(record))
+    assert outcome.reason == "meta_fit_error" and "bad lr" in outcome.message
     assert redact_message(outcome.reason, outcome.message) == outcome.message
 
 
