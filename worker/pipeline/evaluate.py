@@ -4,17 +4,21 @@ Plain functions over a `Runtime` of collaborators (client, executor, the runner'
 and scoring), so tests pass fakes and `worker.pipeline.wiring` passes the real ones. The rules
 that make a job safe to deliver twice live here:
 - a run that cannot be claimed (finished, or leased by someone else) ends the job quietly;
-- a platform fault (server, cache, disk, Docker) releases the run, uncharged, and the job ends
-  without raising, so Celery does not run it again: the server re-queues it;
+- a platform fault releases the run, uncharged, and the job ends without raising, so Celery does
+  not run it again: the server re-queues it. Platform faults are a closed list
+  (`is_platform_fault`): the pipeline's named faults, the server unreachable or refusing, and
+  the host's own resources failing (disk full, I/O error, out of descriptors);
+- anything else is a bug: the run ends at once as `platform_error` marked `internal_error`
+  (logged loudly, never retried); the server charges it once its participant met a few today;
 - a heartbeat answered 409 means the run was taken away: the participant side is killed and
   nothing is published; the fencing token would refuse our writes anyway.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
@@ -27,6 +31,7 @@ from worker.client import (
     ServerRejectedError,
     ServerUnavailableError,
 )
+from worker.output_walk import remove_tree
 from worker.pipeline.errors import ParticipantFault, PlatformFault
 from worker.pipeline.execute import Executor, Heartbeat, build_request, read_progress
 from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
@@ -39,13 +44,34 @@ from worker.pipeline.score import (
     failure_outcome,
     fault_outcome,
 )
+from worker.sandbox_result import SandboxPlatformError
 
 log = logging.getLogger(__name__)
 
 PHASE_ERROR = "platform_error"
 """The server's reason for failures never charged to the participant."""
-PLATFORM_ERRORS = (PlatformFault, ServerUnavailableError, ServerRejectedError, OSError)
+PLATFORM_ERRORS = (PlatformFault, SandboxPlatformError, ServerUnavailableError,
+                   ServerRejectedError)
 """Named infrastructure faults: released, never charged."""
+HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENOMEM,
+                         errno.EMFILE, errno.ENFILE, errno.ECONNREFUSED, errno.ECONNRESET,
+                         errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EPIPE})
+"""An OSError with one of these is the host's resources failing, a platform fault; any other
+OSError (a name too long, a bad encoding, a loop of links) came from what the run was given."""
+ENGINE_CLIENT_MODULES = frozenset({"docker", "requests", "urllib3"})
+INTERNAL_ERROR_FLAG = "internal_error"
+"""Set in the summary of a run ended by a bug, so the server can count them per participant."""
+
+
+def is_platform_fault(exc: BaseException) -> bool:
+    """Whether `exc` is one of the closed list of infrastructure faults (released, uncharged)."""
+    if isinstance(exc, PLATFORM_ERRORS):
+        return True
+    # The engine's client libraries (an unreachable or failing Docker engine) name their errors
+    # by module; they never carry what participant code produced.
+    if type(exc).__module__.split(".")[0] in ENGINE_CLIENT_MODULES:
+        return True
+    return isinstance(exc, OSError) and exc.errno in HOST_ERRNOS
 
 
 class RunResult(StrEnum):
@@ -109,19 +135,17 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         if publish_outcome(rt.client, claimed, run_token, outcome):
             return RunResult.PUBLISHED
         return RunResult.FENCED
-    except PLATFORM_ERRORS as exc:
-        return _release(rt.client, claimed, run_token, exc)
-    except Exception:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+    except Exception as exc:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+        if is_platform_fault(exc):
+            return _release(rt.client, claimed, run_token, exc)
         # Not a named transient fault: a retry would meet the same bug and spend the phase's
-        # limits again, so the run ends now, uncharged; the traceback stays in the worker's log.
-        log.exception("run.pipeline.crashed", extra={"run_id": run_id})
-        return _publish(rt.client, claimed, run_token, failure_outcome(
-            PHASE_ERROR, f"the platform failed while evaluating this run (an internal error on "
-            f"worker {rt.worker_name!r}, logged for the operators); it is not charged to any "
-            "quota. Submit again later or tell the organizers.", None))
+        # limits again, so the run ends now; the traceback stays in the worker's log.
+        log.exception("run.pipeline.crashed", extra={"run_id": run_id,
+                                                     "error": f"{type(exc).__name__}: {exc}"})
+        return _publish(rt.client, claimed, run_token, internal_error_outcome(rt.worker_name))
     finally:
         if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tree(work)  # the participant shaped output/: iterative, never raises
 
 
 def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Path,
@@ -131,11 +155,20 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     Raises:
         PlatformFault, ServerUnavailableError, OSError: infrastructure faults (caller releases).
     """
+    zip_path = fetch_submission(rt.client, claimed, run_token, rt.cache_dir)
     try:
-        zip_path = fetch_submission(rt.client, claimed, run_token, rt.cache_dir)
         submission_dir = extract_submission(zip_path, work / "submission")
     except ParticipantFault as fault:
         return fault_outcome(fault)
+    except OSError as exc:
+        if exc.errno in HOST_ERRNOS:
+            raise
+        # The zip passed the checker yet its names or shape cannot be written here: the
+        # participant's input, so their verdict (never three platform retries).
+        return failure_outcome("invalid_submission", f"the submission zip could not be "
+                               f"extracted: {exc.strerror or exc} ({type(exc).__name__}); "
+                               "expected short relative names in a shallow tree — zip your "
+                               "folder with `arena zip`.", None)
     _make_readable(work / "submission")
     entries = fetch_datasets(rt.client, claimed, run_token, rt.cache_dir)
     collection = build_collection(claimed, entries)
@@ -164,6 +197,16 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
         return None
     return decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
                           log_cap_bytes=rt.log_cap_bytes)
+
+
+def internal_error_outcome(worker_name: str) -> Outcome:
+    """The outcome of a run ended by a bug (neither the participant's nor a named fault)."""
+    outcome = failure_outcome(
+        PHASE_ERROR, f"the platform failed while evaluating this run (an internal error on "
+        f"worker {worker_name!r}, logged for the operators); it is not charged to any quota "
+        "unless you met several today. Submit again later or tell the organizers.", None)
+    outcome.summary[INTERNAL_ERROR_FLAG] = True
+    return outcome
 
 
 def _make_work_dir(runs_dir: Path, run_id: RunId) -> Path:
