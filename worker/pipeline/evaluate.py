@@ -129,9 +129,11 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         work = _make_work_dir(rt.runs_dir, run_id)
         with heartbeat:
             outcome = evaluate_claimed(claimed, run_token, rt, work, heartbeat)
-        if outcome is None or heartbeat.lost.is_set():
+        if outcome is None:
             log.warning("run.lost", extra={"run_id": run_id})
             return RunResult.LOST
+        # A verdict is published even when a beat was answered 409 meanwhile: the fencing token
+        # decides whether it is written, and a late beat must never throw a result away (D4).
         if publish_outcome(rt.client, claimed, run_token, outcome):
             return RunResult.PUBLISHED
         return RunResult.FENCED

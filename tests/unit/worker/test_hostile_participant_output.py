@@ -157,3 +157,24 @@ def test_a_message_with_lone_surrogates_or_nul_is_sent_storable(server, text):  
     assert sent["message"].startswith(("\ufffd", "a", "ok"))
     if "\x1b" in text:
         assert sent["message"] == text  # other controls are storable: kept, escaped on display
+
+
+def test_a_beat_refused_while_scoring_never_throws_the_result_away(fake_client, tmp_path):
+    """D4: the background beat answered 409 after the verdict was decided; the worker used to
+    return LOST and publish nothing, so a finished run was executed again minutes later."""
+    from test_worker_evaluate import FakeRunner, PredictingExecutor
+
+    class LateRefusal(FakeRunner):
+        def score_output(self, output_dir, answers_dir, duration_s=None):
+            fake_client.revoked = True  # the next background beat gets a 409
+            pause = threading.Event()
+            for _ in range(1_000):  # at most ~10 s for the background beat to come
+                if fake_client.calls and fake_client.calls[-1] == ("heartbeat", "scoring"):
+                    break
+                pause.wait(0.01)
+            return super().score_output(output_dir, answers_dir, duration_s)
+
+    result = run(fake_client, tmp_path, PredictingExecutor(), LateRefusal())
+    assert result is RunResult.PUBLISHED
+    [body] = fake_client.named("finish")
+    assert body["state"] == "finished"
