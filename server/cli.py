@@ -16,8 +16,12 @@ def serve_command(
     import uvicorn
 
     from server.app import create_app
+    from server.core.config import Settings
+    from server.core.http_bounds import uvicorn_bounds
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    settings = Settings()
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
+                **uvicorn_bounds(settings.max_header_bytes))
 
 
 def reconcile_command() -> None:

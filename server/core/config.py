@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     max_zip_files: int = 2_000
     max_dataset_upload_bytes: int = 20 * 1024**3
     log_cap_bytes: int = 1024**2
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096)
+    """A request's line and headers (server/core/http_bounds.py): beyond, 431."""
+    max_bundle_bytes: int = Field(default=1024**2, ge=1024)
+    """A competition bundle's body (YAML or JSON): beyond, 413 `bundle.too_large`."""
 
     # Database connections: SQLAlchemy's pool per server process (SQLite and Postgres alike).
     db_pool_size: int = Field(default=10, ge=1)
