@@ -57,6 +57,10 @@ def check_league(comp: Competition | None, league: str | None) -> str | None:
     """The league a submission enters: the one named, or the competition's first."""
     names = [lg["name"] for lg in (comp.leagues if comp else None) or []]
     if not names:
+        if league not in (None, ""):
+            raise InvalidInputError(f"league {league!r} was sent but this competition has no "
+                                    "leagues; leave the 'league' form field out",
+                                    code="submission.unknown_league")
         return None
     if league in (None, ""):
         return names[0]
