@@ -32,9 +32,9 @@ class Resources(BaseModel):
     """What one run may use; the worker's sandbox enforces every bound (stored as JSON with the
     phase, so bounds added later read their defaults from older rows)."""
 
-    cpus: float = Field(default=2, gt=0)
-    memory_mb: int = Field(default=8192, gt=0)
-    gpus: int = Field(default=0, ge=0)
+    cpus: float = Field(default=2, gt=0, le=256)
+    memory_mb: int = Field(default=8192, gt=0, le=4 * 1024**2)
+    gpus: int = Field(default=0, ge=0, le=64)
     pids: int = Field(default=PIDS_DEFAULT, ge=PIDS_MIN, le=PIDS_MAX)
     shm_mb: int = Field(default=256, ge=1, le=SIZE_MAX_MB)
     tmp_mb: int = Field(default=512, ge=1, le=SIZE_MAX_MB)
@@ -62,15 +62,15 @@ class PhaseFields(BaseModel):
     protocol: dict[str, Any] = Field(default_factory=dict,
                                      description="ProtocolParams.to_dict() of the phase")
     data: PhaseData = Field(default_factory=PhaseData)
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     runs_per_submission: int = Field(default=1, ge=1, le=20)
-    time_limit_s: int = Field(default=3600, ge=1)
+    time_limit_s: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
     resources: Resources = Field(default_factory=Resources)
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    quota_per_day: int | None = Field(default=None, ge=0)
-    quota_total: int | None = Field(default=None, ge=0)
-    quota_in_flight: int | None = Field(default=None, ge=0)
+    quota_per_day: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_total: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_in_flight: int | None = Field(default=None, ge=0, le=1_000_000)
     hide_logs: bool = False
     leaderboard_rule: Literal["best", "latest"] = "best"
     leaderboard: LeaderboardSettings = Field(default_factory=LeaderboardSettings)
@@ -93,15 +93,15 @@ class PhaseUpdate(BaseModel):
     ends_at: datetime | None = None
     protocol: dict[str, Any] | None = None
     data: PhaseData | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
     runs_per_submission: int | None = Field(default=None, ge=1, le=20)
-    time_limit_s: int | None = Field(default=None, ge=1)
+    time_limit_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
     resources: Resources | None = None
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    quota_per_day: int | None = Field(default=None, ge=0)
-    quota_total: int | None = Field(default=None, ge=0)
-    quota_in_flight: int | None = Field(default=None, ge=0)
+    quota_per_day: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_total: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_in_flight: int | None = Field(default=None, ge=0, le=1_000_000)
     hide_logs: bool | None = None
     leaderboard_rule: Literal["best", "latest"] | None = None
     leaderboard: LeaderboardSettings | None = None
