@@ -101,3 +101,17 @@ def test_ordinary_and_keep_alive_requests_pass_the_header_bound(bounded_server):
         for _ in range(400):  # 400 x 60 bytes: more than the bound over one connection
             conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Small: " + b"a" * 30 + b"\r\n\r\n")
             assert conn.recv(200).startswith(b"HTTP/1.1 200")
+
+
+def test_a_competition_holds_at_most_fifty_phases_and_phases_are_paginated(app_env):
+    org = app_env.token_for("olp", role="organizer")
+    many = {"slug": "many-phases", "title": "M",
+            "phases": [{"name": f"p{i}", "status": "open"} for i in range(51)]}
+    refused = app_env.client.post("/api/v1/competitions", headers=org, json=many)
+    assert refused.status_code == 422, refused.text
+    app_env.competition(org)
+    app_env.competition(org)
+    first = app_env.client.get("/api/v1/phases?limit=1", headers=org).json()
+    second = app_env.client.get("/api/v1/phases?limit=1&offset=1", headers=org).json()
+    assert len(first) == len(second) == 1 and first[0]["id"] < second[0]["id"]
+    assert app_env.client.get("/api/v1/phases?limit=100000").status_code == 422
