@@ -116,7 +116,7 @@ def test_any_frame_from_a_task_is_read_or_refused_as_a_channel_error(data):
 @settings(max_examples=EXAMPLES * 3, deadline=None)
 @given(content=st.one_of(
     st.binary(max_size=300),
-    st.text(max_size=100).map(lambda t: ('{"stage": "meta_fit", "error": "%s"}' % t).encode(
+    st.text(max_size=100).map(lambda t: ('{"stage": "meta_fit", "error": "' + t + '"}').encode(
         "utf-8", "surrogatepass")),
     st.just(b'{"stage": "meta_fit", "error": "\\ud800\\u0000"}'),
     st.integers(1, 30_000).map(lambda n: b"[" * n + b"]" * n),
