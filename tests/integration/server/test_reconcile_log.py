@@ -14,9 +14,9 @@ def test_a_lapsed_lease_repaired_by_the_reconciler_is_logged_as_a_warning(env, c
     _, [(run_id, token, _)], _ = queued_run(env)
     claim(env, run_id, token)
     env.clock.advance(minutes=10)  # the worker died: its lease lapsed
-    with caplog.at_level(logging.WARNING, logger="arena.reconcile"):
-        with env.db.session(write=True) as session:
-            report = reconcile(session, env.clock.now, env.queue, ReconcilePolicy())
+    with (caplog.at_level(logging.WARNING, logger="arena.reconcile"),
+          env.db.session(write=True) as session):
+        report = reconcile(session, env.clock.now, env.queue, ReconcilePolicy())
     assert report.expired == [run_id]
     [record] = [r for r in caplog.records if r.name == "arena.reconcile"]
     assert record.levelno == logging.WARNING and str(run_id) in record.getMessage()
