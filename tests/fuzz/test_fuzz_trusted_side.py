@@ -64,7 +64,8 @@ def chain(root: bytes, depth: int) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(tree=st.dictionaries(NAMES, NODE, max_size=6), depth=st.sampled_from([0, 10, 70, 1_200]))
 def test_any_output_tree_is_measured_copied_and_removed_without_raising(tree, depth):
-    with tempfile.TemporaryDirectory() as tmp:
+    tmp = tempfile.mkdtemp()
+    try:
         out = os.fsencode(tmp) + b"/out"
         build(out, ("dir", tree))
         chain(out, depth)
@@ -75,6 +76,8 @@ def test_any_output_tree_is_measured_copied_and_removed_without_raising(tree, de
             assert not any(p.is_symlink() for p in (Path(tmp) / "copy").rglob("*"))
         remove_tree(Path(os.fsdecode(out)))
         assert not os.path.lexists(out)
+    finally:
+        remove_tree(Path(tmp))  # never shutil.rmtree: it recurses on a deep tree
 
 
 HEADERS = st.recursive(

@@ -32,6 +32,13 @@ from worker.pipeline.execute import ExecutionRequest, ExecutionResult
 from worker.sandbox_output import WatchdogArea
 
 
+@pytest.fixture(autouse=True)
+def _remove_deep_trees(tmp_path):
+    """pytest's own clean-up of old temp folders recurses (shutil.rmtree): leave no deep tree."""
+    yield
+    remove_tree(tmp_path)
+
+
 def make_deep_tree(root: Path, depth: int, name: str = "d") -> None:
     """`depth` nested folders under `root`, built on descriptors (the path outgrows PATH_MAX)."""
     root.mkdir(parents=True, exist_ok=True)
