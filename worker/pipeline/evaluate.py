@@ -16,7 +16,6 @@ that make a job safe to deliver twice live here:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import tempfile
@@ -28,12 +27,17 @@ from worker.client import (
     ClaimedRun,
     InternalClient,
     RunId,
-    ServerRejectedError,
-    ServerUnavailableError,
 )
 from worker.output_walk import remove_tree
-from worker.pipeline.errors import ParticipantFault, PlatformFault
+from worker.pipeline.errors import ParticipantFault
 from worker.pipeline.execute import Executor, Heartbeat, build_request, read_progress
+from worker.pipeline.faults import (
+    HOST_ERRNOS,
+    INTERNAL_ERROR_FLAG,
+    PHASE_ERROR,
+    check_host,
+    is_platform_fault,
+)
 from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
 from worker.pipeline.prepare import ParseProtocol, PrepareRun, build_collection, prepare_bundle
 from worker.pipeline.publish import publish_outcome, release_run
@@ -44,35 +48,8 @@ from worker.pipeline.score import (
     failure_outcome,
     fault_outcome,
 )
-from worker.sandbox_result import SandboxPlatformError
 
 log = logging.getLogger(__name__)
-
-PHASE_ERROR = "platform_error"
-"""The server's reason for failures never charged to the participant."""
-PLATFORM_ERRORS = (PlatformFault, SandboxPlatformError, ServerUnavailableError,
-                   ServerRejectedError)
-"""Named infrastructure faults: released, never charged."""
-HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENOMEM,
-                         errno.EMFILE, errno.ENFILE, errno.ECONNREFUSED, errno.ECONNRESET,
-                         errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EPIPE})
-"""An OSError with one of these is the host's resources failing, a platform fault; any other
-OSError (a name too long, a bad encoding, a loop of links) came from what the run was given."""
-ENGINE_CLIENT_MODULES = frozenset({"docker", "requests", "urllib3"})
-INTERNAL_ERROR_FLAG = "internal_error"
-"""Set in the summary of a run ended by a bug, so the server can count them per participant."""
-
-
-def is_platform_fault(exc: BaseException) -> bool:
-    """Whether `exc` is one of the closed list of infrastructure faults (released, uncharged)."""
-    if isinstance(exc, PLATFORM_ERRORS):
-        return True
-    # The engine's client libraries (an unreachable or failing Docker engine) name their errors
-    # by module; they never carry what participant code produced.
-    if type(exc).__module__.split(".")[0] in ENGINE_CLIENT_MODULES:
-        return True
-    return isinstance(exc, OSError) and exc.errno in HOST_ERRNOS
-
 
 class RunResult(StrEnum):
     """How a job ended, for its log line and for tests."""
@@ -103,14 +80,20 @@ class Runtime:
     default_image: str = "metadl-arena/sandbox:cpu"
     deployment: str = "local"
     """Names this deployment's sandbox containers (see `execute.container_prefix`)."""
+    min_free_bytes: int = 512 * 1024**2
+    """Free space the worker's runs and cache folders need before it claims a run: a full
+    disk would fail every run it took (1 bad worker of 2: each run 1 in 8 to fail 3 times)."""
 
 
 def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
     """Evaluate one run end to end.
 
     Raises:
-        ServerUnavailableError: only from the claim (nothing is held yet), so the job may retry.
+        ServerUnavailableError: only from the claim or `check_host` (nothing is held yet), so
+            the job may retry.
     """
+    # Before the claim: a run this host cannot serve stays with the broker.
+    check_host((rt.runs_dir, rt.cache_dir), rt.min_free_bytes, rt.worker_name)
     claimed = rt.client.claim(run_id, run_token, rt.worker_name)
     if claimed is None:
         log.info("run.claim.skipped", extra={"run_id": run_id})

@@ -8,6 +8,7 @@ intact, and the worker's scratch folder is removed whatever the tree.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
@@ -27,8 +28,9 @@ from worker.output_walk import (
     copy_regular_tree,
     remove_tree,
 )
-from worker.pipeline.evaluate import RunResult, is_platform_fault
+from worker.pipeline.evaluate import RunResult
 from worker.pipeline.execute import ExecutionRequest, ExecutionResult
+from worker.pipeline.faults import is_platform_fault
 from worker.sandbox_output import WatchdogArea
 
 
@@ -185,3 +187,23 @@ def test_a_beat_refused_while_scoring_never_throws_the_result_away(fake_client, 
     assert result is RunResult.PUBLISHED
     [body] = fake_client.named("finish")
     assert body["state"] == "finished"
+
+
+def test_a_worker_whose_disk_is_full_claims_nothing_and_the_job_is_retried(fake_client,
+                                                                          tmp_path):
+    """A full worker disk failed every run it took (issue 21); now it does not claim, and the
+    job raises the error its Celery task retries (re-published: another worker may take it)."""
+    from test_worker_evaluate import FakeRunner, make_runtime
+
+    from worker.client import ServerUnavailableError
+    from worker.pipeline.evaluate import evaluate_run
+    from worker.pipeline.faults import HostUnhealthyError
+
+    runtime = make_runtime(fake_client, FakeExecutor(), FakeRunner(), tmp_path)
+    full = dataclasses.replace(runtime, min_free_bytes=1 << 62)  # more than any disk has
+    with pytest.raises(HostUnhealthyError) as caught:
+        evaluate_run(7, "run-token-1", full)
+    assert isinstance(caught.value, ServerUnavailableError)
+    assert "claims no run" in str(caught.value)
+    assert fake_client.calls == []  # not even a claim
+    assert evaluate_run(7, "run-token-1", runtime) is RunResult.PUBLISHED
