@@ -14,6 +14,14 @@ threads with one keep-alive connection each; every request goes to 127.0.0.1, th
 after `--requests` requests or `--max-seconds`, whichever comes first. Reported: throughput,
 p50/p95/max latency per operation, and errors (any unexpected status). tests/load runs a short
 form of this and asserts only that there were no errors.
+
+    .venv/bin/python benchmarks/load_platform.py --postgres --readers 200 --uploaders 30 \
+        --max-seconds 60 --json mixed.json
+
+is the mixed form (issue 21): `--readers` threads read the leaderboard, the phase list and the
+home page without pause while `--uploaders` threads (one participant each) upload without
+pause, all at once, for `--max-seconds` (at most `--requests` requests). It reports responses
+>= 500 and broken connections apart (`server_errors`), which must be 0.
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ class LoadReport:
     seconds: float = 0.0
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    server_errors: int = 0
+    """Responses >= 500 and broken connections (counted as 599)."""
 
     @property
     def throughput(self) -> float:
@@ -241,6 +251,88 @@ def run_load(base: str, tokens: list[str], phase_id: int, *, n_requests: int, co
     return report
 
 
+READS = ("leaderboard", "phases", "home")
+
+
+def run_mixed(base: str, readers: list[str], uploaders: list[str], phase_id: int, *,
+              n_requests: int, max_seconds: float) -> LoadReport:
+    """Readers and uploaders at once, without pause, until `max_seconds` or `n_requests`."""
+    report, lock = LoadReport(), threading.Lock()
+    budget = iter(range(n_requests))
+    deadline = time.monotonic() + max_seconds
+    paths = {"leaderboard": f"/api/v1/phases/{phase_id}/leaderboard", "phases": "/api/v1/phases",
+             "home": "/"}
+
+    def one(http: httpx.Client, op: str, rng: random.Random) -> None:
+        started = time.perf_counter()
+        try:
+            if op == "upload":
+                answer = http.post(f"/api/v1/phases/{phase_id}/submissions", files={
+                    "file": ("s.zip", zip_bytes(f"{rng.random()}"), "application/zip")})
+                ok = answer.status_code in (201, 429)  # 429: a quota or slot, said plainly
+            else:
+                answer = http.get(paths[op])
+                ok = answer.status_code == 200
+            status, text = answer.status_code, answer.text[:200]
+        except httpx.HTTPError as exc:
+            ok, status, text = False, 599, f"{type(exc).__name__}: {exc}"
+        elapsed = (time.perf_counter() - started) * 1000
+        with lock:
+            report.requests += 1
+            report.latencies.setdefault(op, []).append(elapsed)
+            if not ok:
+                report.errors.append(f"{op}: {status} {text}")
+            if status >= 500:
+                report.server_errors += 1
+
+    def client(token: str, slot: int, upload: bool) -> None:
+        rng = random.Random(slot)
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"},
+                          timeout=120) as http:
+            while time.monotonic() < deadline:
+                with lock:
+                    if next(budget, None) is None:
+                        return
+                one(http, "upload" if upload else rng.choice(READS), rng)
+
+    threads = ([threading.Thread(target=client, args=(t, i, False))
+                for i, t in enumerate(readers)]
+               + [threading.Thread(target=client, args=(t, 10_000 + i, True))
+                  for i, t in enumerate(uploaders)])
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def make_tokens(base: str, admin: str, prefix: str, n: int) -> list[str]:
+    tokens = []
+    for i in range(n):
+        answer = httpx.post(f"{base}/api/v1/users", timeout=60,
+                            headers={"Authorization": f"Bearer {admin}"},
+                            json={"username": f"{prefix}-{i}", "role": "participant"})
+        tokens.append(answer.raise_for_status().json()["token"])
+    return tokens
+
+
+def load_mixed(folder: Path, *, postgres: bool = False, n_submissions: int = 10_000,
+               n_users: int = 1000, readers: int = 200, uploaders: int = 30,
+               n_requests: int = 100_000, max_seconds: float = 60) -> dict:
+    """The mixed form: seed one server, then readers and uploaders at once."""
+    with database(postgres, folder) as url, server(url, folder) as (base, admin):
+        phase_id = create_phase(base, admin)
+        bulk_insert(url, phase_id, n_users, n_submissions)
+        report = run_mixed(base, make_tokens(base, admin, "reader", readers),
+                           make_tokens(base, admin, "uploader", uploaders), phase_id,
+                           n_requests=n_requests, max_seconds=max_seconds)
+    return {"database": "postgres" if postgres else "sqlite", "submissions": n_submissions,
+            "readers": readers, "uploaders": uploaders, "server_errors": report.server_errors,
+            **report.to_dict()}
+
+
 def load_platform(folder: Path, *, postgres: bool = False, n_submissions: int = 10_000,
                   n_users: int = 1000, n_requests: int = 2000, concurrency: int = 8,
                   max_seconds: float = 120, mix: dict[str, float] = MIX) -> dict:
@@ -273,13 +365,22 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=120)
     parser.add_argument("--mix", default=",".join(f"{k}={v}" for k, v in MIX.items()))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--readers", type=int, default=0, help="mixed form: reader threads")
+    parser.add_argument("--uploaders", type=int, default=0, help="mixed form: upload threads")
     args = parser.parse_args()
     mix = {k: float(v) for k, v in (part.split("=") for part in args.mix.split(","))}
     with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
-        result = load_platform(Path(tmp), postgres=args.postgres, n_submissions=args.submissions,
-                               n_users=args.users, n_requests=args.requests,
-                               concurrency=args.concurrency, max_seconds=args.max_seconds,
-                               mix=mix)
+        if args.readers or args.uploaders:
+            result = load_mixed(Path(tmp), postgres=args.postgres,
+                                n_submissions=args.submissions, n_users=args.users,
+                                readers=args.readers, uploaders=args.uploaders,
+                                n_requests=args.requests, max_seconds=args.max_seconds)
+        else:
+            result = load_platform(Path(tmp), postgres=args.postgres,
+                                   n_submissions=args.submissions,
+                                   n_users=args.users, n_requests=args.requests,
+                                   concurrency=args.concurrency,
+                                   max_seconds=args.max_seconds, mix=mix)
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -15,8 +15,9 @@ from datetime import datetime
 
 from fastapi import FastAPI
 
+from server.core.admission import AdmissionMiddleware
 from server.core.config import Settings
-from server.core.db import PoolSize, make_database, upgrade_database
+from server.core.db import make_database, upgrade_database
 from server.core.errors import install_error_handlers
 from server.models import utcnow
 from server.services.queue import CeleryJobQueue, JobQueue
@@ -102,8 +103,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                   docs_url=None, redoc_url=None)  # server/api/docs.py serves them offline
     app.router.lifespan_context = _lifespan(app)
     app.state.settings = settings
-    app.state.db = make_database(settings.database_url, PoolSize(
-        settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s))
+    app.state.db = make_database(settings.database_url, settings.db_pool())
+    app.add_middleware(AdmissionMiddleware, limit=settings.request_concurrency)
     app.state.upload_gate = UploadGate(settings.max_concurrent_uploads,
                                        settings.max_uploads_per_user,
                                        settings.upload_retry_after_s)

@@ -22,6 +22,7 @@ def serve_command(
 
     from server.app import create_app
     from server.core.config import InsecureSecretsError, Settings
+    from server.core.http_bounds import uvicorn_bounds
 
     settings = Settings(**({"insecure_dev_secrets": True} if dev else {}))
     try:
@@ -29,7 +30,8 @@ def serve_command(
     except InsecureSecretsError as exc:
         typer.echo(f"arena serve: {exc}", err=True)
         raise typer.Exit(2) from exc
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
+                **uvicorn_bounds(settings.max_header_bytes))
 
 
 def reconcile_command() -> None:

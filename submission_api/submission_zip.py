@@ -37,6 +37,12 @@ class ZipLimits:
     max_file_uncompressed: int = 1024**3
     max_ratio: float = 200.0
     ratio_min_size: int = 1024**2  # small files may compress well; judge big ones
+    max_name_chars: int = 512
+    """A whole entry name; extraction adds its folder, and PATH_MAX is 4,096 bytes."""
+    max_component_bytes: int = 255
+    """One folder or file name in UTF-8 (NAME_MAX of ext4, xfs, tmpfs)."""
+    max_depth: int = 32
+    """Folders an entry may be nested in: code and weights need a few."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ def _check_entries(infos: list[zipfile.ZipInfo], limits: ZipLimits) -> list[str]
     declared = 0
     for info in infos:
         name = _check_name(info.filename)
+        _check_name_shape(name, limits)
         _check_type_and_flags(info)
         key = name.rstrip("/").casefold()
         if key in seen:
@@ -113,8 +120,41 @@ def _check_entries(infos: list[zipfile.ZipInfo], limits: ZipLimits) -> list[str]
         files.append(name)
     if declared > limits.max_total_uncompressed:
         raise _too_large(declared, limits)
+    _check_total_ratio(declared, sum(i.compress_size for i in infos), limits)
     _check_path_conflicts(files)
     return files
+
+
+def _check_name_shape(name: str, limits: ZipLimits) -> None:
+    """Refuse names extraction cannot write: too long, a too long part, too deeply nested."""
+    parts = PurePosixPath(name).parts
+    longest = max((len(p.encode("utf-8", "surrogatepass")) for p in parts), default=0)
+    if len(name) > limits.max_name_chars or longest > limits.max_component_bytes:
+        raise UnsafeZipError(
+            "zip.name_too_long",
+            f"the entry {name[:80]!r}... is {len(name)} characters long (longest part "
+            f"{longest} bytes); at most {limits.max_name_chars} characters and "
+            f"{limits.max_component_bytes} bytes per folder or file name are allowed — "
+            "rename it shorter",
+        )
+    if len(parts) - (0 if name.endswith("/") else 1) > limits.max_depth:
+        raise UnsafeZipError(
+            "zip.too_deep",
+            f"the entry {name[:80]!r}... is nested {len(parts)} levels deep; at most "
+            f"{limits.max_depth} folders are allowed — flatten the tree",
+        )
+
+
+def _check_total_ratio(uncompressed: int, compressed: int, limits: ZipLimits) -> None:
+    """The whole zip's expansion, whatever each entry's: 2,000 small files of zeros each pass
+    the per-entry ratio (judged from `ratio_min_size` up) but expand 900x together."""
+    ratio = uncompressed / max(compressed, 1)
+    if uncompressed >= limits.ratio_min_size and ratio > limits.max_ratio:
+        raise UnsafeZipError(
+            "zip.bomb",
+            f"the zip expands {ratio:.0f}x in all ({compressed} -> {uncompressed} bytes); "
+            f"at most {limits.max_ratio:.0f}x is allowed — this looks like a zip bomb",
+        )
 
 
 def _check_name(raw: str) -> str:
@@ -218,6 +258,7 @@ def _measure_real_sizes(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo],
                         limits: ZipLimits) -> int:
     """Decompress every entry in chunks, counting real bytes; zipfile checks each CRC at the end."""
     total = 0
+    compressed = sum(info.compress_size for info in infos)
     for info in infos:
         if info.is_dir():
             continue
@@ -226,6 +267,8 @@ def _measure_real_sizes(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo],
                 total += len(chunk)
                 if total > limits.max_total_uncompressed:
                     raise _too_large(total, limits)
+                if total > limits.ratio_min_size and total > limits.max_ratio * compressed:
+                    _check_total_ratio(total, compressed, limits)  # headers lied
     return total
 
 

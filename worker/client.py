@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from submission_api.contract.resources import RunResources
 from submission_api.contract.wire import ClaimBody, HeartbeatBody, ReleaseBody, RunProgress
+from submission_api.storable_text import storable_json
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ class InternalClient:
         self._download(f"/internal/datasets/{content_hash}", token, dest)
 
     def _call(self, method: str, url: str, token: str, **kwargs: Any) -> httpx.Response | None:
+        if "json" in kwargs:  # participant text (message, log, progress) made sendable once
+            kwargs["json"] = storable_json(kwargs["json"])
         def send() -> httpx.Response:
             return self._http.request(method, url, headers=_auth(token), **kwargs)
         return self._with_retries(url, send)

@@ -21,13 +21,13 @@ import contextlib
 import logging
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from worker.output_walk import compute_usage, copy_regular_tree, remove_tree
 from worker.sandbox_result import SandboxPlatformError
 
 log = logging.getLogger(__name__)
@@ -94,20 +94,6 @@ class WatchdogArea:
         return compute_usage(self.mount_source) > self.limit_bytes
 
 
-def compute_usage(root: Path) -> int:
-    """Bytes under `root`, each path counted at the larger of its apparent and allocated size.
-
-    Links are not followed; every hard link counts in full, as a copy would make it.
-    """
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in dirnames + filenames:
-            with contextlib.suppress(OSError):
-                info = os.lstat(os.path.join(dirpath, name))
-                total += max(info.st_size, info.st_blocks * 512)
-    return total
-
-
 class LoopArea:
     """A loop-mounted ext4 image of the bound's size (see module docstring)."""
 
@@ -157,32 +143,7 @@ class LoopArea:
             if self.mounted:
                 _run(["umount", str(self.mount_source)])
                 self.mounted = False
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def copy_regular_tree(src: Path, dest: Path, budget_bytes: int) -> None:
-    """Copy folders and regular files only: links, fifos and devices are left behind.
-
-    At most `budget_bytes` of apparent size are written: a file that would pass it is skipped
-    (logged), so no sparse file or hard-link farm can be expanded onto the worker's disk.
-    """
-    left = budget_bytes
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        rel = Path(dirpath).relative_to(src)
-        target = dest / rel
-        target.mkdir(parents=True, exist_ok=True)
-        for name in filenames:
-            path = Path(dirpath, name)
-            info = os.lstat(path)
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            if info.st_size > left:
-                log.warning("run.output.copy_skipped", extra={"path": str(rel / name),
-                                                              "bytes": info.st_size})
-                continue
-            left -= info.st_size
-            shutil.copyfile(path, target / name, follow_symlinks=False)
-        dirnames[:] = [d for d in dirnames if stat.S_ISDIR(os.lstat(Path(dirpath, d)).st_mode)]
+            remove_tree(self.workdir)
 
 
 def _run(command: list[str]) -> None:

@@ -16,24 +16,44 @@ from starlette.concurrency import run_in_threadpool
 from server.api.competitions import competition_out, find_competition
 from server.api.deps import NowDep, Organizer, SessionDep, WriteSessionDep
 from server.bundles import parse_bundle
-from server.core.errors import InvalidInputError, NotFoundError
+from server.core.errors import BodyTooLargeError, InvalidInputError, NotFoundError
 from server.schemas.competition import CompetitionOut
 from server.schemas.operations import BundleRequest
 from server.services import bundles as service
 from server.services.competitions import get_owned_competition
 
+DEFAULT_MAX_BUNDLE_BYTES = 1024**2
 router = APIRouter(prefix="/api/v1", tags=["bundles"])
 _BODY = {"requestBody": {"content": {
     "application/json": {"schema": BundleRequest.model_json_schema()},
     "application/yaml": {"schema": {"type": "string"}}}}}
 
 
+async def read_body_capped(request: Request, max_bytes: int, what: str) -> bytes:
+    """The request body, refused with 413 once it passes `max_bytes` (never read whole)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise BodyTooLargeError(f"the {what} declares {declared} bytes; at most {max_bytes} "
+                                "are accepted — split it or leave generated content out",
+                                max_bytes=max_bytes)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise BodyTooLargeError(f"the {what} is over {max_bytes} bytes; at most "
+                                    f"{max_bytes} are accepted — split it or leave generated "
+                                    "content out", max_bytes=max_bytes)
+    return bytes(body)
+
+
 async def read_bundle(request: Request) -> BundleRequest:
-    raw = await request.body()
+    settings = getattr(request.app.state, "settings", None)
+    max_bytes = getattr(settings, "max_bundle_bytes", DEFAULT_MAX_BUNDLE_BYTES)
+    raw = await read_body_capped(request, max_bytes, "bundle")
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
             return BundleRequest.model_validate(json.loads(raw))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting past the parser
             raise InvalidInputError(f"the JSON body is not {{'yaml': str, 'resolved': {{}}}} "
                                     f"({exc}); send the YAML text or that object",
                                     code="bundle.invalid") from exc

@@ -44,6 +44,8 @@ class _Receiver:
     _value: bytes = b""
     _buffer: bytearray | None = None
     _writing_file: bool = False
+    ended: bool = False
+    """Set when the closing boundary arrived: a body cut before it is refused whole."""
 
     def on_part_begin(self) -> None:
         self._headers, self._buffer, self._writing_file = {}, None, False
@@ -78,6 +80,9 @@ class _Receiver:
             self._buffer += data[start:end]
             if len(self._buffer) > MAX_FIELD_BYTES:
                 raise InvalidInputError(f"a form field exceeds {MAX_FIELD_BYTES} bytes")
+
+    def on_end(self) -> None:
+        self.ended = True
 
     def on_part_end(self) -> None:
         if self._buffer is not None:
@@ -131,12 +136,15 @@ async def _receive(request: Request, storage: Storage, max_bytes: int,
     receiver = _Receiver(storage, file_field, max_bytes)
     callbacks = {name: getattr(receiver, name) for name in (
         "on_part_begin", "on_header_field", "on_header_value", "on_header_end",
-        "on_headers_finished", "on_part_data", "on_part_end")}
+        "on_headers_finished", "on_part_data", "on_part_end", "on_end")}
     parser = MultipartParser(options[b"boundary"], callbacks)  # type: ignore[arg-type]
     try:
         async for chunk in _chunks(request):
             parser.write(chunk)
         parser.finalize()
+        if not receiver.ended:
+            raise MultipartParseError("the body ends before the closing boundary "
+                                      "(--boundary--): it was cut short")
     except MultipartParseError as exc:
         _discard(receiver)
         raise InvalidInputError(f"malformed multipart body ({exc}); resend the form") from exc

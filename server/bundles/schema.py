@@ -181,7 +181,7 @@ class BundleSpec(_Strict):
     participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
     pages: list[Page] = []
     leagues: list[LeagueSpec] = []
-    phases: list[PhaseSpec] = Field(min_length=1)
+    phases: list[PhaseSpec] = Field(min_length=1, max_length=50)  # schemas.competition.MAX_PHASES
 
     @model_validator(mode="after")
     def _names(self) -> BundleSpec:

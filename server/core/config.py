@@ -11,9 +11,13 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from server.core.db import PoolSize
+
 PLACEHOLDER_SECRET = "change-me-in-production"
 MIN_SECRET_BYTES = 32
 DEV_TEST_SEED_SECRET = "arena-dev-only-test-seed-secret-not-for-deployments"
+POOL_HEADROOM = 8
+"""Connections beyond the admitted requests' (upload registrations, reconciler, lifespan)."""
 
 
 class InsecureSecretsError(ValueError):
@@ -47,10 +51,17 @@ class Settings(BaseSettings):
     max_zip_files: int = 2_000
     max_dataset_upload_bytes: int = 20 * 1024**3
     log_cap_bytes: int = 1024**2
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096)
+    """A request's line and headers (server/core/http_bounds.py): beyond, 431."""
+    max_bundle_bytes: int = Field(default=1024**2, ge=1024)
+    """A competition bundle's body (YAML or JSON): beyond, 413 `bundle.too_large`."""
 
+    # Requests the app works on at once (server/core/admission.py); the rest wait their turn.
+    request_concurrency: int = Field(default=32, ge=1, le=1000)
     # Database connections: SQLAlchemy's pool per server process (SQLite and Postgres alike).
-    db_pool_size: int = Field(default=10, ge=1)
-    db_max_overflow: int = Field(default=20, ge=0)
+    # Unset: sized from request_concurrency (see `db_pool`), so the pool cannot run dry.
+    db_pool_size: int | None = Field(default=None, ge=1)
+    db_max_overflow: int | None = Field(default=None, ge=0)
     db_pool_timeout_s: float = Field(default=30.0, gt=0)
     # Uploads streaming at once (services/upload_gate.py), and how long one may send nothing.
     max_concurrent_uploads: int = Field(default=32, ge=1)
@@ -76,6 +87,15 @@ class Settings(BaseSettings):
         if self.storage_dir is None:
             self.storage_dir = self.data_dir / "storage"
         return self
+
+    def db_pool(self) -> PoolSize:
+        """The pool: given sizes, else two connections per admitted request (a read and a
+        write session) plus headroom for uploads registering, the reconciler and start-up."""
+        need = 2 * self.request_concurrency + POOL_HEADROOM
+        size = self.db_pool_size if self.db_pool_size is not None else min(need, 20)
+        overflow = (self.db_max_overflow if self.db_max_overflow is not None
+                    else max(need - size, 0))
+        return PoolSize(size=size, max_overflow=overflow, timeout_s=self.db_pool_timeout_s)
 
     @property
     def seed_secret(self) -> str:

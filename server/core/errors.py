@@ -8,12 +8,18 @@ clients (the CLI, the worker) branch on them, never on messages. Family says who
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from submission_api.submission_zip import UnsafeZipError
+
+log = logging.getLogger(__name__)
+DATABASE_RETRY_AFTER_S = 5
 
 
 class ArenaError(Exception):
@@ -91,6 +97,18 @@ class UploadStalledError(ArenaError):
     code = "upload.stalled"
 
 
+class BodyTooLargeError(ArenaError):
+    """A request body over its route's bound (a bundle, a JSON document)."""
+
+    code = "request.too_large"
+
+
+class DatabaseUnavailableError(ArenaError):
+    """The database cannot be reached or gave no connection in time: ours, for a while."""
+
+    code = "database.unavailable"
+
+
 class InvalidInputError(ArenaError):
     code = "invalid_input"
 
@@ -113,6 +131,8 @@ ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
     PhaseClosedError: (409, "participant"),
     QuotaExceededError: (429, "participant"),
     UploadTooLargeError: (413, "participant"),
+    BodyTooLargeError: (413, "participant"),
+    DatabaseUnavailableError: (503, "platform"),
     TooManyUploadsError: (429, "participant"),
     ServerBusyError: (503, "platform"),
     UploadStalledError: (408, "participant"),
@@ -131,6 +151,19 @@ def describe_error(exc: Exception) -> tuple[int, dict]:
             return status, {"error": body}
     return 500, {"error": {"code": "internal", "family": "platform",
                            "message": "internal server error; it has been logged"}}
+
+
+def is_connection_failure(exc: Exception) -> bool:
+    """Whether a database error means "no connection" (server down, connection lost, pool
+    exhausted) rather than a fault of the statement itself."""
+    if isinstance(exc, PoolTimeoutError | InterfaceError):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    text = str(getattr(exc, "orig", exc)).lower()
+    return isinstance(exc, OperationalError) and any(sign in text for sign in (
+        "connection", "could not connect", "server closed", "terminating", "shutting down",
+        "the database system is", "timeout", "timed out", "refused", "locked"))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -161,8 +194,29 @@ def install_error_handlers(app: FastAPI) -> None:
             "expected ids and counts within 64-bit (seeds, limits and quotas within 32-bit) "
             "integers — send a smaller value"))
 
+    async def handle_database_down(request: Request, exc: Exception) -> JSONResponse:
+        # Postgres stopped, restarting, or no pooled connection free in time: the platform's
+        # fault and a passing one. Answered 503 with Retry-After and the usual JSON body
+        # (issue 21: it was a plain-text 500). An error inside a live connection (a bad
+        # statement) is not this: only connection-level failures are.
+        log.warning("db.unavailable", extra={"error": f"{type(exc).__name__}: {exc}"[:500]})
+        return await handle(request, DatabaseUnavailableError(
+            "the database is unavailable for a moment (restarting or overloaded); nothing "
+            "was changed by this request — send it again shortly",
+            retry_after_s=DATABASE_RETRY_AFTER_S))
+
+    async def handle_operational(request: Request, exc: Exception) -> JSONResponse:
+        if is_connection_failure(exc):
+            return await handle_database_down(request, exc)
+        log.error("db.error", exc_info=exc)
+        status, body = describe_error(exc)
+        return JSONResponse(body, status_code=status)
+
     for cls in ERROR_TABLE:
         app.add_exception_handler(cls, handle)
+    app.add_exception_handler(PoolTimeoutError, handle_database_down)
+    app.add_exception_handler(OperationalError, handle_operational)
+    app.add_exception_handler(InterfaceError, handle_operational)
     app.add_exception_handler(RequestValidationError, handle_validation)
     app.add_exception_handler(OverflowError, handle_out_of_range)
     app.add_exception_handler(DataError, handle_out_of_range)

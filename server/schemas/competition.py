@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from server.bundles.schema import resource_field
 
+MAX_PHASES = 50
+"""Phases of one competition (a bundle with 20,000 made /phases 18.5 MB, issue 21)."""
+
 
 class DatasetRef(BaseModel):
     name: str
@@ -68,15 +71,15 @@ class PhaseFields(BaseModel):
     protocol: dict[str, Any] = Field(default_factory=dict,
                                      description="ProtocolParams.to_dict() of the phase")
     data: PhaseData = Field(default_factory=PhaseData)
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     runs_per_submission: int = Field(default=1, ge=1, le=20)
-    time_limit_s: int = Field(default=3600, ge=1)
+    time_limit_s: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
     resources: Resources = Field(default_factory=Resources)
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    quota_per_day: int | None = Field(default=None, ge=0)
-    quota_total: int | None = Field(default=None, ge=0)
-    quota_in_flight: int | None = Field(default=None, ge=0)
+    quota_per_day: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_total: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_in_flight: int | None = Field(default=None, ge=0, le=1_000_000)
     hide_logs: bool = False
     leaderboard_rule: Literal["best", "latest"] = "best"
     leaderboard: LeaderboardSettings = Field(default_factory=LeaderboardSettings)
@@ -99,15 +102,15 @@ class PhaseUpdate(BaseModel):
     ends_at: datetime | None = None
     protocol: dict[str, Any] | None = None
     data: PhaseData | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
     runs_per_submission: int | None = Field(default=None, ge=1, le=20)
-    time_limit_s: int | None = Field(default=None, ge=1)
+    time_limit_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
     resources: Resources | None = None
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    quota_per_day: int | None = Field(default=None, ge=0)
-    quota_total: int | None = Field(default=None, ge=0)
-    quota_in_flight: int | None = Field(default=None, ge=0)
+    quota_per_day: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_total: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_in_flight: int | None = Field(default=None, ge=0, le=1_000_000)
     hide_logs: bool | None = None
     leaderboard_rule: Literal["best", "latest"] | None = None
     leaderboard: LeaderboardSettings | None = None
@@ -199,7 +202,7 @@ class CompetitionCreate(BaseModel):
     title: str = Field(min_length=1, max_length=200)
     description: str = ""
     participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
-    phases: list[PhaseCreate] = []
+    phases: list[PhaseCreate] = Field(default_factory=list, max_length=MAX_PHASES)
 
 
 class CompetitionUpdate(BaseModel):

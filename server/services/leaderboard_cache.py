@@ -8,7 +8,10 @@ baseline, disqualified or changes league, plus the phase's own ranking settings.
 therefore never served; a miss costs one aggregate more than before.
 
 Per engine (so two apps in one process, as in tests, never share a board) and per process
-(every server process keeps its own), bounded to `MAX_BOARDS`; thread-safe.
+(every server process keeps its own), bounded to `MAX_BOARDS`; thread-safe. Single flight: on a
+miss, one request computes the value for that (phase, league, fingerprint) while the others
+asking for the same one wait for it (issue 21: after a board changed, 10 concurrent readers
+each recomputed it and its statistics, 2.7-5.2 s each).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from server.models import Phase, Submission
 from server.services.leaderboard import Ranked, rank_leaderboard
 
 MAX_BOARDS = 64
+FLIGHT_WAIT_S = 60.0
+"""How long a reader waits for another's computation before computing the board itself."""
 T = TypeVar("T")
 
 
@@ -39,26 +44,48 @@ class FingerprintCache(Generic[T]):
         self._lock = threading.Lock()
         self._caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[tuple, T]]] = (
             weakref.WeakKeyDictionary())
+        self._flights: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[tuple, threading.Event]]]
+        self._flights = weakref.WeakKeyDictionary()
 
     def get(self, session: Session, phase: Phase, league: str | None,
             compute: Callable[[], T]) -> T:
-        """The value for the phase's current fingerprint, computed by `compute` on a miss."""
+        """The value for the phase's current fingerprint, computed by `compute` on a miss (by
+        one caller at a time per key; the others wait for its value)."""
         key = (phase.id, league)
         fingerprint = compute_fingerprint(session, phase)
         engine = session.get_bind()
-        with self._lock:
-            boards = self._caches.setdefault(engine, OrderedDict())
-            hit = boards.get(key)
-            if hit is not None and hit[0] == fingerprint:
+        while True:
+            with self._lock:
+                boards = self._caches.setdefault(engine, OrderedDict())
+                hit = boards.get(key)
+                if hit is not None and hit[0] == fingerprint:
+                    boards.move_to_end(key)
+                    return hit[1]
+                flights = self._flights.setdefault(engine, {})
+                flight = flights.get(key)
+                leader = flight is None or flight[0] != fingerprint
+                if leader:
+                    flight = (fingerprint, threading.Event())
+                    flights[key] = flight
+            if leader:
+                break
+            flight[1].wait(FLIGHT_WAIT_S)  # then look again; compute ourselves if it failed
+            with self._lock:
+                if self._flights.get(engine, {}).get(key) is flight:
+                    break  # the leader is stuck or failed: compute ourselves
+        try:
+            value = compute()
+            with self._lock:
+                boards[key] = (fingerprint, value)
                 boards.move_to_end(key)
-                return hit[1]
-        value = compute()
-        with self._lock:
-            boards[key] = (fingerprint, value)
-            boards.move_to_end(key)
-            while len(boards) > self.max_boards:
-                boards.popitem(last=False)
-        return value
+                while len(boards) > self.max_boards:
+                    boards.popitem(last=False)
+            return value
+        finally:
+            with self._lock:
+                if self._flights.get(engine, {}).get(key) is flight:
+                    del self._flights[engine][key]
+            flight[1].set()
 
     def size(self, session: Session) -> int:
         with self._lock:

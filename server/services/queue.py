@@ -17,6 +17,7 @@ import base64
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,8 @@ from typing import Any, Protocol
 
 from submission_api.contract.jobs import EVALUATE_RUN, filesystem_broker_options
 
+UNACKED_GRACE_S = 60.0
+"""A message delivered but not acknowledged counts as held this long past its due time (D6)."""
 log = logging.getLogger("arena.queue")
 __all__ = ["EVALUATE_RUN", "CeleryJobQueue", "JobQueue", "filesystem_broker_options"]
 
@@ -44,9 +47,11 @@ class CeleryJobQueue:
     `broker_dir` is where the one-machine `filesystem://` broker keeps its messages.
     """
 
-    def __init__(self, broker_url: str, broker_dir: Path | None = None) -> None:
+    def __init__(self, broker_url: str, broker_dir: Path | None = None,
+                 unacked_grace_s: float = UNACKED_GRACE_S) -> None:
         self.broker_url = broker_url
         self.broker_dir = broker_dir
+        self.unacked_grace_s = unacked_grace_s
         self._app = None
 
     def warm(self) -> None:
@@ -66,7 +71,7 @@ class CeleryJobQueue:
     def pending_runs(self, queue: str) -> set[int] | None:
         try:
             if self.broker_url.startswith(("redis://", "rediss://")):
-                return _redis_pending(self.broker_url, queue)
+                return _redis_pending(self.broker_url, queue, self.unacked_grace_s)
             if self.broker_url.startswith("filesystem://") and self.broker_dir is not None:
                 return _filesystem_pending(self.broker_dir, queue)
         except Exception:  # any broker failure: "cannot tell", the reconciler falls back
@@ -90,19 +95,40 @@ class CeleryJobQueue:
 # and one hash of messages delivered to a consumer but not acknowledged yet.
 _REDIS_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _REDIS_UNACKED = "unacked"
+_REDIS_UNACKED_INDEX = "unacked_index"  # delivery tag -> when it was delivered (epoch s)
 
 
-def _redis_pending(url: str, queue: str) -> set[int]:
+def _redis_pending(url: str, queue: str, unacked_grace_s: float = UNACKED_GRACE_S) -> set[int]:
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=5)
     try:
         raw = [m for suffix in _REDIS_PRIORITY_SUFFIXES for m in client.lrange(queue + suffix,
                                                                                 0, -1)]
-        unacked = [json.loads(v)[0] for v in client.hvals(_REDIS_UNACKED)]
+        unacked = client.hgetall(_REDIS_UNACKED)
+        delivered = dict(client.zrange(_REDIS_UNACKED_INDEX, 0, -1, withscores=True))
     finally:
         client.close()
-    return _run_ids([json.loads(m) for m in raw] + unacked)
+    now = time.time()
+    held = [message for tag, value in unacked.items()
+            if (message := json.loads(value)[0]) is not None
+            and now - _due_at(message, delivered.get(tag, now)) < unacked_grace_s]
+    return _run_ids([json.loads(m) for m in raw] + held)
+
+
+def _due_at(message: Any, delivered_at: float) -> float:
+    """When a delivered message was due to run: its delivery, or its ETA (a back-off) if later.
+
+    A live idle worker claims a run within seconds of this; a message unacknowledged well past
+    it sits with a dead worker (D6: 9 minutes seen, up to the 7 h visibility timeout) or a busy
+    one, and either way sending the run again is safe: the old message's token is replaced.
+    """
+    eta = (message.get("headers") or {}).get("eta") if isinstance(message, dict) else None
+    try:
+        eta_at = datetime.fromisoformat(eta).timestamp() if isinstance(eta, str) else 0.0
+    except ValueError:
+        eta_at = 0.0
+    return max(delivered_at, eta_at)
 
 
 def _filesystem_pending(broker_dir: Path, queue: str) -> set[int]:

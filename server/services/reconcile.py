@@ -86,7 +86,10 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
     session.commit()
     enqueue_quietly(queue, jobs)
     if jobs or failed:
-        log.info("reconcile.done requeued=%s expired=%s failed=%s", requeued, expired, failed)
+        # WARNING: each is the repair of a fault (a lost message, a dead worker) that operators
+        # must see in the server's log, whose default level drops INFO (issue 21).
+        log.warning("reconcile.done requeued=%s expired=%s failed=%s", requeued, expired,
+                    failed)
     return ReconcileReport(requeued=requeued, expired=expired, failed=failed)
 
 

@@ -16,7 +16,8 @@ answers 409 `run.cancelled`, on which the worker kills the sandbox and publishes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,10 +26,12 @@ from sqlalchemy.orm import Session
 
 from server.core.errors import InvalidInputError, NotClaimableError, StaleLeaseError
 from server.core.security import hash_token, new_token
-from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, TaskResult
+from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, Submission, TaskResult
 from server.services.submissions import refresh_submission
 from submission_api.log_text import cap_text
+from submission_api.storable_text import storable_json, storable_text
 
+log = logging.getLogger(__name__)
 STAGE_ORDER = {"queued": 0, "preparing": 1, "running": 2, "scoring": 3}
 FINISH_STATES = ("finished", "failed", "timed_out")
 
@@ -42,6 +45,15 @@ class LeasePolicy:
     """Pause before a released run is offered again, doubled per platform failure: a fault
     that lasts (a missing image, a full disk) spent all attempts within 0.8 s (issue 13)."""
     release_backoff_max_s: float = 300.0
+    free_internal_errors_per_day: int = 3
+    """Runs of one participant a worker's bug may end uncharged in 24 h; later ones are charged
+    (reason `internal_error`), so a bug a participant found cannot become free runs at will."""
+
+
+INTERNAL_ERROR = "internal_error"
+"""A run ended by a worker bug beyond its participant's free ones: charged (issue 21)."""
+INTERNAL_ERROR_FLAG = "internal_error"
+"""The worker marks a bug's `platform_error` outcome with this summary key."""
 
 
 def compute_release_backoff(platform_failures: int, policy: LeasePolicy) -> float:
@@ -109,11 +121,15 @@ def heartbeat_run(session: Session, run_id: int, fencing_token: int, stage: str,
     stop_if_cancel_requested(session, run_id, fencing_token, now)
     earlier = [s for s in ACTIVE_STATES if STAGE_ORDER[s] <= STAGE_ORDER[stage]]
     expires = now + timedelta(seconds=policy.lease_seconds)
-    changed = guarded_update(session, run_id,
-                       [Run.fencing_token == fencing_token, Run.state.in_(earlier),
-                        Run.cancel_requested_at.is_(None)],
-                       {"state": stage, "lease_expires_at": expires})
-    if not changed:
+    holder = [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
+              Run.cancel_requested_at.is_(None)]
+    # Judged by the fencing token alone (D4): a beat that names an earlier stage than the run
+    # has reached (the worker's background beat racing its own stage change) still extends
+    # the lease and leaves the stage where it is; a 409 would make the worker throw away a
+    # finished result.
+    moved = guarded_update(session, run_id, [*holder, Run.state.in_(earlier)],
+                           {"state": stage, "lease_expires_at": expires})
+    if not moved and not guarded_update(session, run_id, holder, {"lease_expires_at": expires}):
         raise _stale(session, run_id, fencing_token)
     return expires
 
@@ -123,11 +139,13 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
     """Record a run's end, its summary and per-task results, in one guarded write."""
     score = _check_outcome(outcome)
     stop_if_cancel_requested(session, run_id, fencing_token, now)
+    outcome = charge_repeated_internal_error(session, run_id, outcome, now, policy)
     changed = guarded_update(session, run_id,
                        [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
                         Run.cancel_requested_at.is_(None)], {
         "state": outcome.state, "reason": outcome.reason,
-        "message": storable_text(outcome.message), "score": score, "summary": outcome.summary,
+        "message": storable_text(outcome.message), "score": score,
+        "summary": storable_json(outcome.summary),
         "log": cap_log(storable_text(outcome.log), policy),
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
     })
@@ -137,6 +155,31 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
     run = _load(session, run_id)
     refresh_submission(session, run.submission_id, now)
     return run
+
+
+def charge_repeated_internal_error(session: Session, run_id: int, outcome: RunOutcome,
+                                   now: datetime, policy: LeasePolicy) -> RunOutcome:
+    """`outcome` itself, unless it is a worker bug's and its participant already had
+    `free_internal_errors_per_day` of those in the last 24 h: then it is charged."""
+    if outcome.reason != PLATFORM_ERROR or outcome.summary.get(INTERNAL_ERROR_FLAG) is not True:
+        return outcome
+    user_id = session.execute(select(Submission.user_id).join(Run, Run.submission_id
+                              == Submission.id).where(Run.id == run_id)).scalar_one()
+    summaries = session.execute(
+        select(Run.summary).join(Submission, Run.submission_id == Submission.id)
+        .where(Submission.user_id == user_id, Run.reason == PLATFORM_ERROR, Run.id != run_id,
+               Run.finished_at >= now - timedelta(days=1))).scalars()
+    seen = sum(1 for summary in summaries
+               if isinstance(summary, dict) and summary.get(INTERNAL_ERROR_FLAG) is True)
+    log.error("run.internal_error", extra={"run_id": run_id, "user_id": user_id,
+                                           "internal_errors_24h": seen + 1})
+    if seen < policy.free_internal_errors_per_day:
+        return outcome
+    return replace(outcome, reason=INTERNAL_ERROR, message=(
+        f"the platform met an internal error evaluating this run, the {seen + 1}th of your "
+        f"runs in 24 hours (at most {policy.free_internal_errors_per_day} a day are free); "
+        "this one is charged to your quota. The operators are told; tell the organizers what "
+        "your submission does differently."))
 
 
 CANCELLED_MESSAGE = "cancelled on request (by its owner or an organizer); nothing was scored"
@@ -192,8 +235,9 @@ def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: da
     elif give_up:
         values |= {"state": "failed", "reason": PLATFORM_ERROR, "finished_at": now,
                    "run_token_hash": None,
-                   "message": f"the platform failed {failures} times running this run "
-                              f"(last: {error}); it is not charged to your quota"[:4000]}
+                   "message": storable_text(f"the platform failed {failures} times running "
+                                            f"this run (last: {error}); it is not charged to "
+                                            "your quota"[:4000])}
     else:
         values |= {"state": "queued", "run_token_hash": hash_token(token), "enqueued_at": now}
     if not guarded_update(session, run.id, guard, values):
@@ -227,19 +271,13 @@ def _check_outcome(outcome: RunOutcome) -> float | None:
 
 def _task_rows(run_id: int, tasks: list[dict[str, Any]]) -> list[TaskResult]:
     return [
-        TaskResult(run_id=run_id, task_id=int(t["task_id"]), dataset=str(t["dataset"]),
-                   group=str(t.get("group") or "test"), n_ways=int(t["n_ways"]),
+        TaskResult(run_id=run_id, task_id=int(t["task_id"]),
+                   dataset=storable_text(str(t["dataset"])),
+                   group=storable_text(str(t.get("group") or "test")), n_ways=int(t["n_ways"]),
                    n_shots=int(t["n_shots"]), score=float(t["score"]),
                    accuracy=None if t.get("accuracy") is None else float(t["accuracy"]))
         for t in tasks
     ]
-
-
-def storable_text(text: str | None) -> str | None:
-    """`text` with NUL characters replaced: Postgres text columns refuse them, and a run log or
-    message holds whatever bytes participant code printed (a refused write would leave the run
-    unfinishable and end it, after retries, as a platform error it did not deserve)."""
-    return text.replace("\x00", "\ufffd") if text else text
 
 
 def cap_log(log: str, policy: LeasePolicy) -> str:

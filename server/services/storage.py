@@ -14,6 +14,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
 from server.core.errors import UploadTooLargeError
 
 
@@ -102,3 +105,18 @@ def place_by_hash(tmp: Path, final: Path) -> bool:
         created = False
     tmp.unlink(missing_ok=True)
     return created
+
+
+def lock_content(session: Session, sha256: str) -> None:
+    """Hold a lock on one stored content hash until `session`'s transaction ends.
+
+    Every transaction that adds a reference to a content-addressed file places the file under
+    this lock, and the one that decides to delete an unreferenced file decides under it too, so
+    a refused upload never deletes the file a concurrent accepted one (same bytes) is about to
+    commit a row for (D7: 17 of 60 trials lost the zip). Postgres: a transaction-scoped
+    advisory lock keyed by the hash; SQLite: write transactions (BEGIN IMMEDIATE) already
+    exclude each other.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = int(sha256[:15], 16)  # 60 bits: fits the signed bigint the lock takes
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.core.db import Database
 from server.core.errors import InvalidInputError, NotFoundError, PhaseClosedError
@@ -20,7 +22,7 @@ from server.models import AuditLog, Competition, Phase, Run, Submission, User
 from server.services.participation import check_may_submit
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.quotas import check_quota, lock_participation
-from server.services.storage import Storage, place_by_hash
+from server.services.storage import Storage, lock_content, place_by_hash
 from submission_api.submission_zip import ZipLimits, ZipReport, check_submission_zip
 
 
@@ -55,6 +57,10 @@ def check_league(comp: Competition | None, league: str | None) -> str | None:
     """The league a submission enters: the one named, or the competition's first."""
     names = [lg["name"] for lg in (comp.leagues if comp else None) or []]
     if not names:
+        if league not in (None, ""):
+            raise InvalidInputError(f"league {league!r} was sent but this competition has no "
+                                    "leagues; leave the 'league' form field out",
+                                    code="submission.unknown_league")
         return None
     if league in (None, ""):
         return names[0]
@@ -71,25 +77,39 @@ def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_i
                       league: str | None = None) -> Submission:
     """Validate, store and register a submission; enqueue its runs after commit.
 
+    The cheap checks (phase open, participation, league, quota) run first, in a short read,
+    so a refused upload costs no decompression; the zip check next; then the one transaction
+    repeats the cheap checks under its locks (they decide) and places the zip by its hash.
+
     Raises UnsafeZipError, NotFoundError, PhaseClosedError, QuotaExceededError; on any error
     the temp file is removed and nothing is stored.
     """
     try:
+        with db.session() as session:
+            _check_may_upload(session, user_id, phase_id, now, league)
         report = check_submission_zip(staged.path, limits)
-    except Exception:
-        staged.path.unlink(missing_ok=True)
-        raise
-    final = storage.submission_path(staged.sha256)
-    created = place_by_hash(staged.path, final)
-    try:
+        final = storage.submission_path(staged.sha256)
         submission, jobs = _register(db, storage, user_id, phase_id, staged, report, final, now,
                                      default_queue, note, league)
     except Exception:
-        if created:
-            _remove_if_unreferenced(db, staged.sha256, final)
+        staged.path.unlink(missing_ok=True)
         raise
     enqueue_quietly(queue, jobs)
     return submission
+
+
+def _check_may_upload(session: Session, user_id: int, phase_id: int, now: datetime,
+                      league: str | None) -> tuple[Phase, str | None]:
+    """Phase exists and is open, the user may submit, the league is known, the quota allows."""
+    phase = session.get(Phase, phase_id)
+    if phase is None:
+        raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
+    check_phase_open(phase, now)
+    comp = session.get(Competition, phase.competition_id)
+    check_may_submit(session, comp, session.get(User, user_id))
+    league = check_league(comp, league)
+    check_quota(session, user_id, phase, now)
+    return phase, league
 
 
 def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
@@ -97,43 +117,57 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
               default_queue: str, note: str,
               league: str | None) -> tuple[Submission, list[tuple[int, str, str]]]:
     """The one transaction: lock, check phase and quota, insert submission and runs."""
-    with db.session(write=True) as session:
-        participation = lock_participation(session, user_id, phase_id)
-        phase = session.get(Phase, phase_id)
-        if phase is None:
-            raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
-        check_phase_open(phase, now)
-        comp = session.get(Competition, phase.competition_id)
-        check_may_submit(session, comp, session.get(User, user_id))
-        league = check_league(comp, league)
-        check_quota(session, user_id, phase, now)
-        participation.n_uploads += 1
-        submission = Submission(
-            phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
-            storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
-            state="queued", created_at=now, league=league,
-        )
-        tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
-        submission.runs = [
-            Run(index=i, seed=i, state="queued", run_token_hash=hash_token(tok), enqueued_at=now,
-                created_at=now)
-            for i, tok in enumerate(tokens)
-        ]
-        session.add(submission)
-        session.add(AuditLog(actor_id=user_id, action="submission.create",
-                             target=f"phase:{phase_id}", details={"sha256": staged.sha256},
-                             at=now))
-        session.flush()
-        queue_name = phase.queue or default_queue
-        jobs = [(run.id, tok, queue_name) for run, tok in zip(submission.runs, tokens, strict=True)]
+    created = False
+    try:
+        with db.session(write=True) as session:
+            participation = lock_participation(session, user_id, phase_id)
+            phase, league = _check_may_upload(session, user_id, phase_id, now, league)
+            # The zip is placed under the content lock, inside the transaction that adds its
+            # reference: a concurrent refusal of the same bytes cannot delete it meanwhile.
+            lock_content(session, staged.sha256)
+            created = place_by_hash(staged.path, final)
+            return _insert(session, storage, user_id, phase, staged, report, final, now,
+                           default_queue, note, league, participation)
+    except Exception:
+        if created:
+            _remove_if_unreferenced(db, staged.sha256, final)
+        raise
+
+
+def _insert(session: Session, storage: Storage, user_id: int, phase: Phase,
+            staged: StagedUpload, report: ZipReport, final: Path, now: datetime,
+            default_queue: str, note: str, league: str | None,
+            participation: Any) -> tuple[Submission, list[tuple[int, str, str]]]:
+    """Insert the submission, its runs and the audit row (caller holds the locks)."""
+    phase_id = phase.id
+    participation.n_uploads += 1
+    submission = Submission(
+        phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
+        storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
+        state="queued", created_at=now, league=league,
+    )
+    tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
+    submission.runs = [
+        Run(index=i, seed=i, state="queued", run_token_hash=hash_token(tok), enqueued_at=now,
+            created_at=now)
+        for i, tok in enumerate(tokens)
+    ]
+    session.add(submission)
+    session.add(AuditLog(actor_id=user_id, action="submission.create",
+                         target=f"phase:{phase_id}", details={"sha256": staged.sha256},
+                         at=now))
+    session.flush()
+    queue_name = phase.queue or default_queue
+    jobs = [(run.id, tok, queue_name) for run, tok in zip(submission.runs, tokens, strict=True)]
     return submission, jobs
 
 
 def _remove_if_unreferenced(db: Database, sha256: str, final: Path) -> None:
-    """Delete a stored zip that no submission row refers to (the insert was refused)."""
-    with db.session() as session:
+    """Delete a stored zip no committed submission refers to, deciding under the content lock
+    (a concurrent upload of the same bytes places and references it under the same lock)."""
+    with db.session(write=True) as session:
+        lock_content(session, sha256)
         used = session.execute(
-            select(Submission.id).where(Submission.sha256 == sha256).limit(1)
-        ).first()
-    if used is None:
-        final.unlink(missing_ok=True)
+            select(Submission.id).where(Submission.sha256 == sha256).limit(1)).first()
+        if used is None:
+            final.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import InvalidInputError
 from server.models import Run, Submission, User, Worker
 from server.services.tenancy import organized_phase_ids
+from submission_api.storable_text import storable_text
 
 
 def _row(session: Session, name: str, now: datetime) -> Worker:
@@ -47,7 +48,7 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
     if images is not None:
         worker.images = sorted(set(images))
     if fault is not None:
-        worker.last_fault, worker.last_fault_at = fault, now
+        worker.last_fault, worker.last_fault_at = storable_text(fault), now
     session.flush()
 
 

@@ -42,6 +42,10 @@ REASONS: dict[str, tuple[str, str]] = {
                       "Use smaller batches or models; the phase page lists the limits."),
     R.TIME_LIMIT: ("The run took longer than the phase's time limit and was stopped.",
                   "Time meta_fit locally with `arena run --time-limit`."),
+    R.INTERNAL_ERROR: ("The platform met an internal error on this run, as it did on several of "
+                       "your runs today; past the free allowance such runs count against your "
+                       "quota.", "Tell the organizers what your submission does differently; "
+                       "they see the error in the worker's log."),
     R.PLATFORM_ERROR: ("The platform failed, not your submission; it is not charged to your "
                        "quota.", "It is retried automatically; if it stays failed, tell the "
                        "organizers."),

@@ -26,6 +26,9 @@ class FailureReason(StrEnum):
     """The reason of every `timed_out` run (its state says the same; the key is kept for the
     runs stored with it)."""
     PLATFORM_ERROR = "platform_error"
+    INTERNAL_ERROR = "internal_error"
+    """A platform bug a participant met more often than the free allowance a day
+    (`server/services/runs.py`): charged, so a bug cannot be turned into free runs at will."""
     KILLED = "killed"
     """Pending evidence: a SIGKILL the trusted side saw; resolved by `decide_verdict`."""
 

@@ -156,22 +156,37 @@ class ProtocolParams:
         return cls(**values)
 
 
-def _require_int(params: ProtocolParams, key: str, least: int) -> None:
+MAX_TASKS_PER_DATASET = 10_000
+"""Test tasks per dataset a phase may plan: NeurIPS'22 used 600 per dataset; 10**7 planned
+for 56 s, then MemoryError at 3 GB on the server (issue 21)."""
+MAX_WAYS = 1_000
+MAX_SHOTS = 1_000
+MAX_QUERIES = 1_000
+"""Per-task sizes: far beyond any few-shot protocol, small enough to plan in bounded memory."""
+MAX_SEED = 2**31 - 1
+INT_BOUNDS = {
+    "tasks_per_dataset": (1, MAX_TASKS_PER_DATASET), "n_ways": (2, MAX_WAYS),
+    "n_shots": (1, MAX_SHOTS), "n_queries": (1, MAX_QUERIES), "fewstab_n_s": (1, MAX_SHOTS),
+    "fewstab_n_q": (1, MAX_QUERIES), "split_seed": (0, MAX_SEED),
+}
+"""(least, most) of every integer that sizes a run's work; documented in docs/reliability.md."""
+
+
+def _require_int(params: ProtocolParams, key: str, least: int, most: int) -> None:
     value = getattr(params, key)
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
         raise ProtocolParamsError(
-            f"Protocol {params.name!r}: {key}={value!r}, expected an integer >= {least}."
+            f"Protocol {params.name!r}: {key}={value!r}, expected an integer >= {least} "
+            f"and <= {most}."
         )
 
 
 def check_protocol_params(params: ProtocolParams) -> None:
     """Raise ProtocolParamsError on any value a run could not use."""
-    for key, least in (("tasks_per_dataset", 1), ("n_ways", 2), ("n_shots", 1),
-                       ("n_queries", 1), ("fewstab_n_s", 1), ("fewstab_n_q", 1),
-                       ("split_seed", 0)):
-        _require_int(params, key, least)
+    for key, (least, most) in INT_BOUNDS.items():
+        _require_int(params, key, least, most)
     if not 0.0 < params.held_out_fraction < 1.0:
         raise ProtocolParamsError(
             f"held_out_fraction={params.held_out_fraction!r}, expected a number in (0, 1)."

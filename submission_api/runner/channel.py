@@ -91,7 +91,7 @@ def receive_message(sock: socket.socket, max_payload_bytes: int,
     _recv_into(sock, memoryview(blob), deadline)
     try:
         header = json.loads(blob)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nesting a task chose
         raise MalformedMessage(f"message header is not JSON: {error}") from error
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise MalformedMessage("message header is not a JSON object with an 'arrays' list")
@@ -152,7 +152,7 @@ def receive_control(sock: socket.socket, deadline: float | None = None,
         raise ChannelError("the peer closed the control connection")
     try:
         message = json.loads(blob)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nesting a task chose
         raise ChannelError(f"control message is not JSON: {error}") from error
     if not isinstance(message, dict):
         raise ChannelError("control message is not a JSON object")

@@ -4,8 +4,12 @@ Plain functions over a `Runtime` of collaborators (client, executor, the runner'
 and scoring), so tests pass fakes and `worker.pipeline.wiring` passes the real ones. The rules
 that make a job safe to deliver twice live here:
 - a run that cannot be claimed (finished, or leased by someone else) ends the job quietly;
-- a platform fault (server, cache, disk, Docker) releases the run, uncharged, and the job ends
-  without raising, so Celery does not run it again: the server re-queues it;
+- a platform fault releases the run, uncharged, and the job ends without raising, so Celery does
+  not run it again: the server re-queues it. Platform faults are a closed list
+  (`is_platform_fault`): the pipeline's named faults, the server unreachable or refusing, and
+  the host's own resources failing (disk full, I/O error, out of descriptors);
+- anything else is a bug: the run ends at once as `platform_error` marked `internal_error`
+  (logged loudly, never retried); the server charges it once its participant met a few today;
 - a heartbeat answered 409 means the run was taken away: the participant side is killed and
   nothing is published; the fencing token would refuse our writes anyway.
 """
@@ -14,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,11 +28,17 @@ from worker.client import (
     ClaimedRun,
     InternalClient,
     RunId,
-    ServerRejectedError,
-    ServerUnavailableError,
 )
-from worker.pipeline.errors import ParticipantFault, PlatformFault
+from worker.output_walk import remove_tree
+from worker.pipeline.errors import ParticipantFault
 from worker.pipeline.execute import Executor, Heartbeat, build_request, read_progress
+from worker.pipeline.faults import (
+    HOST_ERRNOS,
+    INTERNAL_ERROR_FLAG,
+    PHASE_ERROR,
+    check_host,
+    is_platform_fault,
+)
 from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
 from worker.pipeline.prepare import ParseProtocol, PrepareRun, build_collection, prepare_bundle
 from worker.pipeline.publish import publish_outcome, release_run
@@ -42,12 +51,6 @@ from worker.pipeline.score import (
 )
 
 log = logging.getLogger(__name__)
-
-PHASE_ERROR = "platform_error"
-"""The server's reason for failures never charged to the participant."""
-PLATFORM_ERRORS = (PlatformFault, ServerUnavailableError, ServerRejectedError, OSError)
-"""Named infrastructure faults: released, never charged."""
-
 
 class RunResult(StrEnum):
     """How a job ended, for its log line and for tests."""
@@ -78,14 +81,20 @@ class Runtime:
     default_image: str = "metadl-arena/sandbox:cpu"
     deployment: str = "local"
     """Names this deployment's sandbox containers (see `execute.container_prefix`)."""
+    min_free_bytes: int = 512 * 1024**2
+    """Free space the worker's runs and cache folders need before it claims a run: a full
+    disk would fail every run it took (1 bad worker of 2: each run 1 in 8 to fail 3 times)."""
 
 
 def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
     """Evaluate one run end to end.
 
     Raises:
-        ServerUnavailableError: only from the claim (nothing is held yet), so the job may retry.
+        ServerUnavailableError: only from the claim or `check_host` (nothing is held yet), so
+            the job may retry.
     """
+    # Before the claim: a run this host cannot serve stays with the broker.
+    check_host((rt.runs_dir, rt.cache_dir), rt.min_free_bytes, rt.worker_name)
     claimed = rt.client.claim(run_id, run_token, rt.worker_name)
     if claimed is None:
         log.info("run.claim.skipped", extra={"run_id": run_id})
@@ -107,29 +116,29 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         work = _make_work_dir(rt.runs_dir, run_id)
         with heartbeat:
             outcome = evaluate_claimed(claimed, run_token, rt, work, heartbeat)
-        if outcome is None or heartbeat.lost.is_set():
+        if outcome is None:
             log.warning("run.lost", extra={"run_id": run_id})
             return RunResult.LOST
+        # A verdict is published even when a beat was answered 409 meanwhile: the fencing token
+        # decides whether it is written, and a late beat must never throw a result away (D4).
         result = (RunResult.PUBLISHED if publish_outcome(rt.client, claimed, run_token, outcome)
                   else RunResult.FENCED)
         log_run_end(run_id, outcome.state, outcome.reason, outcome.summary.get("mean"),
                     started, result)
         return result
-    except PLATFORM_ERRORS as exc:
-        result = _release(rt.client, claimed, run_token, exc)
-        log_run_end(run_id, "released", compute_short_cause(exc), None, started, result)
-        return result
-    except Exception:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+    except Exception as exc:  # noqa: BLE001 - an unforeseen bug must not leave the run stuck
+        if is_platform_fault(exc):
+            result = _release(rt.client, claimed, run_token, exc)
+            log_run_end(run_id, "released", compute_short_cause(exc), None, started, result)
+            return result
         # Not a named transient fault: a retry would meet the same bug and spend the phase's
-        # limits again, so the run ends now, uncharged; the traceback stays in the worker's log.
-        log.exception("run.pipeline.crashed", extra={"run_id": run_id})
-        return _publish(rt.client, claimed, run_token, failure_outcome(
-            PHASE_ERROR, f"the platform failed while evaluating this run (an internal error on "
-            f"worker {rt.worker_name!r}, logged for the operators); it is not charged to any "
-            "quota. Submit again later or tell the organizers.", None))
+        # limits again, so the run ends now; the traceback stays in the worker's log.
+        log.exception("run.pipeline.crashed", extra={"run_id": run_id,
+                                                     "error": f"{type(exc).__name__}: {exc}"})
+        return _publish(rt.client, claimed, run_token, internal_error_outcome(rt.worker_name))
     finally:
         if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tree(work)  # the participant shaped output/: iterative, never raises
 
 
 def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Path,
@@ -139,11 +148,20 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     Raises:
         PlatformFault, ServerUnavailableError, OSError: infrastructure faults (caller releases).
     """
+    zip_path = fetch_submission(rt.client, claimed, run_token, rt.cache_dir)
     try:
-        zip_path = fetch_submission(rt.client, claimed, run_token, rt.cache_dir)
         submission_dir = extract_submission(zip_path, work / "submission")
     except ParticipantFault as fault:
         return fault_outcome(fault)
+    except OSError as exc:
+        if exc.errno in HOST_ERRNOS:
+            raise
+        # The zip passed the checker yet its names or shape cannot be written here: the
+        # participant's input, so their verdict (never three platform retries).
+        return failure_outcome("invalid_submission", f"the submission zip could not be "
+                               f"extracted: {exc.strerror or exc} ({type(exc).__name__}); "
+                               "expected short relative names in a shallow tree — zip your "
+                               "folder with `arena zip`.", None)
     _make_readable(work / "submission")
     entries = fetch_datasets(rt.client, claimed, run_token, rt.cache_dir)
     collection = build_collection(claimed, entries)
@@ -182,6 +200,14 @@ def log_run_end(run_id: RunId, state: str, reason: str | None, score: float | No
     fields |= {"score": round(score, 4)} if score is not None else {"reason": reason}
     level = logging.INFO if state == "finished" else logging.WARNING
     log.log(level, "run.finished", extra=fields)
+def internal_error_outcome(worker_name: str) -> Outcome:
+    """The outcome of a run ended by a bug (neither the participant's nor a named fault)."""
+    outcome = failure_outcome(
+        PHASE_ERROR, f"the platform failed while evaluating this run (an internal error on "
+        f"worker {worker_name!r}, logged for the operators); it is not charged to any quota "
+        "unless you met several today. Submit again later or tell the organizers.", None)
+    outcome.summary[INTERNAL_ERROR_FLAG] = True
+    return outcome
 
 
 def _make_work_dir(runs_dir: Path, run_id: RunId) -> Path:

@@ -252,7 +252,7 @@ def read_progress(work: Path) -> dict[str, Any] | None:
             continue
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # participant-written: any nesting
             return None
         if not isinstance(data, dict):
             return None

@@ -77,9 +77,17 @@ def test_heartbeat_moves_forward_and_extends_the_lease(env):
     row = run_row(env, run_id)
     assert row.state == "running"
     assert row.lease_expires_at == env.clock.now + timedelta(seconds=60)
+    env.clock.advance(seconds=30)
+    # A late beat naming an earlier stage holds the current token: it extends the lease and
+    # never demotes the stage (D4: a 409 here made the worker throw its result away).
     back = call(env, run_id, token, "heartbeat", {"fencing_token": fencing, "stage": "preparing"})
-    assert back.status_code == 409
-    assert run_row(env, run_id).state == "running"
+    assert back.status_code == 200
+    row = run_row(env, run_id)
+    assert row.state == "running"
+    assert row.lease_expires_at == env.clock.now + timedelta(seconds=60)
+    stale = call(env, run_id, token, "heartbeat", {"fencing_token": fencing - 1,
+                                                   "stage": "running"})
+    assert stale.status_code == 409
 
 
 def test_finish_stores_summary_tasks_log_and_scores_the_submission(env):

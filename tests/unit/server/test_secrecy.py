@@ -13,7 +13,7 @@ from server.services.secrecy import HIDDEN_LOG, meta_train_log, redact_message
 from submission_api.contract.record import ResultRecord
 from submission_api.contract.verdict import decide_verdict
 from submission_api.runner.scorer import read_reported_status
-from worker.pipeline.score import failure_outcome, format_log, verdict_outcome
+from worker.pipeline.score import format_log, verdict_outcome
 from worker.sandbox_result import SandboxResult
 
 SECRET = "PIXELS-7a6b"

@@ -60,3 +60,14 @@ def test_streaming_file_enforces_the_cap_and_leaves_nothing(tmp_path):
     with pytest.raises(UploadTooLargeError):
         stream.write(b"678901")
     assert not (tmp_path / "x.part").exists()
+
+
+def test_the_database_pool_is_sized_from_the_requests_admitted_at_once():
+    """Two connections per admitted request (a read and a write session) plus headroom, so
+    the pool cannot run dry (issue 21); sizes given explicitly win."""
+    from server.core.config import POOL_HEADROOM, Settings
+
+    pool = Settings(request_concurrency=32).db_pool()
+    assert pool.size + pool.max_overflow == 2 * 32 + POOL_HEADROOM
+    explicit = Settings(db_pool_size=5, db_max_overflow=1).db_pool()
+    assert (explicit.size, explicit.max_overflow) == (5, 1)

@@ -1,0 +1,71 @@
+"""D6: a worker killed while it holds a released run's back-off message (issue 21).
+
+Celery sends a released run again with a countdown; a worker takes that message at once and
+holds it, unacknowledged, until its ETA. SIGKILLed meanwhile, it leaves the message in Redis's
+`unacked` hash, which the broker restores only after its 7 h visibility timeout. On 08e9140 the
+reconciler counted that message as held, so the run stayed queued beside idle workers (9 min
+seen). Now a message unacknowledged past its due time by the grace counts as lost, and the
+reconciler's two passes send the run again. A real kombu consumer in a process we kill -9,
+against a private redis-server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "adversarial")]
+from hardening_support import PrivateRedis  # noqa: E402
+
+from server.services.queue import CeleryJobQueue  # noqa: E402
+
+CONSUMER = """
+import sys, time
+from kombu import Connection
+with Connection(sys.argv[1]) as conn:
+    queue = conn.SimpleQueue("arena", no_ack=False)
+    queue.get(timeout=20)  # taken, never acknowledged: the worker's prefetched ETA message
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    try:
+        yield redis.url
+    finally:
+        redis.stop()
+
+
+def hold_and_die(url: str) -> None:
+    """A consumer takes the one message and is SIGKILLed while holding it."""
+    consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, url], stdout=subprocess.PIPE,
+                                text=True)
+    try:
+        assert consumer.stdout is not None
+        assert consumer.stdout.readline().strip() == "holding"
+    finally:
+        os.kill(consumer.pid, signal.SIGKILL)
+        consumer.wait(timeout=20)
+
+
+def test_a_dead_workers_unacknowledged_message_stops_counting_after_its_due_time(redis_url):
+    queue = CeleryJobQueue(redis_url, unacked_grace_s=1.0)
+    queue.enqueue(41, "token-41", "arena", countdown_s=1.0)  # a release's back-off
+    assert queue.pending_runs("arena") == {41}
+    hold_and_die(redis_url)
+    assert queue.pending_runs("arena") == {41}  # before its due time + grace: held
+    time.sleep(2.5)  # past the ETA (1 s) and the grace (1 s); a bound, not an assertion
+    assert queue.pending_runs("arena") == set()
+    patient = CeleryJobQueue(redis_url, unacked_grace_s=3600.0)
+    assert patient.pending_runs("arena") == {41}  # the grace is what decides
