@@ -17,10 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from submission_api.runner.channel import ChannelError, receive_message
-from submission_api.runner.scorer import ParticipantFailure
+from submission_api.contract.record import ResultRecord
+from submission_api.contract.verdict import VerdictKind, decide_verdict
+from submission_api.runner.scorer import read_reported_status
 from submission_api.storable_text import storable_text
 from worker.output_walk import TOO_BIG, compute_usage, copy_regular_tree, remove_tree
-from worker.pipeline.score import failure_from_status
 
 EXAMPLES = int(os.environ.get("ARENA_FUZZ_EXAMPLES", "60"))
 NAMES = st.binary(min_size=1, max_size=40).map(
@@ -127,8 +128,9 @@ def test_any_frame_from_a_task_is_read_or_refused_as_a_channel_error(data):
 def test_any_status_json_is_a_participant_failure_with_storable_text(content):
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "status.json").write_bytes(content)
-        failure = failure_from_status(Path(tmp), exit_code=1)
-        assert isinstance(failure, ParticipantFailure) and failure.message
-        storable = storable_text(failure.message)
+        verdict = decide_verdict(ResultRecord(exit_code=1,
+                                              status=read_reported_status(Path(tmp))))
+        assert verdict.kind is not VerdictKind.PLATFORM and verdict.message
+        storable = storable_text(verdict.full_message())
         assert "\x00" not in storable
         assert not any(0xD800 <= ord(c) <= 0xDFFF for c in storable)
