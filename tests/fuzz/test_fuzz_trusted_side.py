@@ -16,9 +16,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from submission_api.runner.channel import ChannelError, receive_message
 from submission_api.contract.record import ResultRecord
 from submission_api.contract.verdict import VerdictKind, decide_verdict
+from submission_api.runner.channel import ChannelError, receive_message
 from submission_api.runner.scorer import read_reported_status
 from submission_api.storable_text import storable_text
 from worker.output_walk import TOO_BIG, compute_usage, copy_regular_tree, remove_tree
