@@ -41,7 +41,7 @@ HIDDEN_TEXT = ("The test data of this phase are secret: what the submission wrot
 HIDDEN_LOG = ("==> meta-test output <==\n(hidden: the test data of this phase are secret; the "
               "organizers see it)\n")
 # Messages the worker writes from meta-train's own status (worker/pipeline/score.py
-# failure_from_status): only these carry participant text, and it was written before any test
+# decide_verdict): only these carry participant text, and it was written before any test
 # task existed. Each prefix goes with the one reason it is reported under, so a stage name forged
 # on a test task's socket ("meta_fit") cannot pass: that one reads "meta_fit raised on test task".
 META_TRAIN_MESSAGES = {"config raised: ": "invalid_submission", "import raised: ": "import_error",
