@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                clock: Callable[[], datetime] = utcnow) -> FastAPI:
     """Build the FastAPI app for `settings` (default: from ARENA_* environment variables)."""
     from server.api import (
+        accounts,
         admin,
         auth,
         bundles,
@@ -110,11 +111,12 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
     install_page_errors(app)
+    from server.web import accounts as account_pages
     from server.web import participants as participant_forms
 
-    for module in (auth, competitions, bundles, phase_operations, submission_operations, admin,
-                   datasets, submissions, leaderboard, internal, participation,
-                   participant_forms, pages, docs):
+    for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
+                   submission_operations, admin, datasets, submissions, leaderboard, internal,
+                   participation, participant_forms, pages, docs):
         app.include_router(module.router)
     return app
 

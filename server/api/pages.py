@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -25,6 +24,8 @@ from server.api import docs
 from server.api.competitions import visible_phase
 from server.api.deps import (
     SESSION_COOKIE,
+    AddressDep,
+    LoginLimitDep,
     NowDep,
     OptionalUser,
     SessionDep,
@@ -37,9 +38,17 @@ from server.api.leaderboard import organizes
 from server.api.submissions import submission_out, zip_limits
 from server.api.uploads import receive_file
 from server.core.db import Database
-from server.core.errors import ArenaError, CsrfError, NotFoundError, describe_error
+from server.core.errors import (
+    ArenaError,
+    BadCredentialsError,
+    CsrfError,
+    NotFoundError,
+    TooManyAttemptsError,
+    describe_error,
+)
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
+from server.services.passwords import password_login
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
 from server.services.storage import Storage
@@ -56,8 +65,10 @@ from server.web.rendering import (
     login_redirect,
     render,
     safe_next,
+    web_message,
 )
 from server.web.report import report_response
+from server.web.sessions import open_session, with_session_cookie
 from server.web.views import (
     PER_PAGE,
     boarded_submissions,
@@ -74,7 +85,6 @@ from submission_api.submission_zip import UnsafeZipError
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 router.include_router(organizer.router)
 router.include_router(actions.router)
-SESSION_TTL = timedelta(days=7)
 LOGIN_COOKIE = "arena_login_csrf"
 STATIC_FILES = {"arena.css": "text/css", "arena.js": "text/javascript"}
 
@@ -141,29 +151,38 @@ def _login_form(request: Request, settings, status: int = 200, error: str | None
 
 @router.post("/login")
 async def login(request: Request, db: Annotated[Database, Depends(get_db)],
-                settings: SettingsDep, now: NowDep):
+                settings: SettingsDep, now: NowDep, limit: LoginLimitDep, address: AddressDep):
+    """Log in with username and password (rate-limited), or by pasting an API token; either
+    way the browser gets a web session, not an API token (server/web/sessions.py)."""
     form = await request.form()
     sent, expected = str(form.get("csrf_token", "")), request.cookies.get(LOGIN_COOKIE, "")
     if not expected or not hmac.compare_digest(sent, expected):
         raise CsrfError("the login form's CSRF token is missing or wrong; reload the page "
                         "and retry")
-    token = str(form.get("token", "")).strip()
+    token, username = str(form.get("token", "")).strip(), str(form.get("username", "")).strip()
+    next_path = str(form.get("next", ""))
     with db.session(write=True) as session:
-        user = user_service.user_for_token(session, token, now) if token else None
+        if username:
+            try:
+                user = password_login(session, username, str(form.get("password", "")),
+                                      address, now, limit)
+            except (BadCredentialsError, TooManyAttemptsError) as exc:
+                status, body = describe_error(exc)
+                return _login_form(request, settings, status=status, next_path=next_path,
+                                   error=web_message(body["error"]["message"]))
+        else:
+            user = user_service.user_for_token(session, token, now, kind="api") \
+                if token else None
         if user is None:
-            return _login_form(request, settings, status=401,
-                               next_path=str(form.get("next", "")),
+            return _login_form(request, settings, status=401, next_path=next_path,
                                error="Unknown or expired token; check it (it is the long "
-                                     "string your organizer sent, or the one `arena login` "
-                                     "uses) and try again.")
-        session_token = user_service.issue_token(session, user, kind="session", ttl=SESSION_TTL,
-                                                 name="web", now=now)
+                                     "string from your profile page or your organizer, or "
+                                     "the one `arena login` uses) and try again.")
+        session_token = open_session(session, user, now)
         landing = "/organizer" if is_staff(user) else "/my"
-    response = RedirectResponse(safe_next(str(form.get("next", ""))) or landing, status_code=303)
+    response = RedirectResponse(safe_next(next_path) or landing, status_code=303)
     response.delete_cookie(LOGIN_COOKIE)
-    response.set_cookie(SESSION_COOKIE, session_token, max_age=int(SESSION_TTL.total_seconds()),
-                        httponly=True, samesite="lax", secure=settings.session_cookie_secure)
-    return response
+    return with_session_cookie(response, session_token, settings)
 
 
 @router.post("/logout")
@@ -252,7 +271,7 @@ def _cookie_user(request: Request, db: Database, now):
     if not cookie:
         return None
     with db.session() as session:
-        return user_service.user_for_token(session, cookie, now)
+        return user_service.user_for_token(session, cookie, now, kind="session")
 
 
 @router.get("/my")

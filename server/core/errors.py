@@ -91,6 +91,12 @@ class UploadStalledError(ArenaError):
     code = "upload.stalled"
 
 
+class TooManyAttemptsError(ArenaError):
+    """Too many failed logins for an account or from an address (services/login_limit.py)."""
+
+    code = "auth.too_many_attempts"
+
+
 class InvalidInputError(ArenaError):
     code = "invalid_input"
 
@@ -116,6 +122,7 @@ ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
     TooManyUploadsError: (429, "participant"),
     ServerBusyError: (503, "platform"),
     UploadStalledError: (408, "participant"),
+    TooManyAttemptsError: (429, "participant"),
     InvalidInputError: (422, "participant"),
 }
 

@@ -1,5 +1,6 @@
 """Table models (SQLAlchemy 2, typed). API schemas live apart, in server/schemas."""
 
+from server.models.account import LoginAttempt, PasswordReset
 from server.models.base import Base, UTCDateTime, utcnow
 from server.models.competition import (
     Competition,
@@ -24,6 +25,6 @@ from server.models.worker import Worker
 __all__ = [
     "ACTIVE_STATES", "PLATFORM_ERROR", "ROLES", "RUN_STATES", "TERMINAL_STATES",
     "ApiToken", "AuditLog", "Base", "Competition", "CompetitionMember", "Dataset",
-    "DatasetGrant", "Participation", "Phase", "Run",
+    "DatasetGrant", "LoginAttempt", "Participation", "PasswordReset", "Phase", "Run",
     "Submission", "TaskResult", "UTCDateTime", "User", "Worker", "utcnow",
 ]
