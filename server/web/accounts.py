@@ -140,7 +140,7 @@ async def reset(token: str, request: Request, settings: SettingsDep, now: NowDep
             raise
         return _with_form_nonce(request, "reset.html", None, settings, token=token,
                                 status=describe_error(exc)[0], error=_message(exc))
-    return RedirectResponse("/login?why=reset", status_code=303)
+    return render(request, "reset.html", None, settings, done=True, token=token)
 
 
 @router.get("/forgot")

@@ -36,13 +36,16 @@ def build_world(env: InProcess) -> World:
     finish_run(env, mine["runs"][0]["id"])
     static = sorted(p.name for p in (_static_dir()).iterdir() if p.is_file())[0]
     other_id = env.client.get("/api/v1/me", headers=other).json()["id"]
+    laptop = env.client.post("/api/v1/me/tokens", headers=owner, json={"name": "laptop"})
+    assert laptop.status_code == 201, laptop.text
     return World(env=env, headers={
         "anonymous": {}, "owner": owner, "other": other, "organizer": organizer,
         "other_organizer": other_organizer, "admin": env.admin},
         ids={"submission_id": mine["id"], "phase_id": phase_id,
              "competition_id": competition["id"], "ref": competition["slug"],
              "run_id": mine["runs"][0]["id"], "run_index": 0, "content_hash": "ab" * 32,
-             "name": static, "user_id": other_id, "other_submission_id": mine["id"]})
+             "name": static, "user_id": other_id, "other_submission_id": mine["id"],
+             "token_id": laptop.json()["id"], "token": "not-a-reset-link"})
 
 
 def finish_run(env: InProcess, run_id: int) -> None:
@@ -96,7 +99,8 @@ def call(world: World, method: str, path: str, role: str):
 # cannot hide whether the caller would have been let in).
 BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "extra"},
           ("PUT", "/api/v1/competitions/{ref}/bundle"): {"yaml": "title: T\n"},
-          ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"}}
+          ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"},
+          ("POST", "/api/v1/me/tokens"): {"name": "ci"}}
 
 
 def outcome(response) -> str:

@@ -32,11 +32,11 @@ from inprocess_support import InProcess, inprocess_app, zip_bytes
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.models import ApiToken, Base, CompetitionMember, Phase, Run, Submission
+from server.models import ApiToken, Base, CompetitionMember, Phase, Run, Submission, User
 
 #            anonymous, owner, other, organizer, other_organizer, admin
-SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
-    "DAAAAA", "DADADA", "DADDDD", "DDDADA")
+PUBLIC, SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
+    "AAAAAA", "DAAAAA", "DADADA", "DADDDD", "DDDADA")
 
 
 @dataclass
@@ -68,8 +68,11 @@ def build_form_world(env: InProcess) -> FormWorld:
         assert me.status_code == 200, me.text
         user_ids[role] = me.json()["id"]
     asked = _approval_competition(env, world)
+    link = env.client.post(f"/api/v1/users/{user_ids['other']}/reset-link", headers=env.admin)
+    assert link.status_code == 200, link.text
     return FormWorld(env=env, world=world, user_ids=user_ids, ids={
         **world.ids, "draft_phase_id": draft.json()["id"],
+        "reset_token": link.json()["link"].rsplit("/", 1)[1],
         "queued_submission_id": queued.json()["id"], "approval_competition_id": asked,
         "requester_id": user_ids["other"]})
 
@@ -116,6 +119,23 @@ def member_status(session: Session, fw: FormWorld, role: str) -> object:
         CompetitionMember.user_id == fw.ids["requester_id"])).scalar_one()
 
 
+def api_tokens(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(ApiToken).where(
+        ApiToken.user_id == fw.user_ids[role], ApiToken.kind == "api")).scalar_one()
+
+
+def token_exists(session: Session, fw: FormWorld, role: str) -> bool:
+    return session.get(ApiToken, fw.ids["token_id"]) is not None
+
+
+def users_count(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(User)).scalar_one()
+
+
+def others_password(session: Session, fw: FormWorld, role: str) -> object:
+    return session.get(User, fw.user_ids["other"]).password_hash
+
+
 def phase_status(key: str) -> Observe:
     return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
 
@@ -127,6 +147,7 @@ class Form:
     ids: dict[str, str]  # path parameter -> FormWorld.ids key
     observe: Observe
     effect: Callable[[object, object], bool]
+    extra: Callable[[str], dict[str, str]] | None = None  # fields a person types, per role
 
 
 def became(value: object) -> Callable[[object, object], bool]:
@@ -176,8 +197,26 @@ FORMS: dict[tuple[str, str], Form] = {
         ORGANIZER_OF_IT, "/organizer",
         {"competition_id": "approval_competition_id", "user_id": "requester_id"},
         member_status, became("denied")),
+    ("POST", "/signup"): Form(
+        PUBLIC, "/signup", {}, users_count, lambda before, after: after == before + 1,
+        lambda role: {"username": f"new-{role}", "email": f"{role}@example.org",
+                      "password": "a long enough password"}),
+    # Without a working mail server the answer is the same page, changing nothing that anyone
+    # could tell apart (so it reveals no account): allowed for everyone, effect none.
+    ("POST", "/forgot"): Form(PUBLIC, "/forgot", {}, lambda *_: None,
+                              lambda before, after: True, lambda role: {"who": "nobody"}),
+    ("POST", "/reset/{token}"): Form(
+        PUBLIC, "/reset/{token}", {"token": "reset_token"}, others_password,
+        lambda before, after: after != before, lambda role: {"password": "new pass phrase"}),
+    ("POST", "/profile/tokens"): Form(SIGNED_IN, "/profile", {}, api_tokens,
+                                      lambda before, after: after == before + 1,
+                                      lambda role: {"name": "cluster"}),
+    ("POST", "/profile/tokens/{token_id}/revoke"): Form(
+        OWNER_ONLY, "/profile", {"token_id": "token_id"}, token_exists, became(False)),
 }
-ALWAYS_OFFERED = {("POST", "/login")}  # its form is on the login page for everyone
+# Forms shown to everyone (anonymous included): "denied" there means no valid input.
+ALWAYS_OFFERED = {("POST", "/login"), ("POST", "/signup"), ("POST", "/forgot"),
+                  ("POST", "/reset/{token}")}
 
 
 def form_routes(env: InProcess) -> list[tuple[str, str]]:
@@ -234,7 +273,7 @@ def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> 
     """Post the form as `role` with a valid token; the failures found (empty if none)."""
     env, form, cell = fw.env, FORMS[(method, path)], f"{method} {path} as {role}"
     client = browser(env)
-    if role != "anonymous" and path != "/login":
+    if role != "anonymous" and path != "/login":  # the public forms, signed in, too
         log_in(client, fw.token(role))
     url = fill(path, form, fw)
     fields = form_fields(client.get(fill(form.page, form, fw)).text, url)
@@ -246,6 +285,7 @@ def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> 
                         f"but the rule says {'allowed' if allowed else 'denied'}")
     if fields is None:  # the session's token, from the logout form every signed-in page has
         fields = form_fields(client.get("/my").text, "/logout") or {"csrf_token": ""}
+    fields |= form.extra(role) if form.extra else {}
     if role != "anonymous" and not fields.get("csrf_token"):
         return [*failures, f"{cell}: no CSRF token found for a signed-in role"]
     with env.db.session() as session:
@@ -279,7 +319,9 @@ def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> 
 
 @pytest.fixture(scope="module")
 def app_env(tmp_path_factory: pytest.TempPathFactory):
-    with inprocess_app(tmp_path_factory.mktemp("authz-forms")) as env:
+    # A mail server that refuses connections: /forgot offers its form and sends nothing.
+    with inprocess_app(tmp_path_factory.mktemp("authz-forms"), smtp_host="127.0.0.1",
+                       smtp_port=9) as env:
         yield env
 
 

@@ -104,6 +104,21 @@ EXPECTED: dict[tuple[str, str], str] = {
         ORGANIZER_OF_IT,
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/approve"): NOBODY,
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/deny"): NOBODY,
+    # Accounts (issue 23 item 1): sign-up and reset are for anyone; tokens are one's own.
+    ("GET", "/signup"): PUBLIC,
+    ("POST", "/signup"): NOBODY,
+    ("GET", "/forgot"): PUBLIC,
+    ("POST", "/forgot"): NOBODY,
+    ("GET", "/reset/{token}"): NOBODY,  # the world's link is no link: 404 for everyone
+    ("POST", "/reset/{token}"): NOBODY,
+    ("GET", "/profile"): SIGNED_IN,
+    ("POST", "/profile/tokens"): NOBODY,
+    ("POST", "/profile/tokens/{token_id}/revoke"): NOBODY,
+    ("POST", "/api/v1/auth/signup"): PUBLIC,
+    ("GET", "/api/v1/me/tokens"): SIGNED_IN,
+    ("POST", "/api/v1/me/tokens"): SIGNED_IN,
+    ("DELETE", "/api/v1/me/tokens/{token_id}"): "DADDDD",  # the owner's token: only theirs
+    ("POST", "/api/v1/users/{user_id}/reset-link"): STAFF,  # organizers: participants only
 }
 
 
