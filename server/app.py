@@ -112,11 +112,12 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     install_error_handlers(app)
     install_page_errors(app)
     from server.web import accounts as account_pages
+    from server.web import joining
     from server.web import participants as participant_forms
 
     for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
                    submission_operations, admin, datasets, submissions, leaderboard, internal,
-                   participation, participant_forms, pages, docs):
+                   participation, participant_forms, joining, pages, docs):
         app.include_router(module.router)
     return app
 

@@ -56,6 +56,7 @@ from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
 from server.web import actions, organizer
 from server.web.actions import submission_actions
+from server.web.entry import entry_of, standing, tab_of
 from server.web.failure import SANDBOX_PACKAGES, explain_failure
 from server.web.rendering import (
     LOGIN_REASONS,
@@ -110,15 +111,29 @@ def index(request: Request, user: OptionalUser, session: SessionDep, settings: S
 
 @router.get("/competitions/{competition_id}")
 def competition_page(competition_id: int, request: Request, user: OptionalUser,
-                     session: SessionDep, settings: SettingsDep, now: NowDep):
+                     session: SessionDep, settings: SettingsDep, now: NowDep,
+                     tab: str | None = None):
+    return competition_view(request, session, settings, now, competition_id, user, tab=tab)
+
+
+def competition_view(request: Request, session, settings, now, competition_id: int,
+                     user: User | None, tab: str | None = None, cli_token: str | None = None,
+                     status: int = 200):
+    """The competition page: one tab (Overview, Data, Evaluation, Terms), the Get-started
+    box, the Join box or the viewer's standing, and the phases' timeline."""
     shown = [c for c in visible_competitions(session, user, now)
              if c["competition"].id == competition_id]
     if not shown:
         raise NotFoundError(f"no competition with id {competition_id}")
     comp = shown[0]["competition"]
-    return render(request, "competition.html", user, settings, competition=comp,
+    return render(request, "competition.html", user, settings, status=status, competition=comp,
                   phases=shown[0]["phases"], steps=shown[0]["steps"],
-                  timeline=shown[0]["steps"], step=None, pages=comp.pages or [])
+                  timeline=shown[0]["steps"], step=None, pages=comp.pages or [],
+                  tab=tab_of(tab, comp), tabs=comp.tabs or {}, cli_token=cli_token,
+                  entry=entry_of(session, comp, user), may_submit=entry_of(
+                      session, comp, user).may_submit,
+                  standing=standing(session, comp, user, shown[0]["phases"]),
+                  base_url=settings.public_base_url.rstrip("/"))
 
 
 @router.get("/phases/{phase_id}")

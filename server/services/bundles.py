@@ -38,6 +38,7 @@ def phase_values(spec: PhaseSpec, data: dict[str, Any]) -> dict[str, Any]:
         "hide_logs": spec.hide_logs, "leaderboard_rule": board.rule,
         "leaderboard": {"ranking": board.ranking, "columns": list(board.columns),
                         "hidden": board.hidden, "statistics": board.statistics},
+        "factsheet": [q.model_dump() for q in spec.factsheet],
     }
 
 
@@ -82,6 +83,9 @@ def _apply_competition(comp: Competition, parsed: ParsedBundle, text: str) -> No
     comp.title, comp.description = spec.title, spec.description
     comp.participation = spec.participation
     comp.pages = [p.model_dump() for p in spec.pages]
+    comp.terms, comp.tabs = spec.terms, spec.tabs.model_dump()
+    comp.teams_allowed, comp.team_max_size = spec.teams.allowed, spec.teams.max_size
+    comp.teams_lock_at = spec.teams.lock_at
     comp.leagues = [lg.model_dump() for lg in spec.leagues]
     comp.bundle = text
 

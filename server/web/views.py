@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from server.models import Competition, Phase, User, utcnow
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
+from server.services.participation import may_submit
 from server.services.quotas import quota_left
 from server.services.timeline import (
     competition_timeline,
@@ -24,6 +25,7 @@ from server.services.timeline import (
     format_duration,
     next_step,
 )
+from server.web.entry import entry_of
 
 
 def is_staff(user: User | None) -> bool:
@@ -36,7 +38,8 @@ def visible_competitions(session: Session, user: User | None,
     timeline step at `now` (effective status, countdown) in the order the phases happen."""
     comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
     shown = [(c, [p for p in c.phases if is_staff(user) or p.status != "draft"]) for c in comps]
-    return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow())}
+    return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow()),
+             "may_submit": may_submit(session, c, user)}
             for c, ps in shown if ps or is_staff(user)]
 
 
@@ -70,9 +73,12 @@ def phase_context(session: Session, phase: Phase, user: User | None,
         [p for p in phase.competition.phases if is_staff(user) or p.status != "draft"], now)
     step = next((s for s in timeline if s.phase.id == phase.id), None) \
         or competition_timeline([phase], now)[0]
-    quota = quota_left(session, user.id, phase, now) if user is not None else None
+    entry = entry_of(session, phase.competition, user)
+    quota = quota_left(session, user.id, phase, now) \
+        if user is not None and entry.may_submit else None  # no quota before one may submit
     return {"timeline": timeline, "step": step, "next": next_step(phase, timeline),
-            "quota": quota_words(quota, now), "quota_spent": quota_spent(quota)}
+            "quota": quota_words(quota, now), "quota_spent": quota_spent(quota),
+            "entry": entry, "may_submit": entry.may_submit}
 
 
 def quota_words(quota: dict | None, now: datetime) -> str:

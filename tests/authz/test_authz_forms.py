@@ -136,6 +136,12 @@ def others_password(session: Session, fw: FormWorld, role: str) -> object:
     return session.get(User, fw.user_ids["other"]).password_hash
 
 
+def own_member_status(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(CompetitionMember.status).where(
+        CompetitionMember.competition_id == fw.ids["approval_competition_id"],
+        CompetitionMember.user_id == fw.user_ids[role])).scalar_one_or_none()
+
+
 def phase_status(key: str) -> Observe:
     return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
 
@@ -211,6 +217,14 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/profile/tokens"): Form(SIGNED_IN, "/profile", {}, api_tokens,
                                       lambda before, after: after == before + 1,
                                       lambda role: {"name": "cluster"}),
+    # In the approval competition: "other" asked already, its organizer and admins are in;
+    # the page offers Request access to the rest, and only to them.
+    ("POST", "/competitions/{competition_id}/join"): Form(
+        "DADDAD", "/competitions/{competition_id}",
+        {"competition_id": "approval_competition_id"}, own_member_status, became("pending")),
+    ("POST", "/competitions/{competition_id}/cli-token"): Form(
+        SIGNED_IN, "/competitions/{competition_id}", {"competition_id": "competition_id"},
+        api_tokens, lambda before, after: after == before + 1),
     ("POST", "/profile/tokens/{token_id}/revoke"): Form(
         OWNER_ONLY, "/profile", {"token_id": "token_id"}, token_exists, became(False)),
 }

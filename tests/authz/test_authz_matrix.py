@@ -114,6 +114,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/profile"): SIGNED_IN,
     ("POST", "/profile/tokens"): NOBODY,
     ("POST", "/profile/tokens/{token_id}/revoke"): NOBODY,
+    ("POST", "/competitions/{competition_id}/join"): NOBODY,
+    ("POST", "/competitions/{competition_id}/cli-token"): NOBODY,
     ("POST", "/api/v1/auth/signup"): PUBLIC,
     ("GET", "/api/v1/me/tokens"): SIGNED_IN,
     ("POST", "/api/v1/me/tokens"): SIGNED_IN,

@@ -47,8 +47,30 @@ def upgrade() -> None:
         sa.UniqueConstraint("token_hash", name=op.f("uq_password_resets_token_hash")),
     )
     op.create_index(op.f("ix_password_resets_user_id"), "password_resets", ["user_id"])
+    with op.batch_alter_table("competitions", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("terms", sa.Text(), nullable=False, server_default=""))
+        batch_op.add_column(sa.Column("tabs", sa.JSON(), nullable=False, server_default="{}"))
+        batch_op.add_column(sa.Column("teams_allowed", sa.Boolean(), nullable=False,
+                                      server_default=sa.false()))
+        batch_op.add_column(sa.Column("team_max_size", sa.Integer(), nullable=False,
+                                      server_default="1"))
+        batch_op.add_column(sa.Column("teams_lock_at", sa.DateTime(timezone=True),
+                                      nullable=True))
+    with op.batch_alter_table("phases", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("factsheet", sa.JSON(), nullable=False,
+                                      server_default="[]"))
+    with op.batch_alter_table("competition_members", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("accepted_terms_at", sa.DateTime(timezone=True),
+                                      nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("phases", schema=None) as batch_op:
+        batch_op.drop_column("factsheet")
+    with op.batch_alter_table("competition_members", schema=None) as batch_op:
+        batch_op.drop_column("accepted_terms_at")
+    with op.batch_alter_table("competitions", schema=None) as batch_op:
+        for column in ("teams_lock_at", "team_max_size", "teams_allowed", "tabs", "terms"):
+            batch_op.drop_column(column)
     op.drop_table("password_resets")
     op.drop_table("login_attempts")
