@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         phase_operations,
         submission_operations,
         submissions,
+        teams,
     )
 
     settings = settings or Settings()
@@ -114,10 +115,12 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     from server.web import accounts as account_pages
     from server.web import joining
     from server.web import participants as participant_forms
+    from server.web import teams as team_pages
 
     for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
                    submission_operations, admin, datasets, submissions, leaderboard, internal,
-                   participation, participant_forms, joining, pages, docs):
+                   participation, participant_forms, joining, teams, team_pages, pages,
+                   docs):
         app.include_router(module.router)
     return app
 

@@ -19,7 +19,7 @@ from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
 from server.services.participation import check_may_submit
 from server.services.queue import JobQueue, enqueue_quietly
-from server.services.quotas import check_quota, lock_participation
+from server.services.quotas import check_quota, lock_participation, lock_team, team_id_of
 from server.services.storage import Storage, place_by_hash
 from submission_api.submission_zip import ZipLimits, ZipReport, check_submission_zip
 
@@ -106,12 +106,15 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
         comp = session.get(Competition, phase.competition_id)
         check_may_submit(session, comp, session.get(User, user_id))
         league = check_league(comp, league)
+        team_id = team_id_of(session, user_id, comp.id)
+        if team_id is not None:  # the team's quota: serialize its members' uploads
+            lock_team(session, team_id)
         check_quota(session, user_id, phase, now)
         participation.n_uploads += 1
         submission = Submission(
             phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
             storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
-            state="queued", created_at=now, league=league,
+            state="queued", created_at=now, league=league, team_id=team_id,
         )
         tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
         submission.runs = [
