@@ -98,12 +98,12 @@ def leave_team(competition_id: int, user: CurrentUser, session: WriteSessionDep,
     service.leave_team(session, comp, user, now)
 
 
-@router.delete("/teams/{team_id}/members/{user_id}", status_code=204)
-def remove_member(team_id: int, user_id: int, user: CurrentUser, session: WriteSessionDep,
+@router.delete("/teams/{team_id}/members/{member_id}", status_code=204)
+def remove_member(team_id: int, member_id: int, user: CurrentUser, session: WriteSessionDep,
                   now: NowDep) -> None:
     """Remove a member from your team (its captain only)."""
     team = session.get(Team, team_id)
     if team is None:
         raise NotFoundError(f"no team with id {team_id}")
     comp = find_competition(session, str(team.competition_id), user)
-    service.remove_member(session, comp, user, team_id, user_id, now)
+    service.remove_member(session, comp, user, team_id, member_id, now)

@@ -55,8 +55,8 @@ def _check_member_of_competition(session: Session, comp: Competition, user: User
         raise ForbiddenError(f"join competition {comp.slug!r} before you make or join a team",
                              code="team.not_participant")
     if team_of(session, comp, user) is not None:
-        raise ConflictError("you are in a team of this competition already; leave it first "
-                            "(one team per person per competition)", code="team.already")
+        raise ForbiddenError("you are in a team of this competition already; leave it first "
+                             "(one team per person per competition)", code="team.already")
 
 
 def _add(session: Session, team: Team, user: User, comp: Competition, now: datetime) -> None:
@@ -160,8 +160,8 @@ def remove_member(session: Session, comp: Competition, captain: User, team_id: i
                              code="team.not_captain")
     check_changes_allowed(comp, now)
     if user_id == captain.id or user_id not in {m["user_id"] for m in members(session, team)}:
-        raise InvalidInputError(f"user {user_id} is not another member of {team.name!r}; to "
-                                "leave your own team use Leave", code="team.not_member")
+        raise NotFoundError(f"user {user_id} is not another member of {team.name!r}; to "
+                            "leave your own team use Leave", code="team.not_member")
     _drop(session, team, user_id)
     _audit(session, captain, "team.remove", team, now, user_id=user_id)
     _commit(session)

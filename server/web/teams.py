@@ -76,8 +76,8 @@ async def leave(competition_id: int, request: Request, settings: SettingsDep, no
     return RedirectResponse(f"/competitions/{competition_id}/team", status_code=303)
 
 
-@router.post("/competitions/{competition_id}/team/members/{user_id}/remove")
-async def remove(competition_id: int, user_id: int, request: Request, settings: SettingsDep,
+@router.post("/competitions/{competition_id}/team/members/{member_id}/remove")
+async def remove(competition_id: int, member_id: int, request: Request, settings: SettingsDep,
                  now: NowDep, db: Annotated[Database, Depends(get_db)]):
     with db.session(write=True) as session:
         captain = await _signed_in(request, settings, session, now)
@@ -85,7 +85,7 @@ async def remove(competition_id: int, user_id: int, request: Request, settings: 
         team = service.team_of(session, comp, captain)
         if team is None:
             raise NotFoundError("you are in no team of this competition", code="team.none")
-        service.remove_member(session, comp, captain, team.id, user_id, now)
+        service.remove_member(session, comp, captain, team.id, member_id, now)
     return RedirectResponse(f"/competitions/{competition_id}/team", status_code=303)
 
 

@@ -32,7 +32,16 @@ from inprocess_support import InProcess, inprocess_app, zip_bytes
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.models import ApiToken, Base, CompetitionMember, Phase, Run, Submission, User
+from server.models import (
+    ApiToken,
+    Base,
+    CompetitionMember,
+    Phase,
+    Run,
+    Submission,
+    TeamMember,
+    User,
+)
 
 #            anonymous, owner, other, organizer, other_organizer, admin
 PUBLIC, SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
@@ -142,6 +151,17 @@ def own_member_status(session: Session, fw: FormWorld, role: str) -> object:
         CompetitionMember.user_id == fw.user_ids[role])).scalar_one_or_none()
 
 
+def own_team(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(TeamMember.team_id).where(
+        TeamMember.competition_id == fw.ids["competition_id"],
+        TeamMember.user_id == fw.user_ids[role])).scalar_one_or_none()
+
+
+def mates_team(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(TeamMember.team_id).where(
+        TeamMember.user_id == fw.ids["member_id"])).scalar_one_or_none()
+
+
 def phase_status(key: str) -> Observe:
     return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
 
@@ -225,6 +245,21 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/competitions/{competition_id}/cli-token"): Form(
         SIGNED_IN, "/competitions/{competition_id}", {"competition_id": "competition_id"},
         api_tokens, lambda before, after: after == before + 1),
+    # Teams: the owner captains A (with a mate), "other" captains B, organizers have none.
+    ("POST", "/competitions/{competition_id}/team/create"): Form(
+        "DDDAAA", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},
+        own_team, lambda before, after: before is None and after is not None,
+        lambda role: {"name": f"team of {role}"}),
+    ("POST", "/teams/join/{code}"): Form(
+        "DDDAAA", "/teams/join/{code}", {"code": "code"}, own_team,
+        lambda before, after: before is None and after is not None),
+    ("POST", "/competitions/{competition_id}/team/leave"): Form(
+        "DAADDD", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},
+        own_team, lambda before, after: before is not None and after is None),
+    ("POST", "/competitions/{competition_id}/team/members/{member_id}/remove"): Form(
+        OWNER_ONLY, "/competitions/{competition_id}/team",
+        {"competition_id": "competition_id", "member_id": "member_id"}, mates_team,
+        became(None)),
     ("POST", "/profile/tokens/{token_id}/revoke"): Form(
         OWNER_ONLY, "/profile", {"token_id": "token_id"}, token_exists, became(False)),
 }

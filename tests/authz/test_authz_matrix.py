@@ -116,6 +116,21 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/profile/tokens/{token_id}/revoke"): NOBODY,
     ("POST", "/competitions/{competition_id}/join"): NOBODY,
     ("POST", "/competitions/{competition_id}/cli-token"): NOBODY,
+    # Teams (issue 23 item 3): the owner captains team A (with a mate), "other" captains B;
+    # the organizers are in no team. One team per person: who has one cannot make or join
+    # another; only A's captain removes A's members; a member of B cannot act for A.
+    ("GET", "/competitions/{competition_id}/team"): SIGNED_IN,
+    ("GET", "/teams/join/{code}"): SIGNED_IN,
+    ("POST", "/competitions/{competition_id}/team/create"): NOBODY,
+    ("POST", "/competitions/{competition_id}/team/leave"): NOBODY,
+    ("POST", "/competitions/{competition_id}/team/members/{member_id}/remove"): NOBODY,
+    ("POST", "/teams/join/{code}"): NOBODY,
+    ("GET", "/api/v1/competitions/{competition_id}/teams"): SIGNED_IN,
+    ("GET", "/api/v1/competitions/{competition_id}/team"): "DAADDD",
+    ("POST", "/api/v1/competitions/{competition_id}/teams"): "DDDAAA",
+    ("POST", "/api/v1/competitions/{competition_id}/teams/join"): "DDDAAA",
+    ("POST", "/api/v1/competitions/{competition_id}/team/leave"): "DAADDD",
+    ("DELETE", "/api/v1/teams/{team_id}/members/{member_id}"): "DADDDD",
     ("POST", "/api/v1/auth/signup"): PUBLIC,
     ("GET", "/api/v1/me/tokens"): SIGNED_IN,
     ("POST", "/api/v1/me/tokens"): SIGNED_IN,

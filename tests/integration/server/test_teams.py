@@ -47,7 +47,8 @@ def test_a_team_is_made_joined_by_code_and_its_captain_removes_members(env):
     assert [m["username"] for m in joined.json()["members"]] == ["ann", "bob"]
     listed = env.client.get(f"/api/v1/competitions/{comp_id}/teams", headers=bob).json()
     assert listed == [{"id": made.json()["id"], "name": "Foxes", "size": 2}]  # no code
-    assert create(env, comp_id, bob, "Wolves").json()["error"]["code"] == "team.already"
+    again = create(env, comp_id, bob, "Wolves")
+    assert again.status_code == 403 and again.json()["error"]["code"] == "team.already"
     team_id = made.json()["id"]
     _, cat = env.user("cat")
     assert env.client.delete(f"/api/v1/teams/{team_id}/members/{bob_user.id}",
