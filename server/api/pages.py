@@ -42,12 +42,14 @@ from server.core.errors import (
     ArenaError,
     BadCredentialsError,
     CsrfError,
+    InvalidInputError,
     NotFoundError,
     TooManyAttemptsError,
     describe_error,
 )
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
+from server.services.methods import check_method, store_method
 from server.services.passwords import password_login
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
@@ -261,7 +263,8 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
                                             owner=user.id)
         try:
             check_csrf(request, settings, fields.get("csrf_token"))
-        except CsrfError:
+            method = check_method(fields)
+        except (CsrfError, InvalidInputError):
             staged.path.unlink(missing_ok=True)
             raise
         submission = await run_in_threadpool(
@@ -269,6 +272,7 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
             staged=staged, now=now, limits=zip_limits(settings),
             default_queue=settings.default_queue, note=fields.get("note", ""),
             league=fields.get("league") or None)
+        await run_in_threadpool(store_method, db, submission.id, method)
     except (ArenaError, UnsafeZipError) as exc:
         if isinstance(exc, CsrfError):
             raise

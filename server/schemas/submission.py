@@ -53,6 +53,10 @@ class SubmissionOut(BaseModel):
     is_selected: bool = False
     is_baseline: bool = False
     carried_from_id: int | None = None
+    team_id: int | None = None
+    method_name: str = ""
+    method_description: str = ""
+    code_url: str | None = None
     runs: list[RunOut]
 
 

@@ -72,6 +72,11 @@ def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or 
                    phase: int = typer.Option(..., "--phase", help="Phase id (`arena phases`)."),
                    note: str = typer.Option("", help="A note to remember it by."),
                    league: str | None = typer.Option(None, help="League (default: first)."),
+                   method: str = typer.Option("", "--method",
+                                              help="Method name, shown on the leaderboard."),
+                   description: str = typer.Option("", "--description",
+                                                   help="A short description of the method."),
+                   code_url: str = typer.Option("", "--code-url", help="Link to its code."),
                    wait: bool = typer.Option(True, "--wait/--no-wait", help="Follow to the end."),
                    allow_duplicate: bool = typer.Option(
                        False, "--allow-duplicate",
@@ -87,6 +92,8 @@ def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or 
         check_phase_accepts(client, phase)
         earlier = client.get("/api/v1/me/submissions", params={"phase_id": phase})
         created = submit(client, source, phase, note=note, league=league,
+                         method={"method": method, "description": description,
+                                 "code_url": code_url},
                          before_upload=None if allow_duplicate
                          else lambda path: refuse_duplicate(path, earlier))
         quota = quota_words(client.get(f"/api/v1/phases/{phase}/quota"))

@@ -156,3 +156,23 @@ def test_the_board_shows_one_entry_per_team_under_its_name(env):
     assert rows == [("Foxes", "bob"), (None, "cat")]
     page = env.client.get(f"/phases/{phase_id}/leaderboard").text
     assert "Foxes" in page and 'class="tag team"' in page
+
+
+def test_a_submission_carries_its_method_to_the_board_and_a_bad_link_loses_nothing(env):
+    comp_id, phase_id = team_competition(env)
+    _, ann = env.user("ann")
+    bad = env.client.post(f"/api/v1/phases/{phase_id}/submissions", headers=ann,
+                          files={"file": ("s.zip", zip_bytes(), "application/zip")},
+                          data={"method": "ProtoNet", "code_url": "javascript:alert(1)"})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "method.bad_url"
+    assert env.queue.jobs == []
+    made = env.client.post(f"/api/v1/phases/{phase_id}/submissions", headers=ann,
+                           files={"file": ("s.zip", zip_bytes(), "application/zip")},
+                           data={"method": "ProtoNet + FT", "description": "fine-tunes",
+                                 "code_url": "https://example.org/repo"})
+    assert made.status_code == 201, made.text
+    got = env.client.get(f"/api/v1/submissions/{made.json()['id']}", headers=ann).json()
+    assert (got["method_name"], got["code_url"]) == ("ProtoNet + FT", "https://example.org/repo")
+    finish(env, made.json()["runs"][0]["id"], 0.5)
+    board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()
+    assert board["entries"][0]["method"] == "ProtoNet + FT"
