@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from server.bundles.onboarding import TabsSpec, TeamsSpec
 from server.bundles.schema import PIDS_DEFAULT, PIDS_MAX, PIDS_MIN, SIZE_MAX_MB
 
 
@@ -188,6 +189,10 @@ class CompetitionCreate(BaseModel):
     description: str = ""
     participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
     phases: list[PhaseCreate] = []
+    # Issue 23 (as in a bundle: server/bundles/onboarding.py): terms, tabs, teams.
+    terms: str = ""
+    tabs: TabsSpec = Field(default_factory=TabsSpec)
+    teams: TeamsSpec = Field(default_factory=TeamsSpec)
 
 
 class CompetitionUpdate(BaseModel):

@@ -82,3 +82,22 @@ def test_api_join_needs_accept_terms_when_there_are_terms(env):
     joined = env.client.post(url, headers=ann, json={"accept_terms": True})
     assert joined.json() == {"competition_id": comp_id, "mode": "open", "status": "approved",
                              "terms": True}
+
+
+def test_the_demo_competition_fills_its_tabs_terms_and_teams(env):
+    from server.demo import DEMO_PAGES
+
+    _, organizer = env.user("olga", role="organizer")
+    made = env.client.post("/api/v1/competitions", headers=organizer, json={
+        "slug": "demo", "title": "Demo", "phases": [{"name": "feedback", "status": "open",
+                                                     "protocol": {"name": "fixed"}}],
+        **DEMO_PAGES})
+    assert made.status_code == 201, made.text
+    comp_id = made.json()["id"]
+    for tab, text in (("overview", "How it works"), ("data", "synthetic Meta-Album"),
+                      ("evaluation", "normalized"), ("terms", "This is a demo")):
+        page = env.client.get(f"/competitions/{comp_id}?tab={tab}").text
+        assert text in page, tab
+    with env.db.session() as s:
+        comp = s.get(Competition, comp_id)
+        assert comp.teams_allowed and comp.team_max_size == 4
