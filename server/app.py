@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         competitions,
         datasets,
         docs,
+        factsheets,
         internal,
         leaderboard,
         pages,
@@ -113,14 +114,15 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     install_error_handlers(app)
     install_page_errors(app)
     from server.web import accounts as account_pages
+    from server.web import factsheets as factsheet_pages
     from server.web import joining
     from server.web import participants as participant_forms
     from server.web import teams as team_pages
 
     for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
                    submission_operations, admin, datasets, submissions, leaderboard, internal,
-                   participation, participant_forms, joining, teams, team_pages, pages,
-                   docs):
+                   participation, participant_forms, joining, teams, team_pages, factsheets,
+                   factsheet_pages, pages, docs):
         app.include_router(module.router)
     return app
 

@@ -51,12 +51,14 @@ def build_world(env: InProcess) -> World:
 
 def _teams(env: InProcess, competition_id: int, owner, other, mate) -> dict[str, object]:
     """Teams allowed in the world's competition: the owner captains team A (with a mate),
-    "other" captains team B."""
+    "other" captains team B; its phase has a one-question fact sheet."""
     from server.models import Competition
 
     with env.db.session() as session:
         comp = session.get(Competition, competition_id)
         comp.teams_allowed, comp.team_max_size = True, 10
+        comp.phases[0].factsheet = [{"key": "approach", "label": "Your approach",
+                                     "kind": "text", "required": False, "choices": []}]
     url = f"/api/v1/competitions/{competition_id}/teams"
     made = env.client.post(url, headers=owner, json={"name": "Team A"})
     assert made.status_code == 201, made.text
@@ -123,6 +125,7 @@ BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "ex
           ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"},
           ("POST", "/api/v1/me/tokens"): {"name": "ci"},
           ("POST", "/api/v1/competitions/{competition_id}/teams"): {"name": "Team C"},
+          ("PUT", "/api/v1/phases/{phase_id}/factsheet"): {"answers": {"approach": "x"}},
           ("POST", "/api/v1/competitions/{competition_id}/teams/join"):
               lambda world: {"code": world.ids["code"]}}
 

@@ -36,6 +36,7 @@ from server.models import (
     ApiToken,
     Base,
     CompetitionMember,
+    FactsheetAnswer,
     Phase,
     Run,
     Submission,
@@ -162,6 +163,12 @@ def mates_team(session: Session, fw: FormWorld, role: str) -> object:
         TeamMember.user_id == fw.ids["member_id"])).scalar_one_or_none()
 
 
+def own_answers(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(FactsheetAnswer.answers).where(
+        FactsheetAnswer.phase_id == fw.ids["phase_id"],
+        FactsheetAnswer.user_id == fw.user_ids[role])).scalar_one_or_none()
+
+
 def phase_status(key: str) -> Observe:
     return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
 
@@ -260,6 +267,9 @@ FORMS: dict[tuple[str, str], Form] = {
         OWNER_ONLY, "/competitions/{competition_id}/team",
         {"competition_id": "competition_id", "member_id": "member_id"}, mates_team,
         became(None)),
+    ("POST", "/phases/{phase_id}/factsheet"): Form(
+        SIGNED_IN, "/phases/{phase_id}/factsheet", {"phase_id": "phase_id"}, own_answers,
+        became({"approach": "meta-learned"}), lambda role: {"q-approach": "meta-learned"}),
     ("POST", "/profile/tokens/{token_id}/revoke"): Form(
         OWNER_ONLY, "/profile", {"token_id": "token_id"}, token_exists, became(False)),
 }

@@ -131,6 +131,13 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/competitions/{competition_id}/teams/join"): "DDDAAA",
     ("POST", "/api/v1/competitions/{competition_id}/team/leave"): "DAADDD",
     ("DELETE", "/api/v1/teams/{team_id}/members/{member_id}"): "DADDDD",
+    # Fact sheets (issue 23 item 4): participants of the competition answer; its organizers
+    # export (another competition's organizer sees nothing).
+    ("GET", "/phases/{phase_id}/factsheet"): SIGNED_IN,
+    ("POST", "/phases/{phase_id}/factsheet"): NOBODY,
+    ("GET", "/api/v1/phases/{phase_id}/factsheet"): SIGNED_IN,
+    ("PUT", "/api/v1/phases/{phase_id}/factsheet"): SIGNED_IN,
+    ("GET", "/api/v1/phases/{phase_id}/factsheet/answers"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/auth/signup"): PUBLIC,
     ("GET", "/api/v1/me/tokens"): SIGNED_IN,
     ("POST", "/api/v1/me/tokens"): SIGNED_IN,
