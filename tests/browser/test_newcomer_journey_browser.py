@@ -1,6 +1,7 @@
 """Issue 23 in a real browser: a person with only a browser goes from the front page to a
 scored team submission — sign up, accept the terms and join, form a team, submit with a method
-name, see the team and the method on the board — and takes an API token for the command line
+name, see the team and the method on the board, answer the fact sheet (which the organizer
+exports) — and takes an API token for the command line
 from the competition's Get-started box and the profile page. Every step is screenshotted at
 1400 px and 400 px (under $ARENA_BROWSER_ARTIFACTS, printed), no page wider than the phone.
 """
@@ -17,9 +18,14 @@ from server.models import Competition, Phase
 TERMS = "You will not share the **test data** and you will publish your method."
 
 
-def newcomer_competition(arena) -> tuple[int, int]:
-    phase_id = arena.phase(quota_per_day=3)
+def newcomer_competition(arena, organizer: str) -> tuple[int, int]:
+    phase_id = arena.phase(organizer, quota_per_day=3)
     with arena.db.session() as s:
+        s.get(Phase, phase_id).factsheet = [
+            {"key": "approach", "label": "Describe your method", "kind": "text",
+             "required": True, "choices": []},
+            {"key": "pretrained", "label": "Pre-trained weights?", "kind": "choice",
+             "required": False, "choices": ["yes", "no"]}]
         comp = s.get(Competition, s.get(Phase, phase_id).competition_id)
         comp.terms, comp.teams_allowed, comp.team_max_size = TERMS, True, 4
         comp.tabs = {"overview": "Meta-learn on **some** domains, be tested on others.",
@@ -30,7 +36,8 @@ def newcomer_competition(arena) -> tuple[int, int]:
 
 def test_a_newcomer_signs_up_joins_forms_a_team_and_is_scored(page, arena, tmp_path):
     print(f"screenshots in {ARTIFACTS}")
-    comp_id, phase_id = newcomer_competition(arena)
+    organizer = arena.user("olga", role="organizer")
+    comp_id, phase_id = newcomer_competition(arena, organizer)
     page.goto("/")
     page.get_by_role("link", name="Sign up").click()
     expect(page.locator("#signup-rule")).to_contain_text("Anyone may sign up")
@@ -76,6 +83,19 @@ def test_a_newcomer_signs_up_joins_forms_a_team_and_is_scored(page, arena, tmp_p
     expect(board).to_contain_text("Few-shot Foxes")
     expect(board).to_contain_text("ProtoNet + fine-tuning")
     shots_at_both_widths(page, "23-leaderboard-team-method")
+
+    page.goto(f"/phases/{phase_id}")
+    page.get_by_role("link", name="Fact sheet").click()
+    page.get_by_label("Describe your method").fill("Prototypes, then fine-tuning.")
+    page.get_by_label("Pre-trained weights?").select_option("no")
+    page.get_by_role("button", name="Save answers").click()
+    expect(page.locator("#saved")).to_contain_text("Your answers are saved")
+    shots_at_both_widths(page, "23-factsheet")
+    exported = arena.http.get(f"/api/v1/phases/{phase_id}/factsheet/answers",
+                              params={"format": "csv"},
+                              headers={"Authorization": f"Bearer {organizer}"})
+    assert exported.status_code == 200, exported.text
+    assert "ada," in exported.text and "Prototypes, then fine-tuning." in exported.text
 
     page.goto(f"/competitions/{comp_id}")
     expect(page.locator("#standing")).to_contain_text("1 of 1")
