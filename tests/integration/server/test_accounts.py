@@ -153,3 +153,49 @@ def test_an_organizer_cannot_reset_an_organizer(env):
     other, _ = env.user("oscar", role="organizer")
     answer = env.client.post(f"/api/v1/users/{other.id}/reset-link", headers=organizer)
     assert answer.status_code == 403, answer.text
+
+
+class SmtpSink:
+    """A local SMTP server that keeps what it is sent (just enough of RFC 5321 for smtplib)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.messages: list[str] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn, conn.makefile("rb") as lines:
+            conn.sendall(b"220 sink\r\n")
+            while line := lines.readline():
+                verb = line[:4].upper()
+                if verb == b"DATA":
+                    conn.sendall(b"354 go\r\n")
+                    body = []
+                    while (part := lines.readline()) not in (b".\r\n", b""):
+                        body.append(part.decode())
+                    self.messages.append("".join(body))
+                elif verb == b"QUIT":
+                    conn.sendall(b"221 bye\r\n")
+                    return
+                conn.sendall(b"250 ok\r\n")
+
+
+def test_forgot_password_mails_a_one_time_link_when_smtp_is_configured(env):
+    sink = SmtpSink()
+    env.settings.smtp_host, env.settings.smtp_port = "127.0.0.1", sink.port
+    signup(env)
+    page = env.client.get("/forgot").text
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    answer = env.client.post("/forgot", data={"csrf_token": csrf, "who": "ada@uni.example.org"})
+    assert answer.status_code == 200 and "on its way" in answer.text
+    assert len(sink.messages) == 1 and "To: ada@uni.example.org" in sink.messages[0]
+    link = re.search(r"http://\S+/reset/(\S+)", sink.messages[0])
+    assert link, sink.messages[0]
+    assert env.client.get(f"/reset/{link.group(1)}").status_code == 200
