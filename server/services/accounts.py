@@ -17,8 +17,9 @@ from server.models import ApiToken, AuditLog, User
 
 def list_accounts(session: Session, actor: User, role: str | None = None) -> list[dict]:
     """The accounts `actor` manages (participants for an organizer), with their token count."""
-    query = select(User, func.count(ApiToken.id)).outerjoin(
-        ApiToken, ApiToken.user_id == User.id).group_by(User.id).order_by(User.id)
+    query = select(User, func.count(ApiToken.id)).outerjoin(  # API tokens, not web sessions
+        ApiToken, (ApiToken.user_id == User.id) & (ApiToken.kind == "api")
+    ).group_by(User.id).order_by(User.id)
     if actor.role != "admin":
         query = query.where(User.role == "participant")
     if role is not None:

@@ -101,6 +101,9 @@ def test_web_password_login_opens_a_session_that_is_not_an_api_token(env):
     assert env.client.get("/api/v1/me", headers=bearer(cookie)).status_code == 401
     listed = env.client.get("/api/v1/me/tokens", headers=bearer(token)).json()
     assert [t["name"] for t in listed] == ["signup"]
+    _, admin = env.user("root", role="admin")
+    accounts = env.client.get("/api/v1/users", headers=admin).json()
+    assert next(a["tokens"] for a in accounts if a["username"] == "ada") == 1  # not sessions
 
 
 def test_web_login_with_a_wrong_password_says_so(env):
