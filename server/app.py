@@ -79,12 +79,14 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                clock: Callable[[], datetime] = utcnow) -> FastAPI:
     """Build the FastAPI app for `settings` (default: from ARENA_* environment variables)."""
     from server.api import (
+        accounts,
         admin,
         auth,
         bundles,
         competitions,
         datasets,
         docs,
+        factsheets,
         internal,
         leaderboard,
         pages,
@@ -92,6 +94,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         phase_operations,
         submission_operations,
         submissions,
+        teams,
     )
 
     settings = settings or Settings()
@@ -114,11 +117,16 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
     install_page_errors(app)
+    from server.web import accounts as account_pages
+    from server.web import factsheets as factsheet_pages
+    from server.web import joining
     from server.web import participants as participant_forms
+    from server.web import teams as team_pages
 
-    for module in (auth, competitions, bundles, phase_operations, submission_operations, admin,
-                   datasets, submissions, leaderboard, internal, participation,
-                   participant_forms, pages, docs):
+    for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
+                   submission_operations, admin, datasets, submissions, leaderboard, internal,
+                   participation, participant_forms, joining, teams, team_pages, factsheets,
+                   factsheet_pages, pages, docs):
         app.include_router(module.router)
     return app
 

@@ -123,10 +123,37 @@ def seed_competition(api: httpx.Client, roles: dict, tasks_per_dataset: int) -> 
              "runs_per_submission": 1, "time_limit_s": 1800,
              "resources": {"cpus": 2, "memory_mb": 4096, "gpus": 0}, "quota_per_day": 20}
     body = {"slug": "demo", "title": "MetaDL Arena demo (cross-domain, generated data)",
-            "phases": [phase]}
+            "phases": [phase], **DEMO_PAGES}
     headers = {"Authorization": f"Bearer {tokens['organizer']}"}
     competition = api.post("/api/v1/competitions", json=body, headers=headers).raise_for_status()
+    for name in BASELINES:  # the baselines' accounts accept the terms, as a newcomer would
+        api.post(f"/api/v1/competitions/{competition.json()['id']}/participation",
+                 json={"accept_terms": True},
+                 headers={"Authorization": f"Bearer {tokens[name]}"}).raise_for_status()
     return {"tokens": tokens, "phase_id": competition.json()["phases"][0]["id"]}
+
+
+DEMO_PAGES = {
+    "description": "Meta-learn on some image domains, be meta-tested on tasks from others: "
+                   "the NeurIPS'22 Cross-Domain MetaDL set-up, on generated data.",
+    "terms": "This is a demo. By joining you agree that:\n\n- your submissions run on this "
+             "machine and their scores are shown on the leaderboard;\n- you do not try to "
+             "read the test data (the sandbox would stop you anyway).",
+    "tabs": {
+        "overview": "## How it works\n\nWrite a `model.py` with `MyMetaLearner` and "
+                    "`MyLearner` (the NeurIPS'22 API), try it locally with `arena run`, then "
+                    "submit it here. Each submission is meta-trained on the meta-train "
+                    "domains and meta-tested on any-way any-shot tasks from the others.",
+        "data": "## Data\n\nA synthetic Meta-Album collection made by `arena data generate`: "
+                "small 128x128 images in several domains, the same format as Meta-Album. "
+                "The test domains stay on the server.",
+        "evaluation": "## Evaluation\n\nPer task: balanced accuracy normalized so that "
+                      "chance is 0 and perfect is 1. Per submission: the mean over test "
+                      "tasks, with a 95% confidence interval. Ties go to the earlier "
+                      "submission.",
+    },
+    "teams": {"allowed": True, "max_size": 4},
+}
 
 
 def submit_baselines(api: httpx.Client, phase_id: int, tokens: dict, work: Path) -> dict[str, int]:

@@ -219,6 +219,7 @@ def zip_command(
 
 def _mount_plugins() -> None:
     from starting_kit.commands.data import app as data_app
+    from starting_kit.commands.factsheet import register as register_factsheet
     from starting_kit.commands.participants import register as register_participants
     from starting_kit.commands.phases import register as register_phases
     from starting_kit.commands.remote import register as register_remote
@@ -227,6 +228,7 @@ def _mount_plugins() -> None:
     register_remote(app)
     register_participants(app)
     register_phases(app)
+    register_factsheet(app)
     for plugin in entry_points(group="arena.commands"):
         try:
             plugin.load()(app)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
+from server.api.deps import (
+    AddressDep,
+    CurrentUser,
+    LoginLimitDep,
+    NowDep,
+    Organizer,
+    SessionDep,
+    WriteSessionDep,
+)
 from server.schemas.auth import (
     AccountOut,
     Role,
@@ -16,14 +24,18 @@ from server.schemas.auth import (
 )
 from server.services import accounts
 from server.services import users as user_service
+from server.services.passwords import password_login
 
 router = APIRouter(prefix="/api/v1", tags=["auth"])
 
 
 @router.post("/auth/token", response_model=TokenOut)
-def create_token(body: TokenRequest, session: WriteSessionDep, now: NowDep) -> TokenOut:
-    """Exchange username + password for an API token (shown once)."""
-    user, token = user_service.login(session, body.username, body.password, now)
+def create_token(body: TokenRequest, session: WriteSessionDep, now: NowDep,
+                 limit: LoginLimitDep, address: AddressDep) -> TokenOut:
+    """Exchange username + password for an API token (shown once); failed attempts are
+    rate-limited per account and per address (429 with Retry-After)."""
+    user = password_login(session, body.username, body.password, address, now, limit)
+    token = user_service.issue_token(session, user, name="password-login", now=now)
     session.commit()
     return TokenOut(token=token, user=UserOut.model_validate(user))
 

@@ -19,8 +19,10 @@ from server.core.db import Database
 from server.core.errors import AuthRequiredError, ForbiddenError
 from server.core.security import token_matches
 from server.models import Run, User
+from server.services.login_limit import LoginLimit
 from server.services.queue import JobQueue
 from server.services.runs import LeasePolicy
+from server.services.signup import SignupPolicy
 from server.services.storage import Storage
 from server.services.users import user_for_token
 
@@ -69,6 +71,23 @@ def get_write_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Sess
         yield session
 
 
+def get_signup_policy(settings: Annotated[Settings, Depends(get_settings)]) -> SignupPolicy:
+    return SignupPolicy(settings.signup, settings.signup_invite_code,
+                        tuple(settings.signup_email_domains))
+
+
+def get_login_limit(settings: Annotated[Settings, Depends(get_settings)]) -> LoginLimit:
+    return LoginLimit(settings.login_attempts_per_window, settings.login_window_s)
+
+
+def client_address(request: Request) -> str:
+    """The peer address the login rate limit counts by (a proxy should set the real one)."""
+    return request.client.host if request.client else "unknown"
+
+
+SignupPolicyDep = Annotated[SignupPolicy, Depends(get_signup_policy)]
+LoginLimitDep = Annotated[LoginLimit, Depends(get_login_limit)]
+AddressDep = Annotated[str, Depends(client_address)]
 SessionDep = Annotated[Session, Depends(get_session)]
 WriteSessionDep = Annotated[Session, Depends(get_write_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -83,12 +102,12 @@ def bearer_token(request: Request) -> str | None:
 
 def current_user_optional(request: Request, session: SessionDep, now: NowDep) -> User | None:
     """The authenticated user, or None for anonymous requests."""
-    token = bearer_token(request)
+    token, kind = bearer_token(request), "api"  # a web session is not a bearer token
     if token is None and request.method in SAFE_METHODS:
-        token = request.cookies.get(SESSION_COOKIE)
+        token, kind = request.cookies.get(SESSION_COOKIE), None
     if token is None:
         return None
-    user = user_for_token(session, token, now)
+    user = user_for_token(session, token, now, kind=kind)
     if user is None:
         raise AuthRequiredError("the token is unknown, revoked or expired; log in again "
                                 "(POST /api/v1/auth/token) and use the new token")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -25,6 +24,8 @@ from server.api import docs
 from server.api.competitions import visible_phase
 from server.api.deps import (
     SESSION_COOKIE,
+    AddressDep,
+    LoginLimitDep,
     NowDep,
     OptionalUser,
     SessionDep,
@@ -39,15 +40,20 @@ from server.api.uploads import receive_file
 from server.core.db import Database
 from server.core.errors import (
     ArenaError,
+    BadCredentialsError,
     CsrfError,
     ForbiddenError,
+    InvalidInputError,
     NotFoundError,
+    TooManyAttemptsError,
     describe_error,
 )
 from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
 from server.services import users as user_service
 from server.services.audit_view import rerun_reasons
 from server.services.close_summary import participant_close_notes
+from server.services.methods import check_method, store_method
+from server.services.passwords import password_login
 from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
 from server.services.secrecy import results_state, test_data_level, view_for
@@ -56,6 +62,7 @@ from server.services.submissions import get_visible_submission, queue_position
 from server.services.upload import accept_submission
 from server.web import actions, organizer
 from server.web.actions import submission_actions
+from server.web.entry import entry_of, standing, tab_of
 from server.web.failure import SANDBOX_PACKAGES, explain_failure
 from server.web.rendering import (
     LOGIN_REASONS,
@@ -65,8 +72,10 @@ from server.web.rendering import (
     login_redirect,
     render,
     safe_next,
+    web_message,
 )
 from server.web.report import report_response
+from server.web.sessions import open_session, with_session_cookie
 from server.web.views import (
     PER_PAGE,
     boarded_submissions,
@@ -85,7 +94,6 @@ from submission_api.submission_zip import UnsafeZipError
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 router.include_router(organizer.router)
 router.include_router(actions.router)
-SESSION_TTL = timedelta(days=7)
 LOGIN_COOKIE = "arena_login_csrf"
 STATIC_FILES = {"arena.css": "text/css", "arena.js": "text/javascript"}
 
@@ -111,15 +119,29 @@ def index(request: Request, user: OptionalUser, session: SessionDep, settings: S
 
 @router.get("/competitions/{competition_id}")
 def competition_page(competition_id: int, request: Request, user: OptionalUser,
-                     session: SessionDep, settings: SettingsDep, now: NowDep):
+                     session: SessionDep, settings: SettingsDep, now: NowDep,
+                     tab: str | None = None):
+    return competition_view(request, session, settings, now, competition_id, user, tab=tab)
+
+
+def competition_view(request: Request, session, settings, now, competition_id: int,
+                     user: User | None, tab: str | None = None, cli_token: str | None = None,
+                     status: int = 200):
+    """The competition page: one tab (Overview, Data, Evaluation, Terms), the Get-started
+    box, the Join box or the viewer's standing, and the phases' timeline."""
     shown = [c for c in visible_competitions(session, user, now)
              if c["competition"].id == competition_id]
     if not shown:
         raise NotFoundError(f"no competition with id {competition_id}")
     comp = shown[0]["competition"]
-    return render(request, "competition.html", user, settings, competition=comp,
+    return render(request, "competition.html", user, settings, status=status, competition=comp,
                   phases=shown[0]["phases"], steps=shown[0]["steps"],
-                  timeline=shown[0]["steps"], step=None, pages=comp.pages or [])
+                  timeline=shown[0]["steps"], step=None, pages=comp.pages or [],
+                  tab=tab_of(tab, comp), tabs=comp.tabs or {}, cli_token=cli_token,
+                  entry=entry_of(session, comp, user), may_submit=entry_of(
+                      session, comp, user).may_submit,
+                  standing=standing(session, comp, user, shown[0]["phases"]),
+                  base_url=settings.public_base_url.rstrip("/"))
 
 
 @router.get("/phases/{phase_id}")
@@ -152,29 +174,38 @@ def _login_form(request: Request, settings, status: int = 200, error: str | None
 
 @router.post("/login")
 async def login(request: Request, db: Annotated[Database, Depends(get_db)],
-                settings: SettingsDep, now: NowDep):
+                settings: SettingsDep, now: NowDep, limit: LoginLimitDep, address: AddressDep):
+    """Log in with username and password (rate-limited), or by pasting an API token; either
+    way the browser gets a web session, not an API token (server/web/sessions.py)."""
     form = await request.form()
     sent, expected = str(form.get("csrf_token", "")), request.cookies.get(LOGIN_COOKIE, "")
     if not expected or not hmac.compare_digest(sent, expected):
         raise CsrfError("the login form's CSRF token is missing or wrong; reload the page "
                         "and retry")
-    token = str(form.get("token", "")).strip()
+    token, username = str(form.get("token", "")).strip(), str(form.get("username", "")).strip()
+    next_path = str(form.get("next", ""))
     with db.session(write=True) as session:
-        user = user_service.user_for_token(session, token, now) if token else None
+        if username:
+            try:
+                user = password_login(session, username, str(form.get("password", "")),
+                                      address, now, limit)
+            except (BadCredentialsError, TooManyAttemptsError) as exc:
+                status, body = describe_error(exc)
+                return _login_form(request, settings, status=status, next_path=next_path,
+                                   error=web_message(body["error"]["message"]))
+        else:
+            user = user_service.user_for_token(session, token, now, kind="api") \
+                if token else None
         if user is None:
-            return _login_form(request, settings, status=401,
-                               next_path=str(form.get("next", "")),
+            return _login_form(request, settings, status=401, next_path=next_path,
                                error="Unknown or expired token; check it (it is the long "
-                                     "string your organizer sent, or the one `arena login` "
-                                     "uses) and try again.")
-        session_token = user_service.issue_token(session, user, kind="session", ttl=SESSION_TTL,
-                                                 name="web", now=now)
+                                     "string from your profile page or your organizer, or "
+                                     "the one `arena login` uses) and try again.")
+        session_token = open_session(session, user, now)
         landing = "/organizer" if is_staff(user) else "/my"
-    response = RedirectResponse(safe_next(str(form.get("next", ""))) or landing, status_code=303)
+    response = RedirectResponse(safe_next(next_path) or landing, status_code=303)
     response.delete_cookie(LOGIN_COOKIE)
-    response.set_cookie(SESSION_COOKIE, session_token, max_age=int(SESSION_TTL.total_seconds()),
-                        httponly=True, samesite="lax", secure=settings.session_cookie_secure)
-    return response
+    return with_session_cookie(response, session_token, settings)
 
 
 @router.post("/logout")
@@ -238,7 +269,8 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
                                             owner=user.id)
         try:
             check_csrf(request, settings, fields.get("csrf_token"))
-        except CsrfError:
+            method = check_method(fields)
+        except (CsrfError, InvalidInputError):
             staged.path.unlink(missing_ok=True)
             raise
         submission = await run_in_threadpool(
@@ -246,6 +278,7 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
             staged=staged, now=now, limits=zip_limits(settings),
             default_queue=settings.default_queue, note=fields.get("note", ""),
             league=fields.get("league") or None)
+        await run_in_threadpool(store_method, db, submission.id, method)
     except (ArenaError, UnsafeZipError) as exc:
         if isinstance(exc, CsrfError):
             raise
@@ -263,7 +296,7 @@ def _cookie_user(request: Request, db: Database, now):
     if not cookie:
         return None
     with db.session() as session:
-        return user_service.user_for_token(session, cookie, now)
+        return user_service.user_for_token(session, cookie, now, kind="session")
 
 
 @router.get("/my")

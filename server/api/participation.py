@@ -24,6 +24,11 @@ class ParticipationOut(BaseModel):
     competition_id: int
     mode: Literal["open", "approval"]
     status: Literal["approved", "pending", "denied", "none"]
+    terms: bool = False  # the competition has terms to accept before taking part
+
+
+class JoinIn(BaseModel):
+    accept_terms: bool = False
 
 
 class ModeIn(BaseModel):
@@ -44,17 +49,21 @@ def my_participation(competition_id: int, user: CurrentUser,
     """Whether the caller may submit: the competition's mode and the caller's status."""
     comp = find_competition(session, str(competition_id), user)
     return ParticipationOut(competition_id=comp.id, mode=comp.participation,
-                            status=service.status_of(session, comp, user))
+                            status=service.status_of(session, comp, user),
+                            terms=bool(comp.terms))
 
 
 @router.post("/{competition_id}/participation", response_model=ParticipationOut)
 def request_participation(competition_id: int, user: CurrentUser, session: WriteSessionDep,
-                          now: NowDep) -> ParticipationOut:
-    """Ask to take part (answered at once in an open competition)."""
+                          now: NowDep, body: JoinIn | None = None) -> ParticipationOut:
+    """Ask to take part (answered at once in an open competition); a competition with terms
+    needs `{"accept_terms": true}`."""
     comp = find_competition(session, str(competition_id), user)
-    status = service.request_participation(session, comp, user, now)
+    status = service.request_participation(session, comp, user, now,
+                                           accept_terms=body is not None and body.accept_terms)
     session.commit()
-    return ParticipationOut(competition_id=comp.id, mode=comp.participation, status=status)
+    return ParticipationOut(competition_id=comp.id, mode=comp.participation, status=status,
+                            terms=bool(comp.terms))
 
 
 @router.put("/{competition_id}/participation/mode", response_model=ParticipationOut)

@@ -31,7 +31,7 @@ from server.api.deps import get_storage as _storage
 from server.api.uploads import receive_file
 from server.core.config import Settings
 from server.core.db import Database
-from server.core.errors import ForbiddenError
+from server.core.errors import ForbiddenError, InvalidInputError
 from server.models import Phase, Submission, User
 from server.schemas.submission import (
     RunLog,
@@ -41,6 +41,7 @@ from server.schemas.submission import (
     SubmissionOut,
     SubmissionResults,
 )
+from server.services.methods import check_method, store_method
 from server.services.queue import JobQueue
 from server.services.secrecy import FULL, meta_train_log, redact_message, redact_run, view_for
 from server.services.storage import Storage
@@ -53,7 +54,9 @@ router = APIRouter(prefix="/api/v1", tags=["submissions"])
 _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["file"],
     "properties": {"file": {"type": "string", "format": "binary"},
-                   "note": {"type": "string"}, "league": {"type": "string"}}}}}}}
+                   "note": {"type": "string"}, "league": {"type": "string"},
+                   "method": {"type": "string"}, "description": {"type": "string"},
+                   "code_url": {"type": "string"}}}}}}}
 
 
 def zip_limits(settings: Settings) -> ZipLimits:
@@ -84,11 +87,18 @@ async def handle_upload(request: Request, user: User, phase_id: int, settings: S
     """Shared by the API and the web form: stream, validate, register, enqueue."""
     staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
                                         owner=user.id)
-    return await run_in_threadpool(
+    try:
+        method = check_method(fields)
+    except InvalidInputError:
+        staged.path.unlink(missing_ok=True)
+        raise
+    submission = await run_in_threadpool(
         accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
         staged=staged, now=now, limits=zip_limits(settings),
         default_queue=settings.default_queue, note=fields.get("note", ""),
         league=fields.get("league") or None)
+    await run_in_threadpool(store_method, db, submission.id, method)
+    return submission
 
 
 @router.post("/phases/{phase_id}/submissions", response_model=SubmissionOut, status_code=201,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from server.bundles.onboarding import QuestionSpec, TabsSpec, TeamsSpec, check_unique_keys
 from submission_api.contract.resources import RESOURCE_BOUNDS
 
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
@@ -147,9 +148,11 @@ class PhaseSpec(_Strict):
     hide_logs: bool = False
     carry_from: str | None = Field(default=None, description="the phase whose chosen "
                                    "submissions this (final) phase evaluates")
+    factsheet: list[QuestionSpec] = []  # questions its entrants answer (server/bundles/onboarding)
 
     _time = field_validator("time_limit", mode="before")(classmethod(
         lambda cls, v: parse_duration(v)))
+    _keys = field_validator("factsheet")(classmethod(lambda cls, v: check_unique_keys(v)))
 
     @field_validator("starts_at", "ends_at")
     @classmethod
@@ -180,6 +183,9 @@ class BundleSpec(_Strict):
     description: str = ""
     participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
     pages: list[Page] = []
+    terms: str = ""  # Markdown participants accept before submitting
+    tabs: TabsSpec = Field(default_factory=TabsSpec)
+    teams: TeamsSpec = Field(default_factory=TeamsSpec)
     leagues: list[LeagueSpec] = []
     phases: list[PhaseSpec] = Field(min_length=1, max_length=50)  # schemas.competition.MAX_PHASES
 

@@ -7,6 +7,7 @@ and tests build one directly.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,6 +79,21 @@ class Settings(BaseSettings):
     lost_after_s: int = 60  # a queued run this old, missing from the broker twice, was lost
     reconcile_interval_s: float = 30.0  # 0 disables the in-process reconciler
     session_cookie_secure: bool = False
+
+    # Accounts people make themselves (server/services/signup.py): who may sign up.
+    signup: Literal["open", "invite", "domains", "off"] = "open"
+    signup_invite_code: str = ""  # signup="invite": the code a newcomer must give
+    signup_email_domains: list[str] = Field(default_factory=list)  # signup="domains"
+    login_attempts_per_window: int = Field(default=10, ge=1)
+    login_window_s: int = Field(default=900, ge=1)
+    password_reset_ttl_s: int = Field(default=24 * 3600, ge=60)
+    # SMTP for password-reset mail (services/mailer.py); "" = no mail, organizers issue links.
+    smtp_host: str = ""
+    smtp_port: int = 25
+    smtp_from: str = "arena@localhost"
+    smtp_user: str = ""
+    smtp_password: str = ""
+    smtp_starttls: bool = False
 
     @model_validator(mode="after")
     def _fill_paths(self) -> Settings:

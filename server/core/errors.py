@@ -107,6 +107,10 @@ class DatabaseUnavailableError(ArenaError):
     """The database cannot be reached or gave no connection in time: ours, for a while."""
 
     code = "database.unavailable"
+class TooManyAttemptsError(ArenaError):
+    """Too many failed logins for an account or from an address (services/login_limit.py)."""
+
+    code = "auth.too_many_attempts"
 
 
 class InvalidInputError(ArenaError):
@@ -136,6 +140,7 @@ ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
     TooManyUploadsError: (429, "participant"),
     ServerBusyError: (503, "platform"),
     UploadStalledError: (408, "participant"),
+    TooManyAttemptsError: (429, "participant"),
     InvalidInputError: (422, "participant"),
 }
 

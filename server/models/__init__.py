@@ -1,5 +1,6 @@
 """Table models (SQLAlchemy 2, typed). API schemas live apart, in server/schemas."""
 
+from server.models.account import LoginAttempt, PasswordReset
 from server.models.base import Base, UTCDateTime, utcnow
 from server.models.competition import (
     Competition,
@@ -9,6 +10,7 @@ from server.models.competition import (
     Participation,
     Phase,
 )
+from server.models.factsheet import FactsheetAnswer
 from server.models.submission import (
     ACTIVE_STATES,
     PLATFORM_ERROR,
@@ -18,12 +20,14 @@ from server.models.submission import (
     Submission,
     TaskResult,
 )
+from server.models.team import Team, TeamMember
 from server.models.user import ROLES, ApiToken, AuditLog, User
 from server.models.worker import Worker
 
 __all__ = [
     "ACTIVE_STATES", "PLATFORM_ERROR", "ROLES", "RUN_STATES", "TERMINAL_STATES",
     "ApiToken", "AuditLog", "Base", "Competition", "CompetitionMember", "Dataset",
-    "DatasetGrant", "Participation", "Phase", "Run",
-    "Submission", "TaskResult", "UTCDateTime", "User", "Worker", "utcnow",
+    "DatasetGrant", "FactsheetAnswer", "LoginAttempt", "Participation", "PasswordReset",
+    "Phase", "Run",
+    "Submission", "TaskResult", "Team", "TeamMember", "UTCDateTime", "User", "Worker", "utcnow",
 ]

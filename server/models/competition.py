@@ -49,6 +49,14 @@ class Competition(Base):
     bundle: Mapped[str | None] = mapped_column(Text)
     participation: Mapped[str] = mapped_column(String(16), default="open",
                                                server_default="open")
+    # Issue 23: terms a participant accepts before submitting (Markdown, "" = none), the
+    # onboarding tabs (overview/data/evaluation Markdown, get-started links) and team rules.
+    terms: Mapped[str] = mapped_column(Text, default="", server_default="")
+    tabs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    teams_allowed: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                server_default="0")
+    team_max_size: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    teams_lock_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     phases: Mapped[list[Phase]] = relationship(back_populates="competition", order_by="Phase.id")
 
@@ -84,6 +92,7 @@ class Phase(Base):
     carry_from_id: Mapped[int | None] = mapped_column(
         ForeignKey("phases.id", ondelete="SET NULL"))
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    factsheet: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)  # questions
 
     competition: Mapped[Competition] = relationship(back_populates="phases")
 
@@ -131,6 +140,7 @@ class CompetitionMember(Base):
     requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     decided_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    accepted_terms_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class DatasetGrant(Base):

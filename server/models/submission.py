@@ -61,6 +61,13 @@ class Submission(Base):
     score: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Issue 23: the member's team when it was made (quota and board count the team), and the
+    # method it implements (shown on the board), as its owner described it.
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("teams.id", ondelete="SET NULL"),
+                                                index=True)
+    method_name: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    method_description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    code_url: Mapped[str | None] = mapped_column(String(500))
     league: Mapped[str | None] = mapped_column(String(64))
     is_selected: Mapped[bool] = mapped_column(Boolean, default=False)
     is_baseline: Mapped[bool] = mapped_column(Boolean, default=False)

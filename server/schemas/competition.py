@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from server.bundles.onboarding import TabsSpec, TeamsSpec
 from server.bundles.schema import resource_field
 
 MAX_PHASES = 50
@@ -203,6 +204,10 @@ class CompetitionCreate(BaseModel):
     description: str = ""
     participation: Literal["open", "approval"] = "open"  # approval: organizers admit each one
     phases: list[PhaseCreate] = Field(default_factory=list, max_length=MAX_PHASES)
+    # Issue 23 (as in a bundle: server/bundles/onboarding.py): terms, tabs, teams.
+    terms: str = ""
+    tabs: TabsSpec = Field(default_factory=TabsSpec)
+    teams: TeamsSpec = Field(default_factory=TeamsSpec)
 
 
 class CompetitionUpdate(BaseModel):

@@ -55,6 +55,10 @@ class SubmissionOut(BaseModel):
     carried_from_id: int | None = None
     disqualified_at: datetime | None = None
     disqualified_reason: str | None = None
+    team_id: int | None = None
+    method_name: str = ""
+    method_description: str = ""
+    code_url: str | None = None
     runs: list[RunOut]
 
 

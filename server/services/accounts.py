@@ -20,8 +20,9 @@ from server.services.tenancy import managed_user_ids
 
 def list_accounts(session: Session, actor: User, role: str | None = None) -> list[dict]:
     """The accounts `actor` manages (participants for an organizer), with their token count."""
-    query = select(User, func.count(ApiToken.id)).outerjoin(
-        ApiToken, ApiToken.user_id == User.id).group_by(User.id).order_by(User.id)
+    query = select(User, func.count(ApiToken.id)).outerjoin(  # API tokens, not web sessions
+        ApiToken, (ApiToken.user_id == User.id) & (ApiToken.kind == "api")
+    ).group_by(User.id).order_by(User.id)
     managed = managed_user_ids(session, actor)
     if managed is not None:
         query = query.where(User.role == "participant", User.id.in_(managed))

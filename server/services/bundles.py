@@ -45,6 +45,7 @@ def phase_values(spec: PhaseSpec, data: dict[str, Any],
         "leaderboard": {"ranking": board.ranking, "columns": list(board.columns),
                         "hidden": board.hidden, "statistics": board.statistics,
                         **({"test_data": board.test_data} if board.test_data else {})},
+        "factsheet": [q.model_dump() for q in spec.factsheet],
     }
 
 
@@ -119,6 +120,9 @@ def _apply_competition(comp: Competition, parsed: ParsedBundle, text: str) -> No
     comp.title, comp.description = spec.title, spec.description
     comp.participation = spec.participation
     comp.pages = [p.model_dump() for p in spec.pages]
+    comp.terms, comp.tabs = spec.terms, spec.tabs.model_dump()
+    comp.teams_allowed, comp.team_max_size = spec.teams.allowed, spec.teams.max_size
+    comp.teams_lock_at = spec.teams.lock_at
     comp.leagues = [lg.model_dump() for lg in spec.leagues]
     comp.bundle = text
 

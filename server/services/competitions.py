@@ -112,7 +112,10 @@ def create_competition(session: Session, body: CompetitionCreate, owner: User,
         raise ConflictError(f"the slug {body.slug!r} is taken; choose another",
                             code="competition.exists")
     comp = Competition(slug=body.slug, title=body.title, description=body.description,
-                       participation=body.participation, owner_id=owner.id, created_at=now)
+                       participation=body.participation, owner_id=owner.id, created_at=now,
+                       terms=body.terms, tabs=body.tabs.model_dump(),
+                       teams_allowed=body.teams.allowed, team_max_size=body.teams.max_size,
+                       teams_lock_at=body.teams.lock_at)
     session.add(comp)
     session.flush()
     for phase in body.phases:

@@ -1,4 +1,5 @@
-"""Leaderboard: one entry per participant (per league), by the phase's rule and ranking.
+"""Leaderboard: one entry per participant (per league), by the phase's rule and ranking — per
+team for members of a team (issue 23): the team's name and the entry's method are shown.
 
 Which submission represents a participant: the one they selected (if it finished), else the
 phase rule — `best` (highest score) or `latest` (most recent finished). Baseline submissions
@@ -23,7 +24,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
-from server.models import Phase, Run, Submission, User
+from server.models import Phase, Run, Submission, Team, User
 from server.services.scores import aggregate_runs, compute_phase_sides, lower_is_better
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
@@ -43,6 +44,8 @@ class Entry:
     is_baseline: bool = False
     is_selected: bool = False
     sides: dict[str, float] = field(default_factory=dict)
+    team: str | None = None
+    method: str = ""
 
 
 def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]:
@@ -50,8 +53,10 @@ def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]
     query = (
         select(Submission.id, Submission.user_id, Submission.score, Submission.created_at,
                Submission.league, Submission.is_baseline, Submission.is_selected,
-               User.username, origin.created_at.label("origin_at"))
+               User.username, origin.created_at.label("origin_at"), Submission.team_id,
+               Team.name.label("team_name"), Submission.method_name)
         .join(User, User.id == Submission.user_id)
+        .outerjoin(Team, Team.id == Submission.team_id)
         .outerjoin(origin, origin.id == Submission.carried_from_id)
         .where(Submission.phase_id == phase.id, Submission.state == "finished",
                Submission.score.is_not(None), Submission.disqualified_at.is_(None)))
@@ -65,13 +70,15 @@ def _tie_key(row: Any) -> tuple[datetime, int]:
 
 
 def choose_entries(rows: list[Any], rule: str) -> list[Any]:
-    """The representative rows: selected, else by rule, per user; every baseline row."""
-    chosen: dict[int, Any] = {}
+    """The representative rows: selected, else by rule, per team or user; every baseline."""
+    chosen: dict[tuple[str, int], Any] = {}
     baselines = [r for r in rows if r.is_baseline]
     for row in (r for r in rows if not r.is_baseline):
-        current = chosen.get(row.user_id)
+        team = getattr(row, "team_id", None)
+        key = ("team", team) if team is not None else ("user", row.user_id)
+        current = chosen.get(key)
         if current is None or _prefer(row, current, rule):
-            chosen[row.user_id] = row
+            chosen[key] = row
     return list(chosen.values()) + baselines
 
 
@@ -182,7 +189,8 @@ def build_entries(session: Session, ranked: list[Ranked], details: bool = True,
             ci95=float(ci) if isinstance(ci, int | float) else None,
             per_dataset=_per_dataset(summary), average_rank=item.average_rank,
             sides=dict(summary.get("sides") or {}),
-            is_baseline=row.is_baseline, is_selected=row.is_selected))
+            is_baseline=row.is_baseline, is_selected=row.is_selected,
+            team=getattr(row, "team_name", None), method=getattr(row, "method_name", "") or ""))
     return out
 
 

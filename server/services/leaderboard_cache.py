@@ -106,7 +106,8 @@ def compute_fingerprint(session: Session, phase: Phase) -> tuple:
         select(func.count(Submission.id), func.max(Submission.finished_at),
                func.sum(flags), func.sum(func.coalesce(Submission.score, 0.0)),
                func.count(Submission.league), func.max(Submission.id),
-               func.sum(case((Submission.state == "finished", Submission.id), else_=0)))
+               func.sum(case((Submission.state == "finished", Submission.id), else_=0)),
+               func.sum(func.coalesce(Submission.team_id, 0)))  # a member joined a team
         .where(Submission.phase_id == phase.id)).one()
     settings = json.dumps([phase.leaderboard, phase.leaderboard_rule, phase.protocol,
                            phase.created_at, phase.competition_id], sort_keys=True, default=str)

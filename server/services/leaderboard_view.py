@@ -93,7 +93,8 @@ def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
            "score": entry.score, "created_at": entry.created_at, "league": entry.league,
            "ci95": entry.ci95, "per_dataset": entry.per_dataset,
            "average_rank": entry.average_rank, "is_baseline": entry.is_baseline,
-           "is_selected": entry.is_selected, "sides": entry.sides or None, "flips": None}
+           "is_selected": entry.is_selected, "sides": entry.sides or None, "flips": None,
+           "team": entry.team, "method": entry.method}
     if hide_numbers:
         row |= {"rank": None, "score": None, "ci95": None, "per_dataset": None,
                 "average_rank": None, "sides": None}

@@ -132,8 +132,10 @@ def select_submission(session: Session, submission: Submission, user: User, sele
         raise ConflictError(f"submission {submission.id} is {submission.state!r}; only a "
                             "finished submission can represent you — wait for it to finish",
                             code="submission.not_finished")
+    owner = (Submission.team_id == submission.team_id) if submission.team_id is not None \
+        else (Submission.user_id == user.id)  # a team selects one submission for all
     session.execute(update(Submission).where(
-        Submission.phase_id == submission.phase_id, Submission.user_id == user.id,
+        Submission.phase_id == submission.phase_id, owner,
         Submission.league.is_not_distinct_from(submission.league),
     ).values(is_selected=False).execution_options(synchronize_session=False))
     session.execute(update(Submission).where(Submission.id == submission.id)

@@ -28,11 +28,26 @@ def member(session: Session, competition_id: int, user_id: int) -> CompetitionMe
 
 
 def status_of(session: Session, comp: Competition, user: User) -> str:
-    """'approved', 'pending', 'denied' or 'none' (never asked) for `user` in `comp`."""
-    if comp.participation == "open" or user.role == "admin" or comp.owner_id == user.id:
+    """'approved', 'pending', 'denied' or 'none' (never asked) for `user` in `comp`.
+
+    A competition with terms (issue 23) counts only members who accepted them: until then a
+    participant is 'none', in an open competition too."""
+    if user.role == "admin" or comp.owner_id == user.id:
+        return "approved"
+    if comp.participation == "open" and not comp.terms:
         return "approved"
     row = member(session, comp.id, user.id)
-    return "none" if row is None else row.status
+    if row is None or (comp.terms and row.accepted_terms_at is None and row.status != "denied"):
+        return "none"
+    return row.status
+
+
+def may_submit(session: Session, comp: Competition, user: User | None) -> bool:
+    """Whether pages show Submit and the quota: members who may submit, and the anonymous in a
+    competition anyone may enter at once (the button leads them to log in)."""
+    if user is None:
+        return comp.participation == "open" and not comp.terms
+    return status_of(session, comp, user) == "approved"
 
 
 def check_may_submit(session: Session, comp: Competition, user: User) -> None:
@@ -40,25 +55,44 @@ def check_may_submit(session: Session, comp: Competition, user: User) -> None:
     status = status_of(session, comp, user)
     if status == "approved":
         return
-    why = {"none": "you have not asked to take part",
+    why = {"none": "you have not accepted its terms" if comp.terms
+           else "you have not asked to take part",
            "pending": "your request is waiting for the organizers",
            "denied": "the organizers denied your request"}[status]
+    needs = "the organizers' approval" if comp.participation == "approval" \
+        else "accepting its terms"
+    join = f"arena join {comp.slug}" + (" --accept-terms" if comp.terms else "")
     raise ForbiddenError(
-        f"competition {comp.slug!r} needs the organizers' approval to take part, and {why}; "
-        f"ask with `arena join {comp.slug}` (POST /api/v1/competitions/{comp.id}/participation)"
+        f"competition {comp.slug!r} needs {needs} to take part, and {why}; "
+        f"join on its page or with `{join}` (POST /api/v1/competitions/{comp.id}/participation)"
         " and submit once approved", code="participation.required", status=status)
 
 
 def request_participation(session: Session, comp: Competition, user: User,
-                          now: datetime) -> str:
-    """Ask to take part; returns the caller's status afterwards (idempotent)."""
+                          now: datetime, accept_terms: bool = False) -> str:
+    """Ask to take part (accepting the terms, when the competition has them); returns the
+    caller's status afterwards (idempotent). Raises InvalidInputError
+    (`participation.terms`) when terms exist and were not accepted."""
     status = status_of(session, comp, user)
     if status != "none":
         return status
-    session.add(CompetitionMember(competition_id=comp.id, user_id=user.id, status="pending",
-                                  requested_at=now))
+    if comp.terms and not accept_terms:
+        raise InvalidInputError(
+            f"competition {comp.slug!r} has terms to accept before taking part; read them on "
+            "its page (Terms tab) and accept them there, or with "
+            f"`arena join {comp.slug} --accept-terms`", code="participation.terms")
+    row = member(session, comp.id, user.id)
+    status = "pending" if comp.participation == "approval" else "approved"
+    if row is None:
+        row = CompetitionMember(competition_id=comp.id, user_id=user.id, status=status,
+                                requested_at=now)
+        session.add(row)
+    row.accepted_terms_at = now if comp.terms else None
+    session.add(AuditLog(actor_id=user.id, action="participation.join",
+                         target=f"competition:{comp.id}",
+                         details={"status": row.status, "terms": bool(comp.terms)}, at=now))
     session.flush()
-    return "pending"
+    return row.status
 
 
 def decide(session: Session, comp: Competition, user_id: int, approve: bool, actor: User,

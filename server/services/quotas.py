@@ -6,13 +6,17 @@ on Postgres with SELECT ... FOR UPDATE (the row is created first with ON CONFLIC
 even a first upload has a row to lock); on SQLite the caller's session began with BEGIN
 IMMEDIATE, which holds the database write lock from the first statement. Submissions that ended
 in a platform error, and submissions the platform carried into a final phase, are never charged.
+
+A member of a team (issue 23) spends the team's quota: its submissions, and those of everyone
+in it now (so leaving a team for a fresh quota gains nothing), counted under a lock on the
+team's row (`lock_team`), so two members cannot both take the team's last slot.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, not_, select
+from sqlalchemy import and_, func, not_, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -23,8 +27,32 @@ from server.models import (
     Participation,
     Phase,
     Submission,
+    Team,
+    TeamMember,
     utcnow,
 )
+
+
+def team_id_of(session: Session, user_id: int, competition_id: int) -> int | None:
+    """The id of the team `user_id` belongs to in the competition, or None."""
+    return session.execute(select(TeamMember.team_id).where(
+        TeamMember.competition_id == competition_id,
+        TeamMember.user_id == user_id)).scalar_one_or_none()
+
+
+def lock_team(session: Session, team_id: int) -> None:
+    """Lock the team's row until the transaction ends (SQLite: BEGIN IMMEDIATE already)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
+
+
+def _spender(session: Session, user_id: int, phase: Phase):
+    """Whose submissions count: the user's, or their team's and its members'."""
+    team_id = team_id_of(session, user_id, phase.competition_id)
+    if team_id is None:
+        return Submission.user_id == user_id
+    members = select(TeamMember.user_id).where(TeamMember.team_id == team_id)
+    return or_(Submission.team_id == team_id, Submission.user_id.in_(members))
 
 
 def lock_participation(session: Session, user_id: int, phase_id: int) -> Participation:
@@ -54,7 +82,7 @@ def check_quota(session: Session, user_id: int, phase: Phase, now: datetime) -> 
     Call with the Participation row locked (see lock_participation).
     """
     base = select(func.count(Submission.id)).where(
-        Submission.user_id == user_id, Submission.phase_id == phase.id
+        _spender(session, user_id, phase), Submission.phase_id == phase.id
     )
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     checks = [
@@ -86,7 +114,7 @@ def quota_left(session: Session, user_id: int, phase: Phase, now: datetime) -> d
             and phase.quota_in_flight is None:
         return None
     base = select(func.count(Submission.id)).where(
-        Submission.user_id == user_id, Submission.phase_id == phase.id)
+        _spender(session, user_id, phase), Submission.phase_id == phase.id)
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     queries = {"per_day": (phase.quota_per_day,
                            base.where(_charged(), Submission.created_at >= day_start)),

@@ -21,7 +21,7 @@ from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
 from server.services.participation import check_may_submit
 from server.services.queue import JobQueue, enqueue_quietly
-from server.services.quotas import check_quota, lock_participation
+from server.services.quotas import check_quota, lock_participation, lock_team, team_id_of
 from server.services.storage import Storage, lock_content, place_by_hash
 from submission_api.submission_zip import ZipLimits, ZipReport, check_submission_zip
 
@@ -99,8 +99,10 @@ def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_i
 
 
 def _check_may_upload(session: Session, user_id: int, phase_id: int, now: datetime,
-                      league: str | None) -> tuple[Phase, str | None]:
-    """Phase exists and is open, the user may submit, the league is known, the quota allows."""
+                      league: str | None,
+                      lock: bool = False) -> tuple[Phase, str | None, int | None]:
+    """Phase exists and is open, the user may submit, the league is known, the quota allows
+    (the team's, when the user is in one: its row is locked so members' uploads serialize)."""
     phase = session.get(Phase, phase_id)
     if phase is None:
         raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
@@ -108,8 +110,11 @@ def _check_may_upload(session: Session, user_id: int, phase_id: int, now: dateti
     comp = session.get(Competition, phase.competition_id)
     check_may_submit(session, comp, session.get(User, user_id))
     league = check_league(comp, league)
+    team_id = team_id_of(session, user_id, comp.id)
+    if lock and team_id is not None:
+        lock_team(session, team_id)
     check_quota(session, user_id, phase, now)
-    return phase, league
+    return phase, league, team_id
 
 
 def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
@@ -121,13 +126,14 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
     try:
         with db.session(write=True) as session:
             participation = lock_participation(session, user_id, phase_id)
-            phase, league = _check_may_upload(session, user_id, phase_id, now, league)
+            phase, league, team_id = _check_may_upload(session, user_id, phase_id, now,
+                                                       league, lock=True)
             # The zip is placed under the content lock, inside the transaction that adds its
             # reference: a concurrent refusal of the same bytes cannot delete it meanwhile.
             lock_content(session, staged.sha256)
             created = place_by_hash(staged.path, final)
             return _insert(session, storage, user_id, phase, staged, report, final, now,
-                           default_queue, note, league, participation)
+                           default_queue, note, league, participation, team_id)
     except Exception:
         if created:
             _remove_if_unreferenced(db, staged.sha256, final)
@@ -137,14 +143,15 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
 def _insert(session: Session, storage: Storage, user_id: int, phase: Phase,
             staged: StagedUpload, report: ZipReport, final: Path, now: datetime,
             default_queue: str, note: str, league: str | None,
-            participation: Any) -> tuple[Submission, list[tuple[int, str, str]]]:
+            participation: Any,
+            team_id: int | None) -> tuple[Submission, list[tuple[int, str, str]]]:
     """Insert the submission, its runs and the audit row (caller holds the locks)."""
     phase_id = phase.id
     participation.n_uploads += 1
     submission = Submission(
         phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
         storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
-        state="queued", created_at=now, league=league,
+        state="queued", created_at=now, league=league, team_id=team_id,
     )
     tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
     submission.runs = [

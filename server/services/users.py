@@ -54,12 +54,15 @@ def login(session: Session, username: str, password: str, now: datetime) -> tupl
     return user, issue_token(session, user, name="password-login", now=now)
 
 
-def user_for_token(session: Session, token: str, now: datetime) -> User | None:
-    """The active user holding `token`, or None (unknown, expired or deactivated)."""
+def user_for_token(session: Session, token: str, now: datetime,
+                   kind: str | None = None) -> User | None:
+    """The active user holding `token`, or None (unknown, expired, deactivated, or not of
+    `kind` when one is given: a web session's cookie is not an API token)."""
     row = session.execute(
         select(ApiToken).where(ApiToken.token_hash == hash_token(token))
     ).scalar_one_or_none()
-    if row is None or (row.expires_at is not None and row.expires_at <= now):
+    if row is None or (kind is not None and row.kind != kind) \
+            or (row.expires_at is not None and row.expires_at <= now):
         return None
     user = session.get(User, row.user_id)
     return user if user is not None and user.is_active else None

@@ -109,7 +109,8 @@ def login_redirect(request: Request | None = None, why: str = "login") -> Redire
 LOGIN_REASONS = {"login": "Log in to see that page: it shows your own submissions.",
                  "expired": "Your session ended (it lasts 7 days, or you logged out elsewhere); "
                             "log in again to continue.",
-                 "organizer": "Log in with an organizer's token to use the dashboard."}
+                 "organizer": "Log in with an organizer's account to use the dashboard.",
+                 "reset": "Your new password is set; log in with it."}
 
 
 def safe_next(target: str | None) -> str | None:

@@ -19,6 +19,7 @@ from server.models import Competition, Phase, User, utcnow
 from server.schemas.submission import RunResultOut
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
+from server.services.participation import may_submit
 from server.services.quotas import quota_left
 from server.services.secrecy import (
     FULL,
@@ -36,6 +37,7 @@ from server.services.timeline import (
     format_limit,
     next_step,
 )
+from server.web.entry import entry_of
 
 
 def visible_competitions(session: Session, user: User | None,
@@ -47,7 +49,8 @@ def visible_competitions(session: Session, user: User | None,
     shown = [(c, organizes_competition(user, c)) for c in comps]
     shown = [(c, [p for p in c.phases if staff or p.status != "draft"], staff)
              for c, staff in shown]
-    return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow())}
+    return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow()),
+             "may_submit": may_submit(session, c, user)}
             for c, ps, staff in shown if ps or staff]
 
 
@@ -95,9 +98,12 @@ def phase_context(session: Session, phase: Phase, user: User | None,
          if organizes_competition(user, phase.competition) or p.status != "draft"], now)
     step = next((s for s in timeline if s.phase.id == phase.id), None) \
         or competition_timeline([phase], now)[0]
-    quota = quota_left(session, user.id, phase, now) if user is not None else None
+    entry = entry_of(session, phase.competition, user)
+    quota = quota_left(session, user.id, phase, now) \
+        if user is not None and entry.may_submit else None  # no quota before one may submit
     return {"timeline": timeline, "step": step, "next": next_step(phase, timeline),
-            "quota": quota_words(quota, now), "quota_spent": quota_spent(quota)}
+            "quota": quota_words(quota, now), "quota_spent": quota_spent(quota),
+            "entry": entry, "may_submit": entry.may_submit}
 
 
 def quota_words(quota: dict | None, now: datetime) -> str:

@@ -33,11 +33,15 @@ def _call(client: ArenaClient, method: str, url: str, **kwargs) -> object:
         raise typer.Exit(1) from exc
 
 
-def join_command(competition: str = COMPETITION, server: str | None = SERVER,
-                 token: str | None = TOKEN) -> None:
+def join_command(competition: str = COMPETITION,
+                 accept_terms: bool = typer.Option(
+                     False, "--accept-terms",
+                     help="Accept the competition's terms (read them on its page first)."),
+                 server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Ask to take part in a competition (granted at once when it is open to all)."""
     client, comp_id = _connect(server, token, competition)
-    answer = _call(client, "POST", f"/api/v1/competitions/{comp_id}/participation")
+    answer = _call(client, "POST", f"/api/v1/competitions/{comp_id}/participation",
+                   json={"accept_terms": accept_terms})
     typer.echo(f"competition {competition}: {answer['status']} ({answer['mode']})")
 
 

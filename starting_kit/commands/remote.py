@@ -78,6 +78,11 @@ def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or 
                    phase: int = typer.Option(..., "--phase", help="Phase id (`arena phases`)."),
                    note: str = typer.Option("", help="A note to remember it by."),
                    league: str | None = typer.Option(None, help="League (default: first)."),
+                   method: str = typer.Option("", "--method",
+                                              help="Method name, shown on the leaderboard."),
+                   description: str = typer.Option("", "--description",
+                                                   help="A short description of the method."),
+                   code_url: str = typer.Option("", "--code-url", help="Link to its code."),
                    wait: bool = typer.Option(True, "--wait/--no-wait", help="Follow to the end."),
                    allow_duplicate: bool = typer.Option(
                        False, "--allow-duplicate",
@@ -93,6 +98,8 @@ def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or 
         check_phase_accepts(client, phase)
         earlier = client.get("/api/v1/me/submissions", params={"phase_id": phase})
         created = submit(client, source, phase, note=note, league=league,
+                         method={"method": method, "description": description,
+                                 "code_url": code_url},
                          before_upload=None if allow_duplicate
                          else lambda path: refuse_duplicate(path, earlier))
         quota = quota_words(client.get(f"/api/v1/phases/{phase}/quota"))
@@ -122,17 +129,38 @@ def refuse_duplicate(path: Path, earlier: list[dict]) -> None:
 def phases_command(show_all: bool = typer.Option(False, "--all", help="Closed and upcoming "
                                                  "phases too."),
                    server: str | None = SERVER, token: str | None = TOKEN) -> None:
-    """The phases you can submit to now (id, competition, closing time, your quota left)."""
+    """The phases you can submit to now (id, competition, closing time, your quota left), and
+    why the other open ones are not yours yet (join, accept the terms, await approval)."""
     with _reported():
         client = _client(server, token)
         competitions = client.get("/api/v1/competitions")
-        open_ids = [p["id"] for c in competitions for p in c["phases"]
-                    if p.get("accepting_submissions")]
+        entry = {c["id"]: client.get(f"/api/v1/competitions/{c['id']}/participation")
+                 for c in competitions
+                 if any(p.get("accepting_submissions") for p in c["phases"])}
+        blocked = {c["id"]: why_not_yours(c, entry[c["id"]]) for c in competitions
+                   if c["id"] in entry and entry[c["id"]]["status"] != "approved"}
+        open_ids = [p["id"] for c in competitions if c["id"] not in blocked
+                    for p in c["phases"] if p.get("accepting_submissions")]
         quotas = {pid: client.get(f"/api/v1/phases/{pid}/quota") for pid in open_ids}
-    Console().print(phases_table(competitions, quotas, show_all=show_all))
+    shown = competitions if show_all else [c for c in competitions if c["id"] not in blocked]
+    Console().print(phases_table(shown, quotas, show_all=show_all))
+    for comp in competitions:
+        if comp["id"] in blocked:
+            console.print(Text(f"not yours yet: {comp['title']} ({comp['slug']}): "
+                               f"{blocked[comp['id']]}"))
     if not open_ids:
-        console.print("no phase takes submissions now; `arena phases --all` shows when the "
-                      "next one opens")
+        console.print("no phase takes submissions from you now; `arena phases --all` shows "
+                      "when the next one opens")
+
+
+def why_not_yours(comp: dict, entry: dict) -> str:
+    """Why an open phase of `comp` does not take your submissions, and what to do."""
+    join = f"arena join {comp['slug']}" + (" --accept-terms" if entry.get("terms") else "")
+    return {"pending": "your request to take part awaits the organizers' approval",
+            "denied": "the organizers did not admit you",
+            "none": ("accept its terms first (read them on its page): " if entry.get("terms")
+                     else "it needs the organizers' approval; ask with ") + f"`{join}`",
+            }.get(entry["status"], entry["status"])
 
 
 def status_command(submission: int | None = typer.Argument(None, help="Submission id."),

@@ -168,7 +168,7 @@ def zip_if_folder(source: Path, workdir: Path) -> Path:
 
 
 def submit(client: ArenaClient, source: Path, phase_id: int, *, note: str = "",
-           league: str | None = None, show: bool = True,
+           league: str | None = None, show: bool = True, method: dict[str, str] | None = None,
            before_upload: Callable[[Path], None] | None = None) -> dict[str, Any]:
     """Upload a zip (or a folder, zipped first) to a phase; returns the submission.
     `before_upload` sees the zip about to be sent and may refuse it (raise RemoteError)."""
@@ -176,7 +176,8 @@ def submit(client: ArenaClient, source: Path, phase_id: int, *, note: str = "",
         path = zip_if_folder(source, Path(tmp))
         if before_upload is not None:
             before_upload(path)
-        fields = {"note": note} | ({"league": league} if league else {})
+        fields = {"note": note} | ({"league": league} if league else {}) | {
+            k: v for k, v in (method or {}).items() if v}
         return client.upload(f"/api/v1/phases/{phase_id}/submissions", path, fields, show)
 
 

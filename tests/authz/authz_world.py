@@ -36,13 +36,38 @@ def build_world(env: InProcess) -> World:
     finish_run(env, mine["runs"][0]["id"])
     static = sorted(p.name for p in (_static_dir()).iterdir() if p.is_file())[0]
     other_id = env.client.get("/api/v1/me", headers=other).json()["id"]
+    team = _teams(env, competition["id"], owner, other, env.token_for(f"mate-{tag}"))
+    laptop = env.client.post("/api/v1/me/tokens", headers=owner, json={"name": "laptop"})
+    assert laptop.status_code == 201, laptop.text
     return World(env=env, headers={
         "anonymous": {}, "owner": owner, "other": other, "organizer": organizer,
         "other_organizer": other_organizer, "admin": env.admin},
         ids={"submission_id": mine["id"], "phase_id": phase_id,
              "competition_id": competition["id"], "ref": competition["slug"],
              "run_id": mine["runs"][0]["id"], "run_index": 0, "content_hash": "ab" * 32,
-             "name": static, "user_id": other_id, "other_submission_id": mine["id"]})
+             "name": static, "user_id": other_id, "other_submission_id": mine["id"],
+             "token_id": laptop.json()["id"], "token": "not-a-reset-link", **team})
+
+
+def _teams(env: InProcess, competition_id: int, owner, other, mate) -> dict[str, object]:
+    """Teams allowed in the world's competition: the owner captains team A (with a mate),
+    "other" captains team B; its phase has a one-question fact sheet."""
+    from server.models import Competition
+
+    with env.db.session() as session:
+        comp = session.get(Competition, competition_id)
+        comp.teams_allowed, comp.team_max_size = True, 10
+        comp.phases[0].factsheet = [{"key": "approach", "label": "Your approach",
+                                     "kind": "text", "required": False, "choices": []}]
+    url = f"/api/v1/competitions/{competition_id}/teams"
+    made = env.client.post(url, headers=owner, json={"name": "Team A"})
+    assert made.status_code == 201, made.text
+    team_a = made.json()
+    joined = env.client.post(f"{url}/join", headers=mate, json={"code": team_a["invite_code"]})
+    assert joined.status_code == 200, joined.text
+    assert env.client.post(url, headers=other, json={"name": "Team B"}).status_code == 201
+    return {"team_id": team_a["id"], "code": team_a["invite_code"],
+            "member_id": joined.json()["members"][1]["user_id"]}
 
 
 def finish_run(env: InProcess, run_id: int) -> None:
@@ -88,7 +113,8 @@ def call(world: World, method: str, path: str, role: str):
         if path.endswith("/submissions") or path.endswith("/submit"):
             kwargs["files"] = {"file": ("s.zip", zip_bytes(), "application/zip")}
         else:
-            kwargs["json"] = BODIES.get((method, path), {})
+            body = BODIES.get((method, path), {})
+            kwargs["json"] = body(world) if callable(body) else body
     return world.env.client.request(method, url, headers=headers, **kwargs)
 
 
@@ -97,7 +123,12 @@ def call(world: World, method: str, path: str, role: str):
 BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "extra"},
           ("PUT", "/api/v1/competitions/{ref}/bundle"): {"yaml": "title: T\n"},
           ("POST", "/api/v1/competitions/{ref}/bundle/diff"): {"yaml": "title: T\n"},
-          ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"}}
+          ("PUT", "/api/v1/competitions/{competition_id}/participation/mode"): {"mode": "open"},
+          ("POST", "/api/v1/me/tokens"): {"name": "ci"},
+          ("POST", "/api/v1/competitions/{competition_id}/teams"): {"name": "Team C"},
+          ("PUT", "/api/v1/phases/{phase_id}/factsheet"): {"answers": {"approach": "x"}},
+          ("POST", "/api/v1/competitions/{competition_id}/teams/join"):
+              lambda world: {"code": world.ids["code"]}}
 
 
 def outcome(response) -> str:

@@ -32,11 +32,21 @@ from inprocess_support import InProcess, inprocess_app, zip_bytes
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.models import ApiToken, Base, CompetitionMember, Phase, Run, Submission
+from server.models import (
+    ApiToken,
+    Base,
+    CompetitionMember,
+    FactsheetAnswer,
+    Phase,
+    Run,
+    Submission,
+    TeamMember,
+    User,
+)
 
 #            anonymous, owner, other, organizer, other_organizer, admin
-SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
-    "DAAAAA", "DADADA", "DADDDD", "DDDADA")
+PUBLIC, SIGNED_IN, OWNER_OR_ORGANIZER, OWNER_ONLY, ORGANIZER_OF_IT = (
+    "AAAAAA", "DAAAAA", "DADADA", "DADDDD", "DDDADA")
 
 
 @dataclass
@@ -73,8 +83,11 @@ def build_form_world(env: InProcess) -> FormWorld:
     assert ended.status_code == 201, ended.text
     closed = env.client.post(f"/api/v1/phases/{ended.json()['id']}/close", headers=organizer)
     assert closed.status_code == 200, closed.text
+    link = env.client.post(f"/api/v1/users/{user_ids['other']}/reset-link", headers=env.admin)
+    assert link.status_code == 200, link.text
     return FormWorld(env=env, world=world, user_ids=user_ids, ids={
         **world.ids, "draft_phase_id": draft.json()["id"], "closed_phase_id": ended.json()["id"],
+        "reset_token": link.json()["link"].rsplit("/", 1)[1],
         "queued_submission_id": queued.json()["id"], "approval_competition_id": asked,
         "requester_id": user_ids["other"]})
 
@@ -121,6 +134,46 @@ def member_status(session: Session, fw: FormWorld, role: str) -> object:
         CompetitionMember.user_id == fw.ids["requester_id"])).scalar_one()
 
 
+def api_tokens(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(ApiToken).where(
+        ApiToken.user_id == fw.user_ids[role], ApiToken.kind == "api")).scalar_one()
+
+
+def token_exists(session: Session, fw: FormWorld, role: str) -> bool:
+    return session.get(ApiToken, fw.ids["token_id"]) is not None
+
+
+def users_count(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(User)).scalar_one()
+
+
+def others_password(session: Session, fw: FormWorld, role: str) -> object:
+    return session.get(User, fw.user_ids["other"]).password_hash
+
+
+def own_member_status(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(CompetitionMember.status).where(
+        CompetitionMember.competition_id == fw.ids["approval_competition_id"],
+        CompetitionMember.user_id == fw.user_ids[role])).scalar_one_or_none()
+
+
+def own_team(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(TeamMember.team_id).where(
+        TeamMember.competition_id == fw.ids["competition_id"],
+        TeamMember.user_id == fw.user_ids[role])).scalar_one_or_none()
+
+
+def mates_team(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(TeamMember.team_id).where(
+        TeamMember.user_id == fw.ids["member_id"])).scalar_one_or_none()
+
+
+def own_answers(session: Session, fw: FormWorld, role: str) -> object:
+    return session.execute(select(FactsheetAnswer.answers).where(
+        FactsheetAnswer.phase_id == fw.ids["phase_id"],
+        FactsheetAnswer.user_id == fw.user_ids[role])).scalar_one_or_none()
+
+
 def phase_status(key: str) -> Observe:
     return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
 
@@ -132,6 +185,7 @@ class Form:
     ids: dict[str, str]  # path parameter -> FormWorld.ids key
     observe: Observe
     effect: Callable[[object, object], bool]
+    extra: Callable[[str], dict[str, str]] | None = None  # fields a person types, per role
 
 
 def became(value: object) -> Callable[[object, object], bool]:
@@ -186,8 +240,52 @@ FORMS: dict[tuple[str, str], Form] = {
         ORGANIZER_OF_IT, "/organizer",
         {"competition_id": "approval_competition_id", "user_id": "requester_id"},
         member_status, became("denied")),
+    ("POST", "/signup"): Form(
+        PUBLIC, "/signup", {}, users_count, lambda before, after: after == before + 1,
+        lambda role: {"username": f"new-{role}", "email": f"{role}@example.org",
+                      "password": "a long enough password"}),
+    # Without a working mail server the answer is the same page, changing nothing that anyone
+    # could tell apart (so it reveals no account): allowed for everyone, effect none.
+    ("POST", "/forgot"): Form(PUBLIC, "/forgot", {}, lambda *_: None,
+                              lambda before, after: True, lambda role: {"who": "nobody"}),
+    ("POST", "/reset/{token}"): Form(
+        PUBLIC, "/reset/{token}", {"token": "reset_token"}, others_password,
+        lambda before, after: after != before, lambda role: {"password": "new pass phrase"}),
+    ("POST", "/profile/tokens"): Form(SIGNED_IN, "/profile", {}, api_tokens,
+                                      lambda before, after: after == before + 1,
+                                      lambda role: {"name": "cluster"}),
+    # In the approval competition: "other" asked already, its organizer and admins are in;
+    # the page offers Request access to the rest, and only to them.
+    ("POST", "/competitions/{competition_id}/join"): Form(
+        "DADDAD", "/competitions/{competition_id}",
+        {"competition_id": "approval_competition_id"}, own_member_status, became("pending")),
+    ("POST", "/competitions/{competition_id}/cli-token"): Form(
+        SIGNED_IN, "/competitions/{competition_id}", {"competition_id": "competition_id"},
+        api_tokens, lambda before, after: after == before + 1),
+    # Teams: the owner captains A (with a mate), "other" captains B, organizers have none.
+    ("POST", "/competitions/{competition_id}/team/create"): Form(
+        "DDDAAA", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},
+        own_team, lambda before, after: before is None and after is not None,
+        lambda role: {"name": f"team of {role}"}),
+    ("POST", "/teams/join/{code}"): Form(
+        "DDDAAA", "/teams/join/{code}", {"code": "code"}, own_team,
+        lambda before, after: before is None and after is not None),
+    ("POST", "/competitions/{competition_id}/team/leave"): Form(
+        "DAADDD", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},
+        own_team, lambda before, after: before is not None and after is None),
+    ("POST", "/competitions/{competition_id}/team/members/{member_id}/remove"): Form(
+        OWNER_ONLY, "/competitions/{competition_id}/team",
+        {"competition_id": "competition_id", "member_id": "member_id"}, mates_team,
+        became(None)),
+    ("POST", "/phases/{phase_id}/factsheet"): Form(
+        SIGNED_IN, "/phases/{phase_id}/factsheet", {"phase_id": "phase_id"}, own_answers,
+        became({"approach": "meta-learned"}), lambda role: {"q-approach": "meta-learned"}),
+    ("POST", "/profile/tokens/{token_id}/revoke"): Form(
+        OWNER_ONLY, "/profile", {"token_id": "token_id"}, token_exists, became(False)),
 }
-ALWAYS_OFFERED = {("POST", "/login")}  # its form is on the login page for everyone
+# Forms shown to everyone (anonymous included): "denied" there means no valid input.
+ALWAYS_OFFERED = {("POST", "/login"), ("POST", "/signup"), ("POST", "/forgot"),
+                  ("POST", "/reset/{token}")}
 
 
 def form_routes(env: InProcess) -> list[tuple[str, str]]:
@@ -244,7 +342,7 @@ def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> 
     """Post the form as `role` with a valid token; the failures found (empty if none)."""
     env, form, cell = fw.env, FORMS[(method, path)], f"{method} {path} as {role}"
     client = browser(env)
-    if role != "anonymous" and path != "/login":
+    if role != "anonymous" and path != "/login":  # the public forms, signed in, too
         log_in(client, fw.token(role))
     url = fill(path, form, fw)
     fields = form_fields(client.get(fill(form.page, form, fw)).text, url)
@@ -256,6 +354,7 @@ def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> 
                         f"but the rule says {'allowed' if allowed else 'denied'}")
     if fields is None:  # the session's token, from the logout form every signed-in page has
         fields = form_fields(client.get("/my").text, "/logout") or {"csrf_token": ""}
+    fields |= form.extra(role) if form.extra else {}
     if role != "anonymous" and not fields.get("csrf_token"):
         return [*failures, f"{cell}: no CSRF token found for a signed-in role"]
     with env.db.session() as session:
@@ -289,7 +388,9 @@ def attempt(fw: FormWorld, method: str, path: str, role: str, allowed: bool) -> 
 
 @pytest.fixture(scope="module")
 def app_env(tmp_path_factory: pytest.TempPathFactory):
-    with inprocess_app(tmp_path_factory.mktemp("authz-forms")) as env:
+    # A mail server that refuses connections: /forgot offers its form and sends nothing.
+    with inprocess_app(tmp_path_factory.mktemp("authz-forms"), smtp_host="127.0.0.1",
+                       smtp_port=9) as env:
         yield env
 
 

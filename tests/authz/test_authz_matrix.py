@@ -110,6 +110,45 @@ EXPECTED: dict[tuple[str, str], str] = {
         ORGANIZER_OF_IT,
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/approve"): NOBODY,
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/deny"): NOBODY,
+    # Accounts (issue 23 item 1): sign-up and reset are for anyone; tokens are one's own.
+    ("GET", "/signup"): PUBLIC,
+    ("POST", "/signup"): NOBODY,
+    ("GET", "/forgot"): PUBLIC,
+    ("POST", "/forgot"): NOBODY,
+    ("GET", "/reset/{token}"): NOBODY,  # the world's link is no link: 404 for everyone
+    ("POST", "/reset/{token}"): NOBODY,
+    ("GET", "/profile"): SIGNED_IN,
+    ("POST", "/profile/tokens"): NOBODY,
+    ("POST", "/profile/tokens/{token_id}/revoke"): NOBODY,
+    ("POST", "/competitions/{competition_id}/join"): NOBODY,
+    ("POST", "/competitions/{competition_id}/cli-token"): NOBODY,
+    # Teams (issue 23 item 3): the owner captains team A (with a mate), "other" captains B;
+    # the organizers are in no team. One team per person: who has one cannot make or join
+    # another; only A's captain removes A's members; a member of B cannot act for A.
+    ("GET", "/competitions/{competition_id}/team"): SIGNED_IN,
+    ("GET", "/teams/join/{code}"): SIGNED_IN,
+    ("POST", "/competitions/{competition_id}/team/create"): NOBODY,
+    ("POST", "/competitions/{competition_id}/team/leave"): NOBODY,
+    ("POST", "/competitions/{competition_id}/team/members/{member_id}/remove"): NOBODY,
+    ("POST", "/teams/join/{code}"): NOBODY,
+    ("GET", "/api/v1/competitions/{competition_id}/teams"): SIGNED_IN,
+    ("GET", "/api/v1/competitions/{competition_id}/team"): "DAADDD",
+    ("POST", "/api/v1/competitions/{competition_id}/teams"): "DDDAAA",
+    ("POST", "/api/v1/competitions/{competition_id}/teams/join"): "DDDAAA",
+    ("POST", "/api/v1/competitions/{competition_id}/team/leave"): "DAADDD",
+    ("DELETE", "/api/v1/teams/{team_id}/members/{member_id}"): "DADDDD",
+    # Fact sheets (issue 23 item 4): participants of the competition answer; its organizers
+    # export (another competition's organizer sees nothing).
+    ("GET", "/phases/{phase_id}/factsheet"): SIGNED_IN,
+    ("POST", "/phases/{phase_id}/factsheet"): NOBODY,
+    ("GET", "/api/v1/phases/{phase_id}/factsheet"): SIGNED_IN,
+    ("PUT", "/api/v1/phases/{phase_id}/factsheet"): SIGNED_IN,
+    ("GET", "/api/v1/phases/{phase_id}/factsheet/answers"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/auth/signup"): PUBLIC,
+    ("GET", "/api/v1/me/tokens"): SIGNED_IN,
+    ("POST", "/api/v1/me/tokens"): SIGNED_IN,
+    ("DELETE", "/api/v1/me/tokens/{token_id}"): "DADDDD",  # the owner's token: only theirs
+    ("POST", "/api/v1/users/{user_id}/reset-link"): STAFF,  # organizers: participants only
 }
 
 

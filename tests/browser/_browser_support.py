@@ -194,8 +194,8 @@ def shots_at_both_widths(page, name: str) -> None:
 
 
 def login(page, token: str) -> None:
-    """Log in through the login form, as a person would."""
+    """Log in through the login page's API-token form, as a person would."""
     page.goto("/login")
     page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("button", name="Use this token").click()
     page.wait_for_url(re.compile(r"/(my|organizer)$"))  # participants: /my; staff: /organizer

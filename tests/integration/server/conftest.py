@@ -19,8 +19,8 @@ from server.core.config import Settings
 from server.core.db import upgrade_database
 
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-TABLES = ("task_results, runs, submissions, participations, datasets, phases, competitions, "
-          "audit_log, api_tokens, users")
+TABLES = ("login_attempts, task_results, runs, submissions, participations, datasets, phases, "
+          "competitions, audit_log, api_tokens, users")
 
 
 def _unavailable(what: str, exc: Exception) -> None:

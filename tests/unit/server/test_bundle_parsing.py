@@ -81,3 +81,28 @@ def test_durations(raw, seconds):
                                          ("1.5GB", 1536)])
 def test_memory(raw, mb):
     assert parse_memory_mb(raw) == mb
+
+
+def test_a_bundle_carries_terms_tabs_teams_and_fact_sheet_questions():
+    """Issue 23's bundle fields: validated, unknown keys and odd questions refused."""
+    import pydantic
+    import pytest
+
+    from server.bundles.schema import BundleSpec
+
+    spec = BundleSpec.model_validate({
+        "slug": "cc", "title": "C", "terms": "Be nice.",
+        "tabs": {"overview": "Hi", "starting_kit": "https://example.org/kit.zip"},
+        "teams": {"allowed": True, "max_size": 3, "lock_at": "2030-01-01T00:00:00Z"},
+        "phases": [{"name": "final", "factsheet": [
+            {"key": "method", "label": "Your method", "required": True},
+            {"key": "pretrained", "label": "Pre-trained?", "kind": "choice",
+             "choices": ["yes", "no"]}]}]})
+    assert spec.teams.max_size == 3 and spec.phases[0].factsheet[1].choices == ["yes", "no"]
+    for bad in ({"kind": "choice", "choices": ["only"]}, {"kind": "number", "choices": ["a"]}):
+        with pytest.raises(pydantic.ValidationError):
+            BundleSpec.model_validate({"slug": "cc", "title": "C", "phases": [
+                {"name": "p", "factsheet": [{"key": "k", "label": "L", **bad}]}]})
+    with pytest.raises(pydantic.ValidationError):
+        BundleSpec.model_validate({"slug": "cc", "title": "C", "teams": {"lock_at":
+                                   "2030-01-01T00:00:00"}, "phases": [{"name": "p"}]})

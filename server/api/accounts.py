@@ -1,0 +1,77 @@
+"""Accounts people make themselves, over the API: sign-up (the platform's `signup` setting
+decides who may), the caller's own API tokens by name, and password-reset links that an
+organizer (for participants) or an admin (for anyone) issues. Routes are thin: the services
+(signup, api_tokens, passwords) own their transactions.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from server.api.deps import (
+    CurrentUser,
+    NowDep,
+    Organizer,
+    SettingsDep,
+    SignupPolicyDep,
+    WriteSessionDep,
+)
+from server.schemas.accounts import (
+    ApiTokenCreated,
+    ApiTokenOut,
+    ResetLinkOut,
+    SignupIn,
+    SignupOut,
+    TokenIn,
+)
+from server.schemas.auth import UserOut
+from server.services import api_tokens, passwords
+from server.services.signup import sign_up
+from server.services.users import issue_token
+
+router = APIRouter(prefix="/api/v1", tags=["accounts"])
+
+
+@router.post("/auth/signup", response_model=SignupOut, status_code=201)
+def signup(body: SignupIn, policy: SignupPolicyDep, session: WriteSessionDep,
+           now: NowDep) -> SignupOut:
+    """Make a participant account (if the server's sign-up setting allows); returns an API
+    token named 'signup', shown once."""
+    user = sign_up(session, policy, username=body.username, email=body.email,
+                   password=body.password, invite_code=body.invite_code, now=now)
+    token = issue_token(session, user, name="signup", now=now)
+    session.commit()
+    return SignupOut(user=UserOut.model_validate(user), token=token)
+
+
+@router.get("/me/tokens", response_model=list[ApiTokenOut])
+def my_tokens(user: CurrentUser, session: WriteSessionDep) -> list[ApiTokenOut]:
+    """The caller's API tokens by name (never their value; web sessions are not listed)."""
+    return [ApiTokenOut.model_validate(t) for t in api_tokens.list_tokens(session, user)]
+
+
+@router.post("/me/tokens", response_model=ApiTokenCreated, status_code=201)
+def create_my_token(body: TokenIn, user: CurrentUser, session: WriteSessionDep,
+                    now: NowDep) -> ApiTokenCreated:
+    """A new named API token for the caller, shown once."""
+    row, plain = api_tokens.create_token(session, user, body.name, now)
+    return ApiTokenCreated(**ApiTokenOut.model_validate(row).model_dump(), token=plain)
+
+
+@router.delete("/me/tokens/{token_id}", status_code=204)
+def revoke_my_token(token_id: int, user: CurrentUser, session: WriteSessionDep,
+                    now: NowDep) -> None:
+    """Revoke one of the caller's API tokens (404 for anyone else's)."""
+    api_tokens.revoke_own_token(session, user, token_id, now)
+
+
+@router.post("/users/{user_id}/reset-link", response_model=ResetLinkOut)
+def reset_link(user_id: int, actor: Organizer, session: WriteSessionDep, now: NowDep,
+               settings: SettingsDep) -> ResetLinkOut:
+    """A one-time password-reset link for an account (organizers: participants; admins: any);
+    hand it to its owner, who opens it and chooses a new password."""
+    user, token = passwords.issue_reset(session, actor, user_id, now,
+                                        settings.password_reset_ttl_s)
+    return ResetLinkOut(user_id=user.id, username=user.username,
+                        link=f"{settings.public_base_url.rstrip('/')}/reset/{token}",
+                        expires_in_s=settings.password_reset_ttl_s)

@@ -1,0 +1,98 @@
+"""Password login (rate-limited, services/login_limit.py) and password resets by one-time link.
+
+A reset link is issued by an organizer (for participants) or an admin (for anyone), or mailed
+to the account's address when SMTP is configured (services/mailer.py); only its sha256 is
+stored, it works once and expires. Setting a new password ends the account's web sessions
+(whoever knew the old password is logged out) but keeps its API tokens (the CLI keeps working;
+the profile page revokes those). Each of these functions commits its own unit of work,
+because a failed login must be recorded even though the call then raises.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from server.core.errors import BadCredentialsError, ForbiddenError, NotFoundError
+from server.core.security import hash_password, hash_token, new_token, verify_password
+from server.models import ApiToken, AuditLog, PasswordReset, User
+from server.services.login_limit import LoginLimit, check_login_allowed, record_attempt
+from server.services.signup import check_password
+
+
+def password_login(session: Session, username: str, password: str, address: str,
+                   now: datetime, limit: LoginLimit) -> User:
+    """The active user with this name and password; commits the attempt record either way.
+
+    Raises TooManyAttemptsError (before checking anything) or BadCredentialsError.
+    """
+    check_login_allowed(session, username, address, now, limit)
+    user = session.execute(select(User).where(
+        func.lower(User.username) == username.strip().lower())).scalar_one_or_none()
+    ok = user is not None and user.is_active and verify_password(password, user.password_hash)
+    record_attempt(session, username.strip(), address, ok, now, limit)
+    session.commit()
+    if not ok:
+        raise BadCredentialsError("unknown username or wrong password; check both, or use "
+                                  "'Forgot your password?' (or ask an organizer for a "
+                                  "reset link)")
+    return user
+
+
+def issue_reset(session: Session, actor: User | None, user_id: int, now: datetime,
+                ttl_s: int) -> tuple[User, str]:
+    """A one-time reset token for `user_id` (committed); returns the user and the token.
+
+    `actor` None means the account asked for it by mail. Raises NotFoundError, ForbiddenError.
+    """
+    user = session.get(User, user_id)
+    if user is None:
+        raise NotFoundError(f"no user with id {user_id}; `arena user list` shows the accounts")
+    if actor is not None and actor.role != "admin" and user.role != "participant":
+        raise ForbiddenError(f"{user.username!r} is an {user.role}; only an admin resets the "
+                             "password of organizers and admins")
+    token = new_token()
+    session.add(PasswordReset(user_id=user.id, token_hash=hash_token(token),
+                              created_by=actor.id if actor else None, created_at=now,
+                              expires_at=now + timedelta(seconds=ttl_s)))
+    session.add(AuditLog(actor_id=actor.id if actor else None, action="user.reset_link",
+                         target=f"user:{user.id}", details={"by_mail": actor is None}, at=now))
+    session.commit()
+    return user, token
+
+
+def reset_for(session: Session, token: str, now: datetime) -> PasswordReset:
+    """The live reset row of `token`; raises NotFoundError when unknown, used or expired."""
+    row = session.execute(select(PasswordReset).where(
+        PasswordReset.token_hash == hash_token(token))).scalar_one_or_none()
+    if row is None or row.used_at is not None or row.expires_at <= now:
+        raise NotFoundError("this password-reset link is unknown, already used or expired; "
+                            "ask for a new one (links work once, for a day)",
+                            code="reset.invalid")
+    return row
+
+
+def reset_password(session: Session, token: str, password: str, now: datetime) -> User:
+    """Set a new password with a reset link (committed); the link dies, web sessions end."""
+    row = reset_for(session, token, now)
+    check_password(password)
+    user = session.get(User, row.user_id)
+    user.password_hash = hash_password(password)
+    row.used_at = now
+    session.execute(delete(ApiToken).where(ApiToken.user_id == user.id,
+                                           ApiToken.kind == "session"))
+    session.add(AuditLog(actor_id=user.id, action="user.password_reset",
+                         target=f"user:{user.id}", details={}, at=now))
+    session.commit()
+    return user
+
+
+def user_by_email_or_name(session: Session, who: str) -> User | None:
+    """The active account whose username or email is `who` (for 'forgot my password')."""
+    who = who.strip().lower()
+    return session.execute(select(User).where(
+        User.is_active.is_(True),
+        (func.lower(User.username) == who) | (func.lower(User.email) == who))
+    ).scalars().first()

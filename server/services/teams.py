@@ -1,0 +1,167 @@
+"""Teams in a competition (issue 23): create one (you become its captain), join one by its
+invite code, leave, and the captain removes members. The organizers' rules come from the
+bundle (`teams: {allowed, max_size, lock_at}`): no team changes when teams are not allowed or
+after the lock date. One team per person per competition (a unique constraint, so a race
+cannot break it). A member's earlier submissions in the competition join the team with them
+(the team's quota and board entry then count them); every change is audited. Each function
+commits its own unit of work.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from server.core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
+from server.models import AuditLog, Competition, Phase, Submission, Team, TeamMember, User
+from server.services.participation import status_of
+
+TEAM_NAME = re.compile(r"^[\w .'-]{2,64}$")
+
+
+def team_of(session: Session, comp: Competition, user: User) -> Team | None:
+    return session.execute(select(Team).join(TeamMember, TeamMember.team_id == Team.id).where(
+        TeamMember.competition_id == comp.id, TeamMember.user_id == user.id)
+    ).scalar_one_or_none()
+
+
+def members(session: Session, team: Team) -> list[dict[str, Any]]:
+    rows = session.execute(select(TeamMember, User.username)
+                           .join(User, User.id == TeamMember.user_id)
+                           .where(TeamMember.team_id == team.id).order_by(TeamMember.id)).all()
+    return [{"user_id": m.user_id, "username": name, "joined_at": m.joined_at,
+             "captain": m.user_id == team.captain_id} for m, name in rows]
+
+
+def check_changes_allowed(comp: Competition, now: datetime) -> None:
+    """Raise ConflictError when the competition has no teams or they are locked."""
+    if not comp.teams_allowed:
+        raise ConflictError(f"competition {comp.slug!r} has no teams: everyone takes part "
+                            "alone", code="team.not_allowed")
+    if comp.teams_lock_at is not None and now >= comp.teams_lock_at:
+        raise ConflictError(f"teams of {comp.slug!r} are locked since "
+                            f"{comp.teams_lock_at.isoformat()}: no one joins, leaves or is "
+                            "removed any more", code="team.locked")
+
+
+def _check_member_of_competition(session: Session, comp: Competition, user: User) -> None:
+    if status_of(session, comp, user) != "approved":
+        raise ForbiddenError(f"join competition {comp.slug!r} before you make or join a team",
+                             code="team.not_participant")
+    if team_of(session, comp, user) is not None:
+        raise ForbiddenError("you are in a team of this competition already; leave it first "
+                             "(one team per person per competition)", code="team.already")
+
+
+def _add(session: Session, team: Team, user: User, comp: Competition, now: datetime) -> None:
+    session.add(TeamMember(team_id=team.id, competition_id=comp.id, user_id=user.id,
+                           joined_at=now))
+    phases = select(Phase.id).where(Phase.competition_id == comp.id)
+    session.execute(update(Submission).where(
+        Submission.user_id == user.id, Submission.team_id.is_(None),
+        Submission.phase_id.in_(phases)).values(team_id=team.id)
+        .execution_options(synchronize_session=False))
+
+
+def _audit(session: Session, actor: User, action: str, team: Team, now: datetime,
+           **details: object) -> None:
+    session.add(AuditLog(actor_id=actor.id, action=action, target=f"team:{team.id}",
+                         details={"competition_id": team.competition_id, "team": team.name,
+                                  **details}, at=now))
+
+
+def _commit(session: Session) -> None:
+    try:
+        session.commit()
+    except IntegrityError as exc:  # a simultaneous join or a name taken a moment ago
+        session.rollback()
+        raise ConflictError("that team name is taken, or you joined a team a moment ago; "
+                            "reload the page", code="team.conflict") from exc
+
+
+def create_team(session: Session, comp: Competition, user: User, name: str,
+                now: datetime) -> Team:
+    check_changes_allowed(comp, now)
+    _check_member_of_competition(session, comp, user)
+    name = " ".join(name.split())
+    if not TEAM_NAME.match(name):
+        raise InvalidInputError(f"the team name {name!r} is not 2 to 64 letters, digits, "
+                                "spaces or .'-; choose one like 'Few-shot Foxes'",
+                                code="team.bad_name")
+    taken = session.execute(select(Team.id).where(
+        Team.competition_id == comp.id, func.lower(Team.name) == name.lower())).first()
+    if taken:
+        raise ConflictError(f"a team named {name!r} exists in this competition; choose "
+                            "another name", code="team.name_taken")
+    team = Team(competition_id=comp.id, name=name, captain_id=user.id, created_at=now,
+                invite_code=secrets.token_urlsafe(12))
+    session.add(team)
+    session.flush()
+    _add(session, team, user, comp, now)
+    _audit(session, user, "team.create", team, now)
+    _commit(session)
+    return team
+
+
+def join_team(session: Session, comp: Competition, user: User, code: str,
+              now: datetime) -> Team:
+    check_changes_allowed(comp, now)
+    team = session.execute(select(Team).where(Team.competition_id == comp.id,
+                                              Team.invite_code == code.strip())
+                           ).scalar_one_or_none()
+    if team is None:
+        raise NotFoundError("no team of this competition has that invite code; ask your "
+                            "captain for the link again", code="team.bad_code")
+    _check_member_of_competition(session, comp, user)
+    size = len(members(session, team))
+    if size >= comp.team_max_size:
+        raise ConflictError(f"team {team.name!r} is full ({size} of {comp.team_max_size} "
+                            "members)", code="team.full")
+    _add(session, team, user, comp, now)
+    _audit(session, user, "team.join", team, now, user_id=user.id)
+    _commit(session)
+    return team
+
+
+def _drop(session: Session, team: Team, user_id: int) -> None:
+    session.execute(TeamMember.__table__.delete().where(
+        TeamMember.team_id == team.id, TeamMember.user_id == user_id))
+    left = [m["user_id"] for m in members(session, team)]
+    if team.captain_id == user_id:
+        team.captain_id = left[0] if left else None  # the longest-standing member leads
+
+
+def leave_team(session: Session, comp: Competition, user: User, now: datetime) -> None:
+    """Leave your team; its submissions stay the team's. The last one out ends the team's
+    membership list (the team and its board entry stay)."""
+    check_changes_allowed(comp, now)
+    team = team_of(session, comp, user)
+    if team is None:
+        raise NotFoundError("you are in no team of this competition", code="team.none")
+    _drop(session, team, user.id)
+    _audit(session, user, "team.leave", team, now, user_id=user.id)
+    _commit(session)
+
+
+def remove_member(session: Session, comp: Competition, captain: User, team_id: int,
+                  user_id: int, now: datetime) -> None:
+    """The captain removes a member (not themselves: they leave instead)."""
+    team = session.get(Team, team_id)
+    if team is None or team.competition_id != comp.id:
+        raise NotFoundError(f"no team {team_id} in this competition")
+    if team.captain_id != captain.id:
+        raise ForbiddenError(f"only the captain of {team.name!r} removes its members",
+                             code="team.not_captain")
+    check_changes_allowed(comp, now)
+    if user_id == captain.id or user_id not in {m["user_id"] for m in members(session, team)}:
+        raise NotFoundError(f"user {user_id} is not another member of {team.name!r}; to "
+                            "leave your own team use Leave", code="team.not_member")
+    _drop(session, team, user_id)
+    _audit(session, captain, "team.remove", team, now, user_id=user_id)
+    _commit(session)

@@ -1,0 +1,173 @@
+"""Account pages: sign up, the profile page (the account's API tokens by name: create, shown
+once, and revoke), and password reset by one-time link (from an organizer, or mailed when
+SMTP is configured). Sign-up and the reset forms carry a double-submit CSRF cookie, as the
+login form does (there is no session yet); profile forms the session's CSRF token. Each
+handler calls one service, which owns its transaction.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse
+
+from server.api.deps import NowDep, OptionalUser, SettingsDep, SignupPolicyDep, get_db
+from server.core.db import Database
+from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
+from server.services import api_tokens, passwords
+from server.services.mailer import send_reset_mail, smtp_config
+from server.services.signup import sign_up
+from server.web.rendering import PageRoute, check_csrf, login_redirect, render, web_message
+from server.web.sessions import cookie_user, open_session, with_session_cookie
+
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
+FORM_COOKIE = "arena_form_csrf"
+
+
+def _with_form_nonce(request: Request, name: str, user, settings, status: int = 200,
+                     **context):
+    """A page whose form is checked by a double-submit cookie (no session needed)."""
+    nonce = secrets.token_urlsafe(24)
+    response = render(request, name, user, settings, status=status, form_csrf=nonce, **context)
+    response.set_cookie(FORM_COOKIE, nonce, max_age=3600, httponly=True, samesite="lax",
+                        secure=settings.session_cookie_secure)
+    return response
+
+
+def _check_form_nonce(request: Request, form) -> None:
+    sent, expected = str(form.get("csrf_token", "")), request.cookies.get(FORM_COOKIE, "")
+    if not expected or not hmac.compare_digest(sent, expected):
+        raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
+
+
+def _message(exc: ArenaError) -> str:
+    return web_message(describe_error(exc)[1]["error"]["message"])
+
+
+@router.get("/signup")
+def signup_page(request: Request, user: OptionalUser, settings: SettingsDep,
+                policy: SignupPolicyDep):
+    return _with_form_nonce(request, "signup.html", user, settings, policy=policy, values={})
+
+
+@router.post("/signup")
+async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDep,
+                 now: NowDep, db: Annotated[Database, Depends(get_db)]):
+    """Make the account and log it in at once (a web session, not an API token)."""
+    form = await request.form()
+    _check_form_nonce(request, form)
+    values = {k: str(form.get(k, "")) for k in ("username", "email", "invite_code")}
+    try:
+        with db.session(write=True) as session:
+            user = sign_up(session, policy, password=str(form.get("password", "")),
+                           now=now, **values)
+            token = open_session(session, user, now)
+    except ArenaError as exc:
+        return _with_form_nonce(request, "signup.html", None, settings,
+                                status=describe_error(exc)[0], policy=policy, values=values,
+                                error=_message(exc))
+    response = RedirectResponse("/?welcome=1", status_code=303)
+    response.delete_cookie(FORM_COOKIE)
+    return with_session_cookie(response, token, settings)
+
+
+@router.get("/profile")
+def profile_page(request: Request, user: OptionalUser, now: NowDep, settings: SettingsDep,
+                 db: Annotated[Database, Depends(get_db)], created: str | None = None):
+    if user is None:
+        return login_redirect(request)
+    with db.session() as session:
+        tokens = api_tokens.list_tokens(session, user)
+    return render(request, "profile.html", user, settings, tokens=tokens, created=None)
+
+
+@router.post("/profile/tokens")
+async def create_token(request: Request, settings: SettingsDep, now: NowDep,
+                       db: Annotated[Database, Depends(get_db)]):
+    """Create a named API token and show it on the page, once (never stored in the clear)."""
+    form = await request.form()
+    check_csrf(request, settings, form.get("csrf_token"))
+    with db.session(write=True) as session:
+        user = _signed_in(request, session, now)
+        error, created = None, None
+        try:
+            row, plain = api_tokens.create_token(session, user, str(form.get("name", "")), now)
+            created = {"name": row.name, "token": plain}
+        except ArenaError as exc:
+            error = _message(exc)
+        tokens = api_tokens.list_tokens(session, user)
+        return render(request, "profile.html", user, settings, tokens=tokens, created=created,
+                      error=error, status=201 if created else 422)
+
+
+@router.post("/profile/tokens/{token_id}/revoke")
+async def revoke_token(token_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                       db: Annotated[Database, Depends(get_db)]):
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
+    with db.session(write=True) as session:
+        api_tokens.revoke_own_token(session, _signed_in(request, session, now), token_id, now)
+    return RedirectResponse("/profile", status_code=303)
+
+
+def _signed_in(request: Request, session, now):
+    user = cookie_user(request, session, now)
+    if user is None:
+        raise AuthRequiredError("log in again to manage your API tokens")
+    return user
+
+
+@router.get("/reset/{token}")
+def reset_page(token: str, request: Request, user: OptionalUser, settings: SettingsDep,
+               now: NowDep, db: Annotated[Database, Depends(get_db)]):
+    with db.session() as session:
+        passwords.reset_for(session, token, now)  # an unknown link is a 404 page
+    return _with_form_nonce(request, "reset.html", user, settings, token=token)
+
+
+@router.post("/reset/{token}")
+async def reset(token: str, request: Request, settings: SettingsDep, now: NowDep,
+                db: Annotated[Database, Depends(get_db)]):
+    form = await request.form()
+    _check_form_nonce(request, form)
+    try:
+        with db.session(write=True) as session:
+            passwords.reset_password(session, token, str(form.get("password", "")), now)
+    except ArenaError as exc:
+        if getattr(exc, "code", "") == "reset.invalid":
+            raise
+        return _with_form_nonce(request, "reset.html", None, settings, token=token,
+                                status=describe_error(exc)[0], error=_message(exc))
+    return render(request, "reset.html", None, settings, done=True, token=token)
+
+
+@router.get("/forgot")
+def forgot_page(request: Request, user: OptionalUser, settings: SettingsDep):
+    return _with_form_nonce(request, "forgot.html", user, settings,
+                            mail=smtp_config(settings) is not None)
+
+
+@router.post("/forgot")
+async def forgot(request: Request, settings: SettingsDep, now: NowDep,
+                 db: Annotated[Database, Depends(get_db)]):
+    """Mail a reset link when SMTP is configured; the answer is the same whether or not the
+    account exists, so the form tells nobody which accounts there are."""
+    form = await request.form()
+    _check_form_nonce(request, form)
+    config = smtp_config(settings)
+    if config is not None:
+        with db.session(write=True) as session:
+            user = passwords.user_by_email_or_name(session, str(form.get("who", "")))
+            if user is not None and user.email:
+                user, token = passwords.issue_reset(session, None, user.id, now,
+                                                    settings.password_reset_ttl_s)
+                email, name = user.email, user.username
+            else:
+                email = None
+        if email:
+            send_reset_mail(config, email, name,
+                            f"{settings.public_base_url.rstrip('/')}/reset/{token}")
+    return _with_form_nonce(request, "forgot.html", None, settings, mail=config is not None,
+                            sent=config is not None)

@@ -1,0 +1,121 @@
+"""Team pages (issue 23): the competition's Team page (your team with its members, invite link
+and Leave; the captain's Remove buttons; else forms to create a team or join one by code) and
+the invite link `/teams/join/{code}`. Plain form POSTs with the session's CSRF token, calling
+services/teams.py (the service the JSON API uses)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse
+from sqlalchemy import select
+
+from server.api.deps import NowDep, OptionalUser, SettingsDep, get_db
+from server.core.db import Database
+from server.core.errors import AuthRequiredError, NotFoundError
+from server.models import Competition, Team
+from server.services import teams as service
+from server.web.rendering import PageRoute, check_csrf, login_redirect, render
+from server.web.sessions import cookie_user
+
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
+
+
+def _competition(session, competition_id: int) -> Competition:
+    comp = session.get(Competition, competition_id)
+    if comp is None or not any(p.status != "draft" for p in comp.phases):
+        raise NotFoundError(f"no competition with id {competition_id}")
+    return comp
+
+
+@router.get("/competitions/{competition_id}/team")
+def team_page(competition_id: int, request: Request, user: OptionalUser, now: NowDep,
+              settings: SettingsDep, db: Annotated[Database, Depends(get_db)]):
+    if user is None:
+        return login_redirect(request)
+    with db.session() as session:
+        comp = _competition(session, competition_id)
+        team = service.team_of(session, comp, user)
+        members = service.members(session, team) if team else []
+        try:
+            service.check_changes_allowed(comp, now)
+            frozen = None
+        except Exception as exc:  # noqa: BLE001 - its message says why teams cannot change
+            frozen = getattr(exc, "message", str(exc))
+        return render(request, "team.html", user, settings, competition=comp, team=team,
+                      members=members, frozen=frozen,
+                      invite=f"{settings.public_base_url.rstrip('/')}/teams/join/"
+                             f"{team.invite_code}" if team else None)
+
+
+async def _signed_in(request: Request, settings, session, now):
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
+    user = cookie_user(request, session, now)
+    if user is None:
+        raise AuthRequiredError("log in again to change your team")
+    return user
+
+
+@router.post("/competitions/{competition_id}/team/create")
+async def create(competition_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                 db: Annotated[Database, Depends(get_db)]):
+    with db.session(write=True) as session:
+        user = await _signed_in(request, settings, session, now)
+        name = str((await request.form()).get("name", ""))
+        service.create_team(session, _competition(session, competition_id), user, name, now)
+    return RedirectResponse(f"/competitions/{competition_id}/team", status_code=303)
+
+
+@router.post("/competitions/{competition_id}/team/leave")
+async def leave(competition_id: int, request: Request, settings: SettingsDep, now: NowDep,
+                db: Annotated[Database, Depends(get_db)]):
+    with db.session(write=True) as session:
+        user = await _signed_in(request, settings, session, now)
+        service.leave_team(session, _competition(session, competition_id), user, now)
+    return RedirectResponse(f"/competitions/{competition_id}/team", status_code=303)
+
+
+@router.post("/competitions/{competition_id}/team/members/{member_id}/remove")
+async def remove(competition_id: int, member_id: int, request: Request, settings: SettingsDep,
+                 now: NowDep, db: Annotated[Database, Depends(get_db)]):
+    with db.session(write=True) as session:
+        captain = await _signed_in(request, settings, session, now)
+        comp = _competition(session, competition_id)
+        team = service.team_of(session, comp, captain)
+        if team is None:
+            raise NotFoundError("you are in no team of this competition", code="team.none")
+        service.remove_member(session, comp, captain, team.id, member_id, now)
+    return RedirectResponse(f"/competitions/{competition_id}/team", status_code=303)
+
+
+def _team_by_code(session, code: str) -> Team:
+    team = session.execute(select(Team).where(Team.invite_code == code)).scalar_one_or_none()
+    if team is None:
+        raise NotFoundError("this invite link is unknown: ask the team's captain for it again",
+                            code="team.bad_code")
+    return team
+
+
+@router.get("/teams/join/{code}")
+def invite_page(code: str, request: Request, user: OptionalUser, settings: SettingsDep,
+                db: Annotated[Database, Depends(get_db)]):
+    if user is None:
+        return login_redirect(request)
+    with db.session() as session:
+        team = _team_by_code(session, code)
+        comp = session.get(Competition, team.competition_id)
+        mine = service.team_of(session, comp, user)
+        return render(request, "team_invite.html", user, settings, team=team, competition=comp,
+                      size=len(service.members(session, team)), code=code, mine=mine)
+
+
+@router.post("/teams/join/{code}")
+async def join(code: str, request: Request, settings: SettingsDep, now: NowDep,
+               db: Annotated[Database, Depends(get_db)]):
+    with db.session(write=True) as session:
+        user = await _signed_in(request, settings, session, now)
+        team = _team_by_code(session, code)
+        comp = session.get(Competition, team.competition_id)
+        service.join_team(session, comp, user, code, now)
+    return RedirectResponse(f"/competitions/{comp.id}/team", status_code=303)
