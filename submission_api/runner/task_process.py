@@ -59,14 +59,22 @@ def _answer_error(sock: socket.socket, stage: str, error: BaseException) -> None
 
 
 def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch: list[Path],
-             seed: int, threads: int, sandboxed: bool = False) -> int:
-    """Everything one task's process does; returns its exit code (0: predictions sent)."""
+             seed: int, threads: int, sandboxed: bool = False,
+             private_namespaces: bool = False) -> int:
+    """Everything one task's process does; returns its exit code (0: predictions sent).
+
+    `private_namespaces`: the supervisor found that namespaces can be made here and sweeps
+    this machine's IPC no more, so a task that cannot enter them must not run.
+    """
     from submission_api.runner import isolation
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     # Namespaces first: mapping root needs root's capabilities, which are dropped next.
+    shared_ipc = isolation.ipc_namespace()
     private = isolation.enter_private_namespaces([submission, learner_dir, *scratch])
+    if private_namespaces and isolation.ipc_namespace() in (0, shared_ipc):
+        raise RuntimeError("the task's process could not enter its own IPC namespace")
     isolation.drop_capabilities()
     # /dev/shm may be written where it is this task's own (a private tmpfs) or the sandbox's,
     # which the supervisor empties after every task; never the shared one of a workstation.
