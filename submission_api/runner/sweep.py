@@ -95,32 +95,57 @@ def processes_of_uid(uid: int, allowed: Iterable[int]) -> list[int]:
     return found
 
 
-def _unlock(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700, follow_symlinks=False)
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _remove_tree(root: str) -> None:
-    """Remove `root` (a folder) and everything beneath it, whatever modes the task set, without
-    recursion (a path 100,000 folders deep is a valid input)."""
-    pending, seen = [(root, False)], 0
-    while pending and seen < MAX_ENTRIES:
-        path, listed = pending.pop()
-        seen += 1
-        if listed:
+def _unlock(name: str, dir_fd: int | None = None) -> None:
+    with contextlib.suppress(OSError, NotImplementedError):
+        os.chmod(name, 0o700, dir_fd=dir_fd)  # a folder (checked by the caller): no link
+
+
+def _scan(fd: int) -> list[str]:
+    """Unlink every non-folder in the folder open as `fd`; return its sub-folders' names."""
+    folders = []
+    with contextlib.suppress(OSError), os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.name, dir_fd=fd)
+    return folders
+
+
+def _empty_tree(root_fd: int) -> None:
+    """Remove everything beneath the folder open as `root_fd` (which is consumed), whatever
+    modes the task set, one descriptor at a time and without recursion: relative to open
+    folders, so neither a path past PATH_MAX nor a tree 100,000 deep stops it."""
+    fd, stack, steps = root_fd, [("", _scan(root_fd))], 0
+    try:
+        while stack and steps < MAX_ENTRIES:
+            steps += 1
+            name, pending = stack[-1]
+            if pending:
+                child = pending.pop()
+                _unlock(child, fd)
+                try:
+                    deeper = os.open(child, DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue
+                os.close(fd)
+                fd = deeper
+                stack.append((child, _scan(fd)))
+                continue
+            stack.pop()
+            if not stack:
+                break
+            up = os.open("..", DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
             with contextlib.suppress(OSError):
-                os.rmdir(path)
-            continue
-        _unlock(path)
-        pending.append((path, True))
-        with contextlib.suppress(OSError), os.scandir(path) as entries:
-            for entry in entries:
-                child = os.path.join(path, entry.name)
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append((child, False))
-                else:
-                    with contextlib.suppress(OSError):
-                        os.unlink(child)
+                os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _remove_entry(path: str) -> None:
@@ -128,11 +153,15 @@ def _remove_entry(path: str) -> None:
         info = os.lstat(path)
     except OSError:
         return
-    if stat.S_ISDIR(info.st_mode):
-        _remove_tree(path)
-    else:
+    if not stat.S_ISDIR(info.st_mode):
         with contextlib.suppress(OSError):
             os.unlink(path)
+        return
+    _unlock(path)
+    with contextlib.suppress(OSError):
+        _empty_tree(os.open(path, DIR_FLAGS))
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def _clear_xattrs(path: str) -> list[str]:
@@ -168,9 +197,8 @@ def empty_folder(folder: Path, keep_xattrs: Iterable[str] = ()) -> list[str]:
     if not folder.is_dir():
         return []
     _unlock(str(folder))
-    with contextlib.suppress(OSError), os.scandir(folder) as entries:
-        for entry in list(entries):
-            _remove_entry(os.path.join(folder, entry.name))
+    with contextlib.suppress(OSError):
+        _empty_tree(os.open(folder, DIR_FLAGS))
     left = _describe_left(folder)
     kept = set(keep_xattrs)
     left += [item for item in _clear_xattrs(str(folder))
