@@ -75,10 +75,13 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
     private = isolation.enter_private_namespaces([submission, learner_dir, *scratch])
     if private_namespaces and isolation.ipc_namespace() in (0, shared_ipc):
         raise RuntimeError("the task's process could not enter its own IPC namespace")
-    isolation.drop_capabilities()
     # /dev/shm may be written where it is this task's own (a private tmpfs) or the sandbox's,
     # which the supervisor empties after every task; never the shared one of a workstation.
-    isolation.confine([*scratch, Path("/dev/shm")] if private or sandboxed else scratch)
+    writable = [*scratch, Path("/dev/shm")] if private or sandboxed else scratch
+    if isolation.ipc_namespace() not in (0, shared_ipc):
+        isolation.make_read_only_view(writable)
+    isolation.drop_capabilities()
+    isolation.confine(writable)
     import torch
 
     from submission_api.data import images_to_tensor
