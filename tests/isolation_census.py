@@ -65,6 +65,24 @@ def other_pids():
     return found
 
 
+def targets():
+    """The processes a task can change that later tasks come from: its parent (the supervisor),
+    the parent's other children (the fork server) and, in a container, its init. Never the rest
+    of the machine: under `arena run` as root that would be every root process on it."""
+    parent, me, found = os.getppid(), os.getpid(), [os.getppid()]
+    try:
+        for task in os.listdir(f"/proc/{parent}/task"):
+            found += [int(c) for c in open(f"/proc/{parent}/task/{task}/children").read().split()]
+    except OSError:
+        pass
+    try:
+        if open("/proc/1/comm").read().strip() in ("docker-init", "tini") and 1 in other_pids():
+            found.append(1)
+    except OSError:
+        pass
+    return [pid for pid in dict.fromkeys(found) if pid != me]
+
+
 def read_all():
     """Every nonce visible in any channel: {channel: [nonces]}."""
     found = {}
@@ -143,8 +161,14 @@ def start_state():
     os.umask(umask)
     limits = {n: resource.getrlimit(getattr(resource, n)) for n in dir(resource)
               if n.startswith("RLIMIT_")}
-    parent = {n: resource.prlimit(os.getppid(), getattr(resource, n)) for n in limits}
-    return {"rlimits": limits, "parent_rlimits": parent, "nice": os.getpriority(0, 0),
+    others = {}
+    for pid in targets():  # the supervisor, the fork server, the sandbox's init
+        try:
+            others[str(pid)] = [os.getpriority(0, pid), sorted(os.sched_getaffinity(pid)),
+                                [resource.prlimit(pid, getattr(resource, n)) for n in limits]]
+        except OSError:
+            pass
+    return {"others": others, "rlimits": limits, "nice": os.getpriority(0, 0),
             "affinity": sorted(os.sched_getaffinity(0)), "umask": umask, "fds": len(fds),
             "stdio": stdio, "environ": sorted(os.environ),
             "signals": [str(signal.getsignal(s)) for s in sorted(signal.valid_signals())
@@ -210,7 +234,7 @@ def write_all(nonce):
         hand_over("msg", queue)
     daemon(nonce)
     code = int(nonce[3:], 16)
-    for pid in [os.getppid(), *other_pids()]:
+    for pid in targets():
         for name in ("RLIMIT_MSGQUEUE", "RLIMIT_NOFILE", "RLIMIT_CORE"):
             number = getattr(resource, name)
             try:

@@ -64,6 +64,16 @@ def _ancestors() -> set[int]:
     return found | {1}
 
 
+def _same_uid(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1]) == os.getuid()
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 class Supervisor:
     """The bookkeeping of one meta-test: what the start looked like, and the sweep against it."""
 
@@ -74,6 +84,11 @@ class Supervisor:
         self.ipc = sweep.snapshot_ipc()
         self.forks = ForkServer.start(config)
         self.own = {os.getpid(), self.forks.pid, *_ancestors()}
+        # In the sandbox, ancestors of our uid (its init) can be changed by a task and read by
+        # the next one as well: their attributes are checked like ours. (Under `arena run`
+        # they are the participant's own shell and tools: docs/internals.md, what remains.)
+        self.ancestors = {pid: inherited.read_attributes(pid) for pid in _ancestors()
+                          if config.sandboxed and _same_uid(pid)}
 
     def run(self, control: socket.socket, task_id: int, task_fd: int) -> dict:
         """One task, from fork to verified sweep; returns the `ended` report."""
@@ -130,6 +145,8 @@ class Supervisor:
         left += inherited.restore_attributes(os.getpid(), self.baseline, "the supervisor")
         left += inherited.restore_attributes(self.forks.pid, self.forks.baseline,
                                              "the fork server")
+        for pid, attributes in self.ancestors.items():
+            left += inherited.restore_attributes(pid, attributes, f"process {pid}")
         left += self.stdio.restore()
         with contextlib.suppress(OSError, IndexError):
             state = Path(f"/proc/{self.forks.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()

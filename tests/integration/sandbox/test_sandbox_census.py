@@ -1,0 +1,58 @@
+"""The channel census in the Docker sandbox (issue 19): the meta-test stage as the worker runs
+it (`make_docker_executor`: both stages in sandboxes, the task server on this side), with the
+probe of `tests/isolation_census.py` in every test task. No nonce may cross a task boundary,
+every task must start with the same attributes, and the probe must have written (and read back)
+the channels the sandbox offers: /tmp, /dev/shm and /output (files, mode-000 folders, socket
+files, the folders' own xattrs where the filesystem keeps them), a System V segment handed to
+another owner, a daemon, the supervisor's rlimits and affinity, its stdout's flags."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from submission_api.data import load_collection
+from submission_api.protocols import ProtocolParams
+from submission_api.runner.prepare import prepare_run
+from submission_api.runner.task_server import read_report
+from worker.pipeline.execute import ExecutionRequest, make_docker_executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from isolation_census import crossings, parse_census, write_census  # noqa: E402 - path above
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+IMAGE = os.environ.get("ARENA_SANDBOX_IMAGE", "metadl-arena/sandbox:cpu")
+FOUR_TASKS = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": 2})
+SANDBOX_CHANNELS = ("frames", "heap", "System V segment", "abstract socket")
+
+
+def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
+        docker_client, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+    collection = load_collection(tiny_collection, arena_cache)
+    work = tmp_path / "run"
+    prepare_run(collection, FOUR_TASKS, (0, 0), work / "bundle", work / "answers")
+    (work / "output").mkdir()
+    request = ExecutionRequest(
+        run_id="census", image=IMAGE, submission_dir=write_census(tmp_path / "census"),
+        bundle_dir=work / "bundle", output_dir=work / "output", time_limit_s=600, cpus=1,
+        memory_mb=2048, log_cap_bytes=4 << 20, answers_dir=work / "answers",
+        name=f"arena-census-{uuid.uuid4().hex[:8]}")
+
+    result = make_docker_executor(docker_client)(request, threading.Event())
+
+    report = read_report(work / "answers")
+    assert report is not None and report.ok, (report, result.stderr[-3000:])
+    reports = parse_census(result.stderr)
+    assert len(reports) == 4, result.stderr[-3000:]
+    wrote = set(reports[0]["wrote"])
+    assert set(SANDBOX_CHANNELS) <= wrote, wrote
+    for place in ("/tmp", "/dev/shm", "/output"):
+        assert f"locked folder {place}/.census-locked-" in " ".join(wrote), (place, wrote)
+    assert any(c.startswith("process") for c in wrote), wrote
+    assert crossings(reports) == []
