@@ -66,7 +66,7 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
     `private_namespaces`: the supervisor found that namespaces can be made here and sweeps
     this machine's IPC no more, so a task that cannot enter them must not run.
     """
-    from submission_api.runner import isolation
+    from submission_api.runner import isolation, seccomp
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
@@ -82,6 +82,7 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
         isolation.make_read_only_view(writable)
     isolation.drop_capabilities()
     isolation.confine(writable)
+    seccomp.deny_page_cache_control()  # inherited by all it starts; see runner/seccomp.py
     import torch
 
     from submission_api.data import images_to_tensor
