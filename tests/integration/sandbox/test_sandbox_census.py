@@ -32,21 +32,26 @@ FOUR_TASKS = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_datase
 SANDBOX_CHANNELS = ("frames", "heap", "System V segment", "abstract socket")
 
 
-def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
-        docker_client, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
-    collection = load_collection(tiny_collection, arena_cache)
+def run_in_sandbox(docker_client, tmp_path: Path, collection_dir: Path, cache: Path,
+                   submission: Path):
+    collection = load_collection(collection_dir, cache)
     work = tmp_path / "run"
     prepare_run(collection, FOUR_TASKS, (0, 0), work / "bundle", work / "answers")
     (work / "output").mkdir()
     request = ExecutionRequest(
-        run_id="census", image=IMAGE, submission_dir=write_census(tmp_path / "census"),
+        run_id="census", image=IMAGE, submission_dir=submission,
         bundle_dir=work / "bundle", output_dir=work / "output", time_limit_s=600, cpus=1,
         memory_mb=2048, log_cap_bytes=4 << 20, answers_dir=work / "answers",
         name=f"arena-census-{uuid.uuid4().hex[:8]}")
-
     result = make_docker_executor(docker_client)(request, threading.Event())
+    return result, read_report(work / "answers")
 
-    report = read_report(work / "answers")
+
+def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
+        docker_client, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+    result, report = run_in_sandbox(docker_client, tmp_path, tiny_collection, arena_cache,
+                                    write_census(tmp_path / "census"))
+
     assert report is not None and report.ok, (report, result.stderr[-3000:])
     reports = parse_census(result.stderr)
     assert len(reports) == 4, result.stderr[-3000:]
@@ -56,3 +61,44 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
         assert f"locked folder {place}/.census-locked-" in " ".join(wrote), (place, wrote)
     assert any(c.startswith("process") for c in wrote), wrote
     assert crossings(reports) == []
+
+
+LOWERING_MODEL = """
+import os, resource
+import numpy as np
+from submission_api.api import Learner, MetaLearner, Predictor
+
+
+class MyPredictor(Predictor):
+    def predict(self, query_set):
+        soft, hard = resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)
+        resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (soft // 2, hard // 2))
+        return np.zeros(len(query_set), dtype=np.int64)
+
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        return MyPredictor()
+    def save(self, path):
+        pass
+    def load(self, path):
+        pass
+
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+        return MyLearner()
+"""
+
+
+def test_a_change_the_supervisor_cannot_undo_fails_the_run_naming_it(
+        docker_client, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+    submission = tmp_path / "lowering"
+    submission.mkdir()
+    (submission / "model.py").write_text(LOWERING_MODEL)
+
+    _, report = run_in_sandbox(docker_client, tmp_path, tiny_collection, arena_cache, submission)
+
+    assert report is not None and (report.reason, report.failed_task) == ("crashed", 0), report
+    assert "test task 0 left behind" in report.message
+    assert "RLIMIT_NOFILE of the supervisor" in report.message

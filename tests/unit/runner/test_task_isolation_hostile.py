@@ -218,3 +218,54 @@ def test_a_changed_soft_limit_and_affinity_are_put_back(open_tmp: Path):
         return left
 
     assert as_nobody(open_tmp, work) == []
+
+
+STOPPER_MODEL = """
+import os, signal
+import numpy as np
+from submission_api.api import Learner, MetaLearner, Predictor
+
+
+class MyPredictor(Predictor):
+    def predict(self, query_set):
+        parent, me = os.getppid(), os.getpid()
+        for task in os.listdir(f"/proc/{parent}/task"):
+            for child in open(f"/proc/{parent}/task/{task}/children").read().split():
+                if int(child) != me:  # the fork server: the next task would wait on it
+                    os.kill(int(child), signal.SIGSTOP)
+        return np.zeros(len(query_set), dtype=np.int64)
+
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        return MyPredictor()
+    def save(self, path):
+        pass
+    def load(self, path):
+        pass
+
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+        return MyLearner()
+"""
+
+
+def test_stopping_the_fork_server_is_refused_or_fails_the_run_with_what_was_left(
+        tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+    submission = tmp_path / "sub"
+    submission.mkdir()
+    (submission / "model.py").write_text(STOPPER_MODEL)
+
+    result = run_local(submission, tiny_collection, tmp_path / "out", protocol=ONE_TASK,
+                       cache_dir=arena_cache, time_limit_s=240)
+
+    # Landlock (ABI >= 6) scopes signals to the task: the kill itself fails. Without it the
+    # supervisor finds the fork server stopped, and the run is the participant's.
+    assert result.state == "failed", result.message
+    if result.reason == "predict_error":
+        assert "Operation not permitted" in result.message
+    else:
+        assert result.reason == "crashed", result.message
+        assert "test task 0 left behind" in result.message
+        assert "the fork server was stopped by a task" in result.message
