@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 SANDBOX_COMMAND = tuple(meta_train_command("python3", "/submission", "/bundle", "/output"))
 """The meta-train stage's command in the sandbox."""
 CHANNEL_TARGET, LEARNER_TARGET = "/channel", "/learner"
-META_TEST_SCRATCH = ("/tmp", "/output")
+META_TEST_SCRATCH = ("/tmp",)
 """What the supervisor empties after every task (with /dev/shm and IPC, swept by kind)."""
 
 
@@ -280,6 +280,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
                 image=request.image, command=command, submission_dir=request.submission_dir,
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
                 code_dir=code_dir, read_only_mounts=mounts,
+                output_read_only=stage == "meta-test",
                 env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
             fixed = {"wall_time_s": limit_s, "gpus": request.gpu_ids,
                      "log_cap_bytes": request.log_cap_bytes}

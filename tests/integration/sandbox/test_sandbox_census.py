@@ -2,9 +2,10 @@
 it (`make_docker_executor`: both stages in sandboxes, the task server on this side), with the
 probe of `tests/isolation_census.py` in every test task. No nonce may cross a task boundary,
 every task must start with the same attributes, and the probe must have written (and read back)
-the channels the sandbox offers: /tmp, /dev/shm and /output (files, mode-000 folders, socket
-files, the folders' own xattrs where the filesystem keeps them), a System V segment handed to
-another owner, a daemon, the supervisor's rlimits and affinity, its stdout's flags."""
+the channels the sandbox offers: /tmp and /dev/shm (files, mode-000 folders, socket files, the
+folders' own xattrs where the filesystem keeps them; /output must be read-only), a System V
+segment handed to another owner, a daemon, the supervisor's, fork server's and init's rlimits
+and affinity, its stdout's flags."""
 
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
     assert len(reports) == 4, result.stderr[-3000:]
     wrote = set(reports[0]["wrote"])
     assert set(SANDBOX_CHANNELS) <= wrote, wrote
-    for place in ("/tmp", "/dev/shm", "/output"):
+    for place in ("/tmp", "/dev/shm"):
         assert f"locked folder {place}/.census-locked-" in " ".join(wrote), (place, wrote)
+    # The meta-test /output is mounted read-only: no file and no xattr on its root.
+    assert not [c for c in wrote if "/output" in c], wrote
     assert any(c.startswith("process") for c in wrote), wrote
     assert crossings(reports) == []
 
