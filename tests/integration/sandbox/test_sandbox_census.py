@@ -105,3 +105,21 @@ def test_a_change_the_supervisor_cannot_undo_fails_the_run_naming_it(
     assert report is not None and (report.reason, report.failed_task) == ("crashed", 0), report
     assert "test task 0 left behind" in report.message
     assert "RLIMIT_NOFILE of the supervisor" in report.message
+
+
+SECCOMP_PROBE = """
+import os
+from submission_api.runner import seccomp
+print("installed", seccomp.deny_page_cache_control())
+try:
+    os.preadv(os.open("/submission/main.py", os.O_RDONLY), [bytearray(8)], 0, os.RWF_NOWAIT)
+    print("nowait read allowed")
+except OSError as error:
+    print("nowait read refused", error.errno)
+"""
+
+
+def test_the_task_seccomp_filter_installs_in_the_sandbox(run_script):
+    result = run_script(SECCOMP_PROBE, wall_time_s=120.0, memory_mb=512)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split() == ["installed", "True", "nowait", "read", "refused", "95"]
