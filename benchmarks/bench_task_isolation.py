@@ -80,11 +80,12 @@ def prepared(root: Path, collection_dir: Path, cache: Path, tasks: int, name: st
     return out
 
 
-def time_isolated(submission: Path, run: Path) -> float:
-    """Seconds per task of the isolated path (the supervisor's start excluded)."""
+def time_isolated(submission: Path, run: Path, tree: Path | None = None) -> float:
+    """Seconds per task of the isolated path (the supervisor's start excluded); `tree`: the
+    source tree whose meta-test side runs (another checkout, to compare designs)."""
     scratch = run / "scratch"
     scratch.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    env = {**os.environ, "PYTHONPATH": str(tree or Path(__file__).resolve().parents[1]),
            "TMPDIR": str(scratch), "HOME": str(scratch)}
 
     def launch(control: Path) -> int:
@@ -167,12 +168,46 @@ def scale_child(collection_dir: str, cache: str, out: str, tasks: int) -> None:
         "seconds": result.scores["duration_s"]}))
 
 
+COMPARE_CHILD = """
+import json, sys
+from pathlib import Path
+from bench_task_isolation import time_isolated, time_shared
+submission, run = Path(sys.argv[1]), Path(sys.argv[2])
+isolated = time_isolated(submission, run)
+print(json.dumps({"isolated": isolated, "shared": time_shared(submission, run)}))
+"""
+
+
+def compare(submission: Path, root: Path, collection_dir: Path, cache: Path, tasks: int,
+            other: Path, rounds: int) -> None:
+    """Per-task cost of this tree's meta-test (task server and participant side) and `other`'s,
+    alternating on one task plan, each as a ratio to the shared loop measured right after it
+    (the host's load drifts). Each tree runs whole in a child process of its own."""
+    run = prepared(root, collection_dir, cache, tasks, "compare")
+    here = Path(__file__).resolve().parents[1]
+    for round_ in range(rounds):
+        for name, tree in (("other", other.resolve()), ("this", here)):
+            env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
+            done = subprocess.run([sys.executable, "-c", COMPARE_CHILD, str(submission),
+                                   str(run)], env=env, capture_output=True, text=True,
+                                  check=True, cwd=tree)
+            figures = json.loads(done.stdout.strip().splitlines()[-1])
+            isolated, shared = figures["isolated"], figures["shared"]
+            print(f"round {round_}, {name} tree: isolated {isolated * 1000:.0f} ms per task, "
+                  f"shared {shared * 1000:.0f} ms ({isolated / shared:.2f}x), load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--run-tasks", type=int, default=300)
     parser.add_argument("--naive-tasks", type=int, default=30)
     parser.add_argument("--scales", type=int, nargs="*", default=[100, 1000, 6000])
+    parser.add_argument("--compare-tree", type=Path, help="another checkout (e.g. `git archive "
+                        "08e9140 submission_api | tar -x -C DIR`): its meta-test side is timed "
+                        "on the same tasks, alternating with this one's, --rounds times")
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--scale-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scale_child:
@@ -186,6 +221,10 @@ def main() -> None:
         generate_collection(collection_dir, n_classes=20, n_images=40)
     submission = write_trivial(root / "trivial")
 
+    if args.compare_tree:
+        compare(submission, root, collection_dir, cache, args.tasks, args.compare_tree,
+                args.rounds)
+        return
     run = prepared(root, collection_dir, cache, args.tasks, "per-task")
     isolated, shared = time_isolated(submission, run), time_shared(submission, run)
     print(f"per task, {args.tasks} tasks: isolated {isolated * 1000:.1f} ms, shared process "

@@ -118,6 +118,9 @@ class SandboxSpec:
     workdir: str = "/submission"
     name: str | None = None
     read_only_mounts: tuple[tuple[Path, str], ...] = ()
+    output_read_only: bool = False
+    """The meta-test stage: /output stays mounted (the driver's bound and copy-out need it) but
+    read-only, so no test task can leave a file or an xattr on its root for the next."""
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -170,7 +173,7 @@ def build_mounts(spec: SandboxSpec, output_source: Path | None = None) -> list[M
     mounts = [
         Mount(MOUNT_TARGETS["submission"], str(spec.submission_dir), type="bind", read_only=True),
         Mount(f"{CODE_TARGET}/submission_api", str(code_dir), type="bind", read_only=True),
-        Mount(MOUNT_TARGETS["output"], str(output), type="bind", read_only=False),
+        Mount(MOUNT_TARGETS["output"], str(output), type="bind", read_only=spec.output_read_only),
     ]
     if spec.bundle_dir is not None:
         mounts.insert(1, Mount(MOUNT_TARGETS["bundle"], str(spec.bundle_dir), type="bind",

@@ -39,6 +39,11 @@ class VerdictKind(StrEnum):
     TIMED_OUT = "timed_out"
     PLATFORM = "platform"
     """Not the participant's doing: retry, never charge."""
+    UNEXPLAINED = "unexplained"
+    """A SIGKILL with no evidence of who sent it: the host may have, but so may the participant's
+    own code (a process can kill itself or its supervisor's children). It ends the run at once,
+    uncharged, never retried, and counts towards the participant's daily allowance of such
+    ends (the server charges past it), so it cannot be turned into free runs at will."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,10 @@ def platform(message: str) -> Verdict:
     return Verdict(VerdictKind.PLATFORM, FailureReason.PLATFORM_ERROR, message)
 
 
+def unexplained_kill(message: str) -> Verdict:
+    return Verdict(VerdictKind.UNEXPLAINED, FailureReason.PLATFORM_ERROR, message)
+
+
 def decide_verdict(record: ResultRecord) -> Verdict:
     """The verdict on one executed run (before scoring); never raises."""
     limit = _limit_verdict(record)
@@ -123,12 +132,14 @@ def _meta_test_verdict(record: ResultRecord, end: MetaTestEnd) -> Verdict:
     """The trusted side's account of meta-test outranks whatever status.json says."""
     message = end.message or str(end.reason)
     if end.reason == FailureReason.KILLED:
-        return platform(f"{message}, and no memory limit was hit (no out-of-memory kill "
-                        "recorded): it was killed from outside the run; retried, not charged.")
+        return unexplained_kill(f"{message}, and no memory limit was hit (no out-of-memory kill "
+                                "recorded); not charged unless it happens to several of your "
+                                "runs a day.")
     if end.failed_task is None and record.signal == SIGKILL:
-        return platform("the meta-test supervisor (platform code, no participant code runs in "
-                        "it) was killed by SIGKILL from outside the run, with no out-of-memory "
-                        f"kill recorded ({message}); retried, not charged.")
+        return unexplained_kill("the meta-test supervisor (platform code, no participant code "
+                                "runs in it) was killed by SIGKILL, with no out-of-memory kill "
+                                f"recorded ({message}); not charged unless it happens to "
+                                "several of your runs a day.")
     try:
         reason = FailureReason(str(end.reason))
     except ValueError:
@@ -146,8 +157,9 @@ def _exit_verdict(record: ResultRecord) -> Verdict:
     if status.stage == LAST_STAGE:
         # Meta-training ended cleanly; what ended is the meta-test side (the supervisor).
         if record.signal == SIGKILL:
-            return platform(f"the meta-test supervisor (platform code) {how} from outside the "
-                            "run, with no out-of-memory kill recorded; retried, not charged.")
+            return unexplained_kill(f"the meta-test supervisor (platform code) {how}, with no "
+                                    "out-of-memory kill recorded; not charged unless it happens "
+                                    "to several of your runs a day.")
         done = (f" after {record.meta_test.tasks_done} of {record.meta_test.n_tasks} test tasks"
                 if record.meta_test is not None else "")
         return failed(FailureReason.CRASHED, f"the meta-test side {how}{done}, after "

@@ -4,6 +4,9 @@ raw numpy arrays, over a unix stream socket that exists for that task alone.
 The receiver never trusts the peer: the header is bounded, each array's dtype must be a plain
 number type (no objects, no pickles), and the total payload is bounded before a byte of it is
 read, so a hostile peer can neither make the trusted side allocate without limit nor run code.
+Receiving is total: whatever bytes arrive end in a message or a `ChannelError` (a huge integer,
+JSON nested past the parser's depth, a dimension numpy cannot allocate: all `MalformedMessage`),
+never in another exception that would stop the trusted thread reading them.
 Control messages (trusted side <-> supervisor) are single datagrams on a SOCK_SEQPACKET socket,
 some carrying the task's socket as an SCM_RIGHTS file descriptor.
 """
@@ -21,6 +24,9 @@ import numpy as np
 
 HEADER_MAX_BYTES = 1 << 16
 CONTROL_MAX_BYTES = 1 << 16
+MAX_DIMENSION = 1 << 31
+"""Largest length of one array axis accepted, whatever the payload bound (numpy refuses to build
+an empty array `[0, 10**30]` with a ValueError, so a zero elsewhere in the shape is no excuse)."""
 _LENGTH = struct.Struct("!I")
 
 
@@ -32,11 +38,40 @@ class MalformedMessage(ChannelError):
     """The peer sent a message that breaks the format or its bounds."""
 
 
+def parse_json(blob: bytes | bytearray, what: str) -> Any:
+    """JSON from untrusted bytes, or MalformedMessage (bad UTF-8, an integer of more digits than
+    Python converts, nesting past the parser's recursion limit, ...)."""
+    try:
+        return json.loads(blob)
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise MalformedMessage(f"{what} is not acceptable JSON: "
+                               f"{type(error).__name__}: {str(error)[:200]}") from None
+
+
+def _check_shape(shape: object) -> tuple[int, ...]:
+    if (not isinstance(shape, list) or len(shape) > 8
+            or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
+        raise MalformedMessage(f"array shape {_show(shape)}; expected at most 8 non-negative ints")
+    if not all(0 <= d <= MAX_DIMENSION for d in shape):
+        raise MalformedMessage(f"array shape {_show(shape)}; expected at most 8 non-negative ints "
+                               f"of at most {MAX_DIMENSION}")
+    return tuple(shape)
+
+
+def _show(value: object) -> str:
+    """A bounded rendering of an untrusted value for a message (str of a 10**400 is slow)."""
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError, TypeError):
+        text = type(value).__name__
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 def _check_dtype(spec: object) -> np.dtype:
     try:
-        dtype = np.dtype(str(spec))
-    except TypeError as error:
-        raise MalformedMessage(f"array dtype {spec!r} is not a numpy dtype") from error
+        dtype = np.dtype(str(spec)[:32])
+    except (TypeError, ValueError, SyntaxError) as error:
+        raise MalformedMessage(f"array dtype {_show(spec)} is not a numpy dtype") from error
     if dtype.kind not in "biuf" or dtype.hasobject or dtype.itemsize > 8 or dtype.fields:
         raise MalformedMessage(f"array dtype {dtype} is not allowed; expected a plain integer, "
                            "boolean or float type")
@@ -89,27 +124,24 @@ def receive_message(sock: socket.socket, max_payload_bytes: int,
         raise MalformedMessage(f"message header of {size} bytes; at most {HEADER_MAX_BYTES}")
     blob = bytearray(size)
     _recv_into(sock, memoryview(blob), deadline)
-    try:
-        header = json.loads(blob)
-    except (ValueError, RecursionError) as error:  # RecursionError: nesting a task chose
-        raise MalformedMessage(f"message header is not JSON: {error}") from error
+    header = parse_json(blob, "message header")
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise MalformedMessage("message header is not a JSON object with an 'arrays' list")
     specs = []
     total = 0
     for spec in header.pop("arrays", []):
         if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list):
-            raise MalformedMessage(f"array description {spec!r}; expected dtype and shape")
-        shape = spec["shape"]
-        if len(shape) > 8 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                     for d in shape):
-            raise MalformedMessage(f"array shape {shape!r}; expected at most 8 non-negative ints")
+            raise MalformedMessage(f"array description {_show(spec)}; expected dtype and shape")
+        shape = _check_shape(spec["shape"])
         dtype = _check_dtype(spec.get("dtype"))
-        total += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+        count = 1
+        for dim in shape:  # Python integers: no float overflow, and bounded by MAX_DIMENSION
+            count *= dim
+        total += count * dtype.itemsize
         if total > max_payload_bytes:
             raise MalformedMessage(f"message payload over {max_payload_bytes} bytes "
-                               f"(an array of shape {shape} and dtype {dtype})")
-        specs.append((dtype, tuple(shape)))
+                                   f"(an array of shape {list(shape)} and dtype {dtype})")
+        specs.append((dtype, shape))
     arrays = []
     for dtype, shape in specs:
         array = np.empty(shape, dtype=dtype)
@@ -150,10 +182,7 @@ def receive_control(sock: socket.socket, deadline: float | None = None,
         fds = []
     if not blob:
         raise ChannelError("the peer closed the control connection")
-    try:
-        message = json.loads(blob)
-    except (ValueError, RecursionError) as error:  # RecursionError: nesting a task chose
-        raise ChannelError(f"control message is not JSON: {error}") from error
+    message = parse_json(blob, "control message")
     if not isinstance(message, dict):
         raise ChannelError("control message is not a JSON object")
     return message, list(fds)

@@ -1,12 +1,10 @@
 """What keeps one test task's process from learning anything from another (docs/internals.md,
-"Threat model"): the supervisor's own protections, the sweep it makes after each task, and the
-confinement each task's process enters before any participant code runs.
+"Threat model"): the supervisor's own protections and the confinement each task's process enters
+before any participant code runs (the sweep after each task is `runner/sweep.py`).
 
 - The supervisor is not dumpable (no same-user ptrace or /proc/<pid>/mem, fd, environ reads) and
   is a child subreaper, so every process a task leaves behind, however it daemonizes, becomes
   the supervisor's child and is killed before the next task is released.
-- After each task, the writable areas are emptied and the IPC objects the task created (System V
-  shared memory, queues and semaphores; POSIX shared memory and message queues) are removed.
 - A task's process confines itself with Landlock where the kernel has it (Linux >= 5.13): writes
   only beneath the scratch areas (which the sweep empties), no TCP, no abstract unix sockets or
   signals reaching outside its own domain, no ptrace of other processes. In the platform's
@@ -18,24 +16,15 @@ Linux only; every call degrades to a no-op elsewhere, and says so in `describe()
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-import shutil
-import signal
-import stat
 import sys
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
-IPC_RMID = 0
-SYSV_TABLES = {"shm": "shmctl", "msg": "msgctl", "sem": "semctl"}
-SWEEP_ROUNDS = 200
 
 # Landlock (include/uapi/linux/landlock.h); the syscall numbers are the same on every arch.
 LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -117,139 +106,6 @@ def drop_capabilities() -> bool:
     return True
 
 
-def _children_of(pid: int) -> list[int]:
-    """Every process whose parent is `pid` (read from /proc; a racing exit is skipped)."""
-    if os.path.exists(f"/proc/{pid}/task/{pid}/children"):  # the kernel's own list: no scan
-        found = []
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError):
-                found += [int(c) for c in
-                          Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        return found
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
-def kill_descendants() -> int:
-    """SIGKILL every descendant of this process and reap it; return how many were killed.
-
-    The caller must be a subreaper (`protect_supervisor`): a grandchild whose parent dies is
-    reparented to it, so repeating until no child is left catches every escape by fork.
-    """
-    me, killed = os.getpid(), 0
-    for _ in range(SWEEP_ROUNDS):
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        children = _children_of(me)
-        if not children:
-            return killed
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-        time.sleep(0.001)
-    raise RuntimeError(f"processes left after {SWEEP_ROUNDS} sweeps: {_children_of(me)}")
-
-
-def empty_folder(folder: Path) -> None:
-    """Remove everything inside `folder` (kept), whatever modes the task set."""
-    def unlock(func, path, _exc):  # noqa: ANN001 - shutil's onerror signature
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-        with contextlib.suppress(OSError):
-            func(path)
-
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(folder):
-            path = os.path.join(folder, entry.name)
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path, onerror=unlock)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-
-
-@dataclass(frozen=True)
-class IpcSnapshot:
-    """IPC objects that existed before the first task: never touched (on a participant's machine
-    they belong to other programs)."""
-
-    sysv: frozenset[tuple[str, int]]
-    posix: frozenset[str]
-
-
-POSIX_IPC_DIRS = ("/dev/shm", "/dev/mqueue")
-
-
-def _sysv_objects() -> list[tuple[str, int, int]]:
-    """(table, id, owner uid) of every visible System V object."""
-    found = []
-    for table in SYSV_TABLES:
-        try:
-            lines = Path(f"/proc/sysvipc/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            # shm: key shmid perms size cpid lpid nattch uid ...; msg/sem: key id perms ... uid
-            uid_column = {"shm": 7, "msg": 7, "sem": 4}[table]
-            found.append((table, int(fields[1]), int(fields[uid_column])))
-    return found
-
-
-def _posix_objects() -> list[str]:
-    found = []
-    for folder in POSIX_IPC_DIRS:
-        with contextlib.suppress(OSError):
-            found.extend(os.path.join(folder, name) for name in os.listdir(folder))
-    return found
-
-
-def snapshot_ipc() -> IpcSnapshot:
-    return IpcSnapshot(frozenset((t, i) for t, i, _ in _sysv_objects()),
-                       frozenset(_posix_objects()))
-
-
-def remove_new_ipc(before: IpcSnapshot) -> int:
-    """Remove the IPC objects of this user created since `before`; return how many.
-
-    Only where the IPC namespace and /dev/shm are the run's own (the sandbox): on a shared
-    machine another program's new objects would be removed too.
-    """
-    libc, uid, removed = _libc(), os.getuid(), 0
-    if libc is None:
-        return 0
-    for table, ident, owner in _sysv_objects():
-        if owner == uid and (table, ident) not in before.sysv:
-            call = getattr(libc, SYSV_TABLES[table])
-            args = (ident, 0, IPC_RMID, None) if table == "sem" else (ident, IPC_RMID, None)
-            removed += call(*args) == 0
-    for path in _posix_objects():
-        if path in before.posix:
-            continue
-        with contextlib.suppress(OSError):
-            info = os.lstat(path)
-            if info.st_uid == uid:
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
-                removed += 1
-    return removed
-
-
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x20000, 0x8000000, 0x10000000, \
     0x40000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 0x40000
@@ -283,6 +139,51 @@ def enter_private_namespaces(visible: Iterable[Path] = (), shm_mb: int = 256) ->
                   f"mode=1777,size={shm_mb}m".encode()) != 0:
         raise OSError(ctypes.get_errno(), "cannot mount a private /dev/shm for the task")
     return True
+
+
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY, MS_BIND = 442, -100, 0x8000, 1, \
+    0x1000
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def make_read_only_view(writable: Iterable[Path]) -> bool:
+    """In the task's own mount namespace (after `enter_private_namespaces`): every mount
+    read-only except `writable` and /dev. Landlock bounds writes of file contents, not of
+    extended attributes: without this a task could leave a `user.*` xattr on any folder it owns
+    (its home, /tmp on a machine where it runs as root) for the next one. Returns False where
+    the kernel has no mount_setattr (Linux < 5.12): nothing changed.
+    """
+    libc = _libc()
+    if libc is None:
+        return False
+    paths = [str(Path(p).resolve()) for p in writable if Path(p).is_dir()]
+
+    def change(path: str, add: int, clear: int) -> bool:
+        attr = _MountAttr(add, clear, 0, 0)
+        return libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), AT_RECURSIVE,
+                            ctypes.byref(attr), ctypes.sizeof(attr)) == 0
+
+    for path in paths:  # a mount of its own, so that it can stay writable
+        if libc.mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None) != 0:
+            return False
+    if not change("/", MOUNT_ATTR_RDONLY, 0):
+        return False
+    for path in [*paths, "/dev"]:
+        if not change(path, 0, MOUNT_ATTR_RDONLY):
+            raise OSError(ctypes.get_errno(), f"cannot keep {path} writable for the task")
+    return True
+
+
+def ipc_namespace() -> int:
+    """This process's IPC namespace (its inode; 0 where /proc does not say)."""
+    try:
+        return os.stat("/proc/self/ns/ipc").st_ino
+    except OSError:
+        return 0
 
 
 def landlock_abi() -> int:

@@ -197,7 +197,7 @@ def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
     """`run` in a child process; this parent, which never imports participant code, then kills
     every process meta-training left (it is their subreaper), so nothing of meta-train is alive
     when the test tasks begin (in the sandbox its IPC dies with its container)."""
-    from submission_api.runner import isolation
+    from submission_api.runner import isolation, sweep
 
     isolation.protect_supervisor()
     sys.stdout.flush()
@@ -212,7 +212,7 @@ def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
             sys.stderr.flush()
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    isolation.kill_descendants()
+    sweep.kill_descendants()
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 

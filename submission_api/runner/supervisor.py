@@ -1,16 +1,20 @@
-"""The meta-test supervisor: the participant side's half of task isolation.
+"""The meta-test supervisor: the participant side's bookkeeper of task isolation.
 
 It runs where participant code runs (inside the meta-test sandbox, or as `arena run`'s
-subprocess) but never imports or calls participant code. It imports torch once, so that each
-task's process starts as a cheap fork, then, for every test task the trusted side releases:
+subprocess) but never imports or calls participant code, and no task is ever forked from it.
+At start it forks the fork server (`runner/forkserver.py`: preloads torch, then only forks), then,
+for every test task the trusted side releases:
 
 1. receives, on the control connection, a socket that carries that task alone (it never reads
-   it: the task's pixels never enter the supervisor, so no fork inherits them);
-2. forks a fresh process that confines itself, imports `model.py`, loads the learner (read-only),
-   reads the task from that socket, fits, predicts and answers on the same socket;
-3. when that process ends, kills everything it left (the supervisor is a subreaper), empties the
-   scratch folders and removes the IPC objects it made, then tells the trusted side, which only
-   then releases the next task.
+   it) and hands it to the fork server, whose double fork makes the task's process this
+   supervisor's child;
+2. waits until the trusted side has collected the answer (then ends the task's process after a
+   short grace, at once when the answer was refused) or the process ends by itself;
+3. kills everything the task left (it is the subreaper), empties the writable places, removes
+   the IPC objects made since the start (in the sandbox, whoever owns them now), puts back what
+   the task changed on this process and the fork server (rlimits, nice, affinity, stdio flags),
+   then checks that all of it is gone, and reports `ended` with a list of what is left (empty:
+   verified clean). The trusted side releases the next task only on an empty list.
 
 Usage (the launchers build this): python -m submission_api.runner.supervisor --control SOCKET
     --submission DIR --learner DIR --scratch DIR [--scratch DIR ...] --seed N --threads N
@@ -19,29 +23,17 @@ Usage (the launchers build this): python -m submission_api.runner.supervisor --c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import select
+import signal
 import socket
 import sys
-import traceback
 from pathlib import Path
 
-from submission_api.runner import isolation
+from submission_api.runner import inherited, isolation, sweep
 from submission_api.runner.channel import ChannelError, receive_control, send_control
-
-PRELOAD = ("numpy", "torch", "torchvision", "submission_api.api", "submission_api.data",
-           "submission_api.runner.participant", "submission_api.runner.task_process")
-"""Imported once before any task (never participant code): each task's fork starts with them,
-which saves every task their import time and the teardown of what the import allocated."""
-
-
-def preload() -> None:
-    import importlib
-
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001, S112 - an optional library the image lacks
-            continue
+from submission_api.runner.forkserver import ForkServer, TaskConfig
 
 
 def _exit_description(status: int) -> dict[str, int | None]:
@@ -50,50 +42,149 @@ def _exit_description(status: int) -> dict[str, int | None]:
     return {"exit_code": os.WEXITSTATUS(status), "signal": None}
 
 
+def can_unshare() -> bool:
+    """Whether a task's process will get namespaces of its own (probed in a throwaway child)."""
+    pid = os.fork()
+    if pid == 0:
+        libc = isolation._libc()
+        flags = isolation.CLONE_NEWUSER | isolation.CLONE_NEWIPC | isolation.CLONE_NEWNS
+        os._exit(0 if libc is not None and libc.unshare(flags) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _ancestors() -> set[int]:
+    found, pid = set(), os.getpid()
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        found.add(pid)
+    return found | {1}
+
+
+def _same_uid(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1]) == os.getuid()
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+class Supervisor:
+    """The bookkeeping of one meta-test: what the start looked like, and the sweep against it."""
+
+    def __init__(self, config: TaskConfig) -> None:
+        self.config = config
+        self.stdio = inherited.StdioState.capture()
+        self.baseline = inherited.read_attributes(os.getpid())
+        self.ipc = sweep.snapshot_ipc()
+        self.forks = ForkServer.start(config)
+        self.own = {os.getpid(), self.forks.pid, *_ancestors()}
+        # In the sandbox, ancestors of our uid (its init) can be changed by a task and read by
+        # the next one as well: their attributes are checked like ours. (Under `arena run`
+        # they are the participant's own shell and tools: docs/internals.md, what remains.)
+        self.ancestors = {pid: inherited.read_attributes(pid) for pid in _ancestors()
+                          if config.sandboxed and _same_uid(pid)}
+
+    def run(self, control: socket.socket, task_id: int, task_fd: int) -> dict:
+        """One task, from fork to verified sweep; returns the `ended` report."""
+        try:
+            pid = self.forks.fork_task(task_id, task_fd)
+        finally:
+            os.close(task_fd)
+        status, killed = self._wait(control, pid)
+        left = self.sweep()
+        return {"type": "ended", "id": task_id, **_exit_description(status),
+                "killed_by_supervisor": killed, "left": left}
+
+    def _wait(self, control: socket.socket, pid: int) -> tuple[int, bool]:
+        """Until the trusted side's `collect` and the process's end; (wait status, killed)."""
+        pidfd = os.pidfd_open(pid)
+        status: int | None = None
+        try:
+            ready, _, _ = select.select([control, pidfd], [], [])
+            if pidfd in ready:  # ended by itself: end what it left, which may hold its socket
+                status = os.waitpid(pid, 0)[1]
+                sweep.kill_descendants(keep={self.forks.pid})
+            collect, _ = receive_control(control)
+            if collect.get("type") != "collect":
+                raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
+            if status is not None:
+                return status, False
+            grace = min(max(float(collect.get("grace_s") or 0.0), 0.0), 30.0)
+            ended = bool(select.select([pidfd], [], [], grace)[0])
+            if not ended:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            return os.waitpid(pid, 0)[1], not ended
+        finally:
+            os.close(pidfd)
+
+    def sweep(self) -> list[str]:
+        """Remove what the last task left; return what is still there (empty: verified)."""
+        sweep.kill_descendants(keep={self.forks.pid})
+        left: list[str] = []
+        if self.config.sandboxed:  # the container's uid is the run's alone
+            strays = sweep.processes_of_uid(os.getuid(), self.own)
+            for pid in strays:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            left += [f"process {pid}" for pid in sweep.processes_of_uid(os.getuid(), self.own)]
+        for folder in self.config.scratch:
+            left += sweep.empty_folder(folder)
+        if self.config.sandboxed:
+            left += sweep.remove_new_ipc(self.ipc)
+        elif not self.config.private_namespaces:  # shared with this machine: only what we made
+            left += sweep.remove_new_ipc(self.ipc, creator=os.getuid())
+        if os.waitpid(self.forks.pid, os.WNOHANG)[0]:
+            return [*left, "the fork server was ended by a task"]
+        left += inherited.restore_attributes(os.getpid(), self.baseline, "the supervisor")
+        left += inherited.restore_attributes(self.forks.pid, self.forks.baseline,
+                                             "the fork server")
+        for pid, attributes in self.ancestors.items():
+            left += inherited.restore_attributes(pid, attributes, f"process {pid}")
+        left += self.stdio.restore()
+        with contextlib.suppress(OSError, IndexError):
+            state = Path(f"/proc/{self.forks.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            if state[0] in (b"T", b"t"):
+                os.kill(self.forks.pid, signal.SIGCONT)
+                left.append("the fork server was stopped by a task")
+        return left
+
+
 def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Path],
           seed: int, threads: int, sandboxed: bool = False) -> int:
     """Serve tasks until the trusted side says `end` or goes away; return the exit code."""
-    from submission_api.runner.task_process import run_task
-
     isolation.protect_supervisor()
-    preload()
-    before = isolation.snapshot_ipc()
+    config = TaskConfig(submission, learner, tuple(scratch), seed, threads, sandboxed,
+                        private_namespaces=can_unshare())
+    supervisor = Supervisor(config)
     control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     control.connect(str(control_path))
     send_control(control, {"type": "hello", "pid": os.getpid(),
                            "isolation": isolation.describe()})
-    while True:
-        try:
-            message, fds = receive_control(control, max_fds=1)
-        except ChannelError:
-            return 0  # the trusted side is done with us (or gone): nothing left to do
-        if message.get("type") != "task" or len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            return 0
-        task_id = int(message["id"])
-        pid = os.fork()
-        if pid == 0:  # the task's process: it must not keep the supervisor's channel
-            control.close()
-            code = 1
+    try:
+        while True:
             try:
-                code = run_task(fds[0], task_id, submission, learner, scratch, seed, threads,
-                                sandboxed)
-            except BaseException:  # noqa: BLE001 - never fall back into the supervisor's loop
-                traceback.print_exc()
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        os.close(fds[0])
-        _, status = os.waitpid(pid, 0)
-        killed = isolation.kill_descendants()
-        for folder in scratch:
-            isolation.empty_folder(folder)
-        # In the sandbox every IPC object and /dev/shm file is the run's; elsewhere each task had
-        # namespaces of its own (task_process), and nothing of anyone else's may be touched.
-        removed = isolation.remove_new_ipc(before) if sandboxed else 0
-        send_control(control, {"type": "ended", "id": task_id, **_exit_description(status),
-                               "killed": killed, "ipc_removed": removed})
+                message, fds = receive_control(control, max_fds=1)
+            except ChannelError:
+                return 0  # the trusted side is done with us (or gone): nothing left to do
+            if message.get("type") != "task" or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                return 0
+            try:
+                ended = supervisor.run(control, int(message["id"]), fds[0])
+            except ChannelError:
+                return 0  # the trusted side stopped waiting (its deadline): it has its verdict
+            send_control(control, ended)
+    finally:
+        supervisor.forks.stop()
+        sweep.kill_descendants()
 
 
 def main(argv: list[str] | None = None) -> int:

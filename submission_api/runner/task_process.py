@@ -61,18 +61,30 @@ def _answer_error(sock: socket.socket, stage: str, error: BaseException) -> None
 
 
 def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch: list[Path],
-             seed: int, threads: int, sandboxed: bool = False) -> int:
-    """Everything one task's process does; returns its exit code (0: predictions sent)."""
-    from submission_api.runner import isolation
+             seed: int, threads: int, sandboxed: bool = False,
+             private_namespaces: bool = False) -> int:
+    """Everything one task's process does; returns its exit code (0: predictions sent).
+
+    `private_namespaces`: the supervisor found that namespaces can be made here and sweeps
+    this machine's IPC no more, so a task that cannot enter them must not run.
+    """
+    from submission_api.runner import isolation, seccomp
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     # Namespaces first: mapping root needs root's capabilities, which are dropped next.
+    shared_ipc = isolation.ipc_namespace()
     private = isolation.enter_private_namespaces([submission, learner_dir, *scratch])
-    isolation.drop_capabilities()
+    if private_namespaces and isolation.ipc_namespace() in (0, shared_ipc):
+        raise RuntimeError("the task's process could not enter its own IPC namespace")
     # /dev/shm may be written where it is this task's own (a private tmpfs) or the sandbox's,
     # which the supervisor empties after every task; never the shared one of a workstation.
-    isolation.confine([*scratch, Path("/dev/shm")] if private or sandboxed else scratch)
+    writable = [*scratch, Path("/dev/shm")] if private or sandboxed else scratch
+    if isolation.ipc_namespace() not in (0, shared_ipc):
+        isolation.make_read_only_view(writable)
+    isolation.drop_capabilities()
+    isolation.confine(writable)
+    seccomp.deny_page_cache_control()  # inherited by all it starts; see runner/seccomp.py
     import torch
 
     from submission_api.data import images_to_tensor

@@ -43,6 +43,8 @@ from submission_api.runner.channel import (
 CONTROL_SOCKET = "control.sock"
 REPORT_FILE = "meta_test.json"
 PREDICTIONS = "predictions"
+COLLECT_GRACE_S = 2.0
+"""How long a task's process may take to exit after its answer was read (flushing its logs)."""
 
 
 @dataclass
@@ -146,6 +148,11 @@ class TaskServer:
             if not self._closing.is_set() and self.report.reason is None:
                 self._fail(None, FailureReason.CRASHED, "meta_test",
                            f"the meta-test side stopped answering: {error}")
+        except Exception as error:  # noqa: BLE001 - never a silent thread death (a hung run)
+            if self.report.reason is None:
+                self._fail(self.report.tasks_done, FailureReason.PLATFORM_ERROR, "meta_test",
+                           f"the task server failed: {type(error).__name__}: {error}")
+            raise
         finally:
             isolation.set_dumpable(True)
             images.close()
@@ -176,7 +183,13 @@ class TaskServer:
         self.report.isolation = str(hello.get("isolation", ""))[:200]
 
     def _serve_task(self, task: AnswerTask, images: TaskImages) -> bool:
-        """Release one task and collect its predictions; False when the run must stop."""
+        """Release one task and collect its predictions; False when the run must stop.
+
+        Whatever the task's process sends ends here in an answer or a `problem`, never in an
+        exception (a hostile frame must not stop this thread: the run would hang to its time
+        limit). Then the supervisor is told to end the task's process (at once when the answer
+        was refused, after a short grace otherwise), and its `ended` report is awaited.
+        """
         assert self._control is not None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with ours:
@@ -193,7 +206,24 @@ class TaskServer:
                 answer = receive_message(ours, prediction_limit(task), self.deadline)
             except (ChannelError, OSError) as error:
                 problem = error
+            except Exception as error:  # noqa: BLE001 - the peer is hostile: any input, a verdict
+                problem = MalformedMessage(f"{type(error).__name__}: {str(error)[:200]}")
+            del support, labels, query
+        accepted = answer is not None and problem is None
+        send_control(self._control, {"type": "collect", "id": task.id,
+                                     "grace_s": COLLECT_GRACE_S if accepted else 0.0})
         ended, _ = receive_control(self._control, self.deadline)
+        if ended.get("type") != "ended" or ended.get("id") != task.id:
+            raise ChannelError(f"the supervisor answered {str(ended)[:200]} for test task "
+                               f"{task.id}; expected its 'ended' report")
+        left = ended.get("left") or []
+        if left:
+            self._fail(task.id, "crashed", "meta_test",
+                       f"test task {task.id} left behind what the platform could not remove: "
+                       f"{'; '.join(str(item)[:300] for item in list(left)[:10])}. A task must "
+                       "leave nothing that could reach a later task: remove what it creates, "
+                       "and change no attribute of other processes")
+            return False
         return self._record(task, answer, problem, ended)
 
     def _record(self, task: AnswerTask, answer: tuple[dict, list[np.ndarray]] | None,
@@ -218,9 +248,14 @@ class TaskServer:
         how = (f"was killed by signal {ended.get('signal')}" if ended.get("signal")
                else f"exited with code {ended.get('exit_code')}")
         detail = f" ({problem})" if problem else ""
-        # A SIGKILL is out of memory only on evidence, which the executor holds: the verdict
-        # (`submission_api.contract.verdict`) decides it.
-        reason = FailureReason.KILLED if ended.get("signal") == SIGKILL else FailureReason.CRASHED
+        if ended.get("killed_by_supervisor"):
+            how = "was ended by the platform after the trusted side stopped waiting"
+            reason = FailureReason.CRASHED
+        else:
+            # A SIGKILL is out of memory only on evidence, which the executor holds: the verdict
+            # (`submission_api.contract.verdict`) decides it.
+            reason = (FailureReason.KILLED if ended.get("signal") == SIGKILL
+                      else FailureReason.CRASHED)
         hint = "" if reason == FailureReason.KILLED else "; see the log for its output"
         self._fail(task.id, reason, "meta_test", f"the process of test task {task.id} {how} "
                    f"without sending valid predictions{detail}{hint}")

@@ -38,7 +38,7 @@ from worker.sandbox_result import SandboxResult
 log = logging.getLogger(__name__)
 
 CHANNEL_TARGET, LEARNER_TARGET = "/channel", "/learner"
-META_TEST_SCRATCH = ("/tmp", "/output")
+META_TEST_SCRATCH = ("/tmp",)
 """What the supervisor empties after every task (with /dev/shm and IPC, swept by kind)."""
 
 
@@ -287,6 +287,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
                 image=request.image, command=command, submission_dir=request.submission_dir,
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
                 code_dir=code_dir, read_only_mounts=mounts,
+                output_read_only=stage == "meta-test",
                 env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
             limits = build_limits(request.run_resources, wall_time_s=limit_s,
                                   gpus=request.gpu_ids, log_cap_bytes=request.log_cap_bytes)

@@ -31,6 +31,7 @@ from submission_api.runner.scorer import (
 )
 from worker.pipeline.errors import ParticipantFault, PlatformFault
 from worker.pipeline.execute import ExecutionResult
+from worker.pipeline.faults import INTERNAL_ERROR_FLAG
 
 SCORE_TIMEOUT_S = 600.0
 """Backstop on scoring one run's output (bounded files, so seconds in practice)."""
@@ -107,6 +108,12 @@ def verdict_outcome(verdict: Verdict, log: str = "") -> Outcome:
     """
     if verdict.kind is VerdictKind.PLATFORM:
         raise PlatformFault(verdict.message)
+    if verdict.kind is VerdictKind.UNEXPLAINED:
+        # Ended now, uncharged, never retried; flagged so the server counts it against the
+        # participant's daily allowance of such ends (services/runs.py) and charges past it.
+        outcome = Outcome("failed", str(verdict.reason), verdict.full_message(), log=log)
+        outcome.summary[INTERNAL_ERROR_FLAG] = True
+        return outcome
     assert verdict.state is not None and verdict.reason is not None
     return Outcome(str(verdict.state), str(verdict.reason), verdict.full_message(), log=log)
 

@@ -24,6 +24,7 @@ from submission_api.runner import local
 from submission_api.runner.scorer import ScoredRun
 from worker.pipeline.errors import PlatformFault
 from worker.pipeline.execute import ExecutionResult
+from worker.pipeline.faults import INTERNAL_ERROR_FLAG
 from worker.pipeline.score import build_record, decide_outcome
 
 ADVERSARIAL = Path(__file__).parents[2] / "adversarial" / "test_adversarial_submissions.py"
@@ -122,19 +123,19 @@ CASES: dict[str, Case] = {
         Facts(status=DONE, meta_test=task_failure("killed", "the process of test task 1 was "
                                                   "killed by signal 9 without sending valid "
                                                   "predictions", task=1, stage="meta_test")),
-        K.PLATFORM, R.PLATFORM_ERROR, ("test task 1", "not charged")),
+        K.UNEXPLAINED, R.PLATFORM_ERROR, ("test task 1", "not charged")),
     "test_task_killed_by_the_memory_limit": Case(
         Facts(exit=0, oom=True, status=DONE,
               meta_test=task_failure("killed", "the process of test task 1 was killed by signal "
                                      "9", task=1, stage="meta_test")),
         K.FAILED, R.OUT_OF_MEMORY, ("memory limit",)),
     "supervisor_killed_between_tasks": Case(Facts(exit=1, signal=9, status=DONE),
-                                            K.PLATFORM, R.PLATFORM_ERROR, ("supervisor",)),
+                                            K.UNEXPLAINED, R.PLATFORM_ERROR, ("supervisor",)),
     "supervisor_killed_while_a_task_ran": Case(
         Facts(exit=1, signal=9, status=DONE,
               meta_test=task_failure("crashed", "the meta-test side stopped answering", task=None,
                                      stage="meta_test")),
-        K.PLATFORM, R.PLATFORM_ERROR, ("supervisor", "not charged")),
+        K.UNEXPLAINED, R.PLATFORM_ERROR, ("supervisor", "not charged")),
     "supervisor_killed_by_the_memory_limit": Case(Facts(exit=1, signal=9, oom=True, status=DONE),
                                                   K.FAILED, R.OUT_OF_MEMORY, ("memory limit",)),
     "non_zero_exit_after_done_is_a_crash": Case(
@@ -234,6 +235,13 @@ def test_what_each_side_reports_is_the_verdict(name, tmp_path):
             decide()
         return
     outcome = decide()
+    if case.kind is K.UNEXPLAINED:
+        # A kill nobody can be shown to have sent (the participant's code could have): ended
+        # now, uncharged, never retried, flagged for the server's daily allowance.
+        assert (outcome.state, outcome.reason) == ("failed", "platform_error")
+        assert outcome.summary.get(INTERNAL_ERROR_FLAG) is True
+        assert "not charged" in outcome.message
+        return
     expected_state = "finished" if case.kind is K.SCORE else str(case.kind)
     assert (outcome.state, outcome.reason) == (expected_state, case.reason and str(case.reason))
     if case.kind is not K.SCORE and not case.facts.output_exceeded:

@@ -17,7 +17,7 @@ import pytest
 
 from submission_api.data import load_collection
 from submission_api.protocols import ProtocolParams
-from submission_api.runner import isolation
+from submission_api.runner import isolation, sweep
 from submission_api.runner.channel import (
     MalformedMessage,
     receive_message,
@@ -45,7 +45,15 @@ def framed(header: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(("header", "words"), [
-    (b"not json", "not JSON"),
+    (b"not json", "not acceptable JSON"),
+    # Hostile frames that once killed the trusted thread (issue 19): an integer too large for a
+    # float, JSON nested past the parser's depth, a dimension numpy cannot allocate.
+    (b'{"arrays": [{"dtype": "<f8", "shape": [' + str(10**400).encode() + b']}]}', "at most"),
+    (b"[" * 30000 + b"]" * 30000, "not acceptable JSON: RecursionError"),
+    (b'{"a": ' + b"[" * 30000 + b"]" * 30000 + b"}", "RecursionError"),
+    (b'{"arrays": [{"dtype": "<f8", "shape": [0, ' + str(10**30).encode() + b']}]}', "at most"),
+    (b'{"arrays": [{"dtype": "' + b"x" * 5000 + b'", "shape": [1]}]}', "not a numpy dtype"),
+    (b'{"arrays": [{"dtype": "(2,)i4", "shape": [1]}]}', "not allowed"),
     (b'{"arrays": [{"dtype": "O", "shape": [3]}]}', "not allowed"),
     (b'{"arrays": [{"dtype": "<U8", "shape": [3]}]}', "not allowed"),
     (b'{"arrays": [{"dtype": "<f8", "shape": [100000, 100000]}]}', "payload over"),
@@ -88,14 +96,15 @@ def test_the_sweep_kills_a_double_forked_daemon(tmp_path: Path):
     pid_file = tmp_path / "daemon.pid"
     reaper = f"""
 import subprocess, sys, time
-from submission_api.runner import isolation
+from submission_api.runner import isolation, sweep
+from submission_api.runner import sweep
 isolation.protect_supervisor()
 subprocess.run([sys.executable, "-c", {DAEMON!r}, {str(pid_file)!r}], check=True)
 for _ in range(100):
     time.sleep(0.05)
     if open({str(pid_file)!r}).read() if __import__("os").path.exists({str(pid_file)!r}) else 0:
         break
-print(isolation.kill_descendants())
+print(sweep.kill_descendants())
 """
     done = subprocess.run([sys.executable, "-c", reaper], capture_output=True, text=True,
                           timeout=60)
@@ -116,12 +125,12 @@ def test_ipc_made_after_the_snapshot_is_removed_and_older_ipc_kept(tmp_path: Pat
     older_file = Path("/dev/shm") / f"arena-test-older-{os.getpid()}"
     older_file.write_bytes(b"x")
     try:
-        before = isolation.snapshot_ipc()
+        before = sweep.snapshot_ipc()
         newer = libc.shmget(0, 4096, 0o1000 | 0o600)
         newer_file = Path("/dev/shm") / f"arena-test-newer-{os.getpid()}"
         newer_file.write_bytes(b"y")
-        assert isolation.remove_new_ipc(before) >= 2
-        ids = {ident for table, ident, _ in isolation._sysv_objects() if table == "shm"}
+        assert sweep.remove_new_ipc(before) == []
+        ids = {ident for table, ident, _, _ in sweep.sysv_objects() if table == "shm"}
         assert newer not in ids and older in ids
         assert not newer_file.exists() and older_file.exists()
     finally:
@@ -134,7 +143,7 @@ def test_emptying_a_scratch_folder_removes_what_a_task_locked(tmp_path: Path):
     locked.mkdir(parents=True)
     (locked / "memory").write_text("task 1 was here")
     (tmp_path / "scratch" / "a").chmod(0o000)
-    isolation.empty_folder(tmp_path / "scratch")
+    assert sweep.empty_folder(tmp_path / "scratch") == []
     assert list((tmp_path / "scratch").iterdir()) == []
 
 
@@ -145,7 +154,7 @@ def test_a_confined_process_writes_only_beneath_its_scratch(tmp_path: Path):
     outside.mkdir()
     code = f"""
 from pathlib import Path
-from submission_api.runner import isolation
+from submission_api.runner import isolation, sweep
 assert isolation.confine([Path({str(scratch)!r})]) >= 1
 Path({str(scratch)!r}, "ok").write_text("fine")
 try:

@@ -1,0 +1,317 @@
+"""The channel census (issue 19): a probe submission that, in every test task, first looks for
+any earlier task's nonce in every channel it knows, records the attributes it started with,
+then writes a fresh nonce into every channel it can reach and reads each one back (so a channel
+counts as written only when the probe's own reader finds its nonce there: the census cannot pass
+by writing nothing). It answers valid predictions and prints one `CENSUS {json}` line to stderr
+per task: `found` (nonces of earlier tasks: must stay empty), `start` (attributes a task starts
+with: must be the same in every task) and `wrote` (channels it wrote and read back).
+
+Channels: files, mode-000 folders and socket files in every writable folder; a `user.*` xattr on
+each writable folder's own inode; a System V segment and queue handed to uid 65534; a daemon
+process (its name, and an abstract socket it serves) left running; soft rlimits and CPU
+affinity set on every other process of its uid (the supervisor, the fork server); the flags
+and pipe size of its stdout; the frames it was called from and the objects of its heap.
+Importable by name: tests put this folder on sys.path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CENSUS_MODEL = r'''
+import ctypes, gc, json, os, re, resource, signal, socket, sys, tempfile, time
+import numpy as np
+from submission_api.api import Learner, MetaLearner, Predictor
+
+NONCE = re.compile(r"cns[0-9a-f]{8}")
+ABSTRACT = b"\0arena-census"
+SHM_KEY, MSG_KEY = 0x43454E53, 0x43454E54
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.shmat.restype = ctypes.c_void_p
+LIBC.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+
+
+def folders():
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [tempfile.gettempdir(), os.environ.get("HOME"), os.environ.get("TMPDIR"), "/tmp",
+             "/var/tmp", "/dev/shm", "/output", os.getcwd(), here, "/learner"]
+    return [f for f in dict.fromkeys(found) if f and os.path.isdir(f)]
+
+
+def hand_over(table, ident):  # IPC_SET the owner to 65534: an owner-based sweep would skip it
+    buffer = (ctypes.c_char * 512)()
+    call = LIBC.shmctl if table == "shm" else LIBC.msgctl
+    if call(ident, 2, buffer) != 0:
+        return False
+    ctypes.c_uint.from_buffer(buffer, 4).value = 65534
+    return call(ident, 1, buffer) == 0
+
+
+def other_pids():
+    """Processes of this uid (from their status: a process that is not dumpable has a /proc
+    folder owned by root)."""
+    uid, me, found = os.getuid(), os.getpid(), []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            try:
+                for line in open(f"/proc/{name}/status"):
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            found.append(int(name))
+                        break
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def targets():
+    """The processes a task can change that later tasks come from: its parent (the supervisor),
+    the parent's other children (the fork server) and, in a container, its init. Never the rest
+    of the machine: under `arena run` as root that would be every root process on it."""
+    parent, me, found = os.getppid(), os.getpid(), [os.getppid()]
+    try:
+        for task in os.listdir(f"/proc/{parent}/task"):
+            found += [int(c) for c in open(f"/proc/{parent}/task/{task}/children").read().split()]
+    except OSError:
+        pass
+    try:
+        if open("/proc/1/comm").read().strip() in ("docker-init", "tini") and 1 in other_pids():
+            found.append(1)
+    except OSError:
+        pass
+    return [pid for pid in dict.fromkeys(found) if pid != me]
+
+
+def read_all():
+    """Every nonce visible in any channel: {channel: [nonces]}."""
+    found = {}
+    def add(channel, text):
+        for nonce in NONCE.findall(text if isinstance(text, str) else text.decode("latin-1")):
+            found.setdefault(channel, []).append(nonce)
+    # Memory first, before this read itself puts what it finds elsewhere in the heap.
+    frame, texts = sys._getframe(1), []
+    while frame is not None:
+        texts += [repr(v)[:2000] for v in frame.f_locals.values() if not callable(v)]
+        frame = frame.f_back
+    add("frames", " ".join(texts))
+    add("heap", " ".join(o for o in (gc.get_referents(*gc.get_objects()) or [])
+                         if isinstance(o, str) and o.startswith("cns")))
+    for folder in folders():
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            names = []
+        for name in names:
+            if not name.startswith(".census"):
+                continue
+            path = os.path.join(folder, name)
+            add(f"file {path}", name)
+            try:
+                if os.path.isdir(path):
+                    os.chmod(path, 0o700)
+                    for inner in os.listdir(path):
+                        add(f"locked folder {path}", open(os.path.join(path, inner)).read())
+                elif os.path.isfile(path):
+                    add(f"file {path}", open(path).read())
+            except OSError:
+                pass
+        try:
+            add(f"xattr on {folder}", os.getxattr(folder, "user.census"))
+        except OSError:
+            pass
+    ident = LIBC.shmget(SHM_KEY, 0, 0)
+    if ident >= 0:
+        address = LIBC.shmat(ident, None, 0o10000)  # SHM_RDONLY
+        if address not in (None, ctypes.c_void_p(-1).value):
+            add("System V segment", ctypes.string_at(address, 11))
+            LIBC.shmdt(ctypes.c_void_p(address))
+    if LIBC.msgget(MSG_KEY, 0) >= 0:
+        found.setdefault("System V queue", []).append("present")
+    for pid in other_pids():
+        try:
+            add(f"process {pid}", open(f"/proc/{pid}/comm").read())
+        except OSError:
+            pass
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(1)
+            client.connect(ABSTRACT)
+            add("abstract socket", client.recv(64))
+    except OSError:
+        pass
+    return found
+
+
+def start_state():
+    """What a task starts with (the same in every task, or it carries something)."""
+    fds = sorted(os.listdir("/proc/self/fd"))
+    import fcntl
+    stdio = []
+    for fd in (0, 1, 2):
+        try:
+            size = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+        except OSError:
+            size = None
+        try:
+            stdio.append((fcntl.fcntl(fd, fcntl.F_GETFL), size))
+        except OSError:
+            stdio.append(None)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    limits = {n: resource.getrlimit(getattr(resource, n)) for n in dir(resource)
+              if n.startswith("RLIMIT_")}
+    others = {}
+    for pid in targets():  # the supervisor, the fork server, the sandbox's init
+        try:
+            others[str(pid)] = [os.getpriority(0, pid), sorted(os.sched_getaffinity(pid)),
+                                [resource.prlimit(pid, getattr(resource, n)) for n in limits]]
+        except OSError:
+            pass
+    return {"others": others, "rlimits": limits, "nice": os.getpriority(0, 0),
+            "affinity": sorted(os.sched_getaffinity(0)), "umask": umask, "fds": len(fds),
+            "stdio": stdio, "environ": sorted(os.environ),
+            "signals": [str(signal.getsignal(s)) for s in sorted(signal.valid_signals())
+                        if s not in (signal.SIGKILL, signal.SIGSTOP)],
+            "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))}
+
+
+def daemon(nonce):
+    ready, done = os.pipe()
+    if os.fork():
+        os.close(done)
+        os.read(ready, 1)  # the daemon serves (or failed to): an EOF either way
+        os.close(ready)
+        return
+    os.close(ready)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    try:
+        LIBC.prctl(15, nonce.encode(), 0, 0, 0)  # PR_SET_NAME: /proc/<pid>/comm
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            server.bind(ABSTRACT)
+        except OSError as error:
+            print(f"census: abstract socket: {error}", file=sys.stderr, flush=True)
+            raise
+        server.listen(4)
+        os.write(done, b"1")
+        os.close(done)
+        while True:
+            client, _ = server.accept()
+            client.sendall(nonce.encode())
+            client.close()
+    finally:
+        os._exit(0)
+
+
+def write_all(nonce):
+    for folder in folders():
+        try:
+            open(os.path.join(folder, f".census-{nonce}"), "w").write(nonce)
+            locked = os.path.join(folder, f".census-locked-{nonce}")
+            os.mkdir(locked)
+            open(os.path.join(locked, "memory"), "w").write(nonce)
+            os.chmod(locked, 0)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as path_socket:
+                path_socket.bind(os.path.join(folder, f".census-sock-{nonce}"))
+        except OSError:
+            pass
+        try:
+            os.setxattr(folder, "user.census", nonce.encode())
+        except OSError:
+            pass
+    ident = LIBC.shmget(SHM_KEY, 4096, 0o1000 | 0o666)
+    if ident >= 0:
+        address = LIBC.shmat(ident, None, 0)
+        if address not in (None, ctypes.c_void_p(-1).value):
+            ctypes.memmove(address, nonce.encode(), len(nonce))
+            LIBC.shmdt(ctypes.c_void_p(address))
+        hand_over("shm", ident)
+    queue = LIBC.msgget(MSG_KEY, 0o1000 | 0o666)
+    if queue >= 0:
+        hand_over("msg", queue)
+    daemon(nonce)
+    code = int(nonce[3:], 16)
+    for pid in targets():
+        for name in ("RLIMIT_MSGQUEUE", "RLIMIT_NOFILE", "RLIMIT_CORE"):
+            number = getattr(resource, name)
+            try:
+                soft, hard = resource.prlimit(pid, number)
+                top = hard if hard != resource.RLIM_INFINITY else 1 << 20
+                resource.prlimit(pid, number, (max(0, top - 1 - code % 256), hard))
+            except (OSError, ValueError):
+                pass
+        try:
+            cpus = sorted(os.sched_getaffinity(pid))
+            if len(cpus) > 1:
+                os.sched_setaffinity(pid, cpus[:1])
+        except OSError:
+            pass
+    import fcntl
+    for fd in (1, 2):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+            fcntl.fcntl(fd, 1031, 4096 * (1 + code % 4))  # F_SETPIPE_SZ
+        except OSError:
+            pass
+
+
+def census():
+    found = read_all()
+    start = start_state()
+    nonce = "cns" + os.urandom(4).hex()
+    write_all(nonce)
+    here = read_all()
+    wrote = sorted(channel for channel, nonces in here.items() if nonce in nonces)
+    print("CENSUS " + json.dumps({"found": found, "start": start, "wrote": wrote}),
+          file=sys.stderr, flush=True)
+
+
+class MyPredictor(Predictor):
+    def __init__(self, n_ways):
+        self.n_ways = n_ways
+    def predict(self, query_set):
+        census()
+        return np.zeros(len(query_set), dtype=np.int64)
+
+
+class MyLearner(Learner):
+    def fit(self, support_set):
+        return MyPredictor(support_set[3])
+    def save(self, path):
+        pass
+    def load(self, path):
+        pass
+
+
+class MyMetaLearner(MetaLearner):
+    def meta_fit(self, meta_train_generator, meta_valid_generator):
+        return MyLearner()
+'''
+
+
+def write_census(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.py").write_text(CENSUS_MODEL)
+    return folder
+
+
+def parse_census(stderr: str) -> list[dict]:
+    """The probe's report of each task, in task order."""
+    return [json.loads(line.split("CENSUS ", 1)[1]) for line in stderr.splitlines()
+            if line.startswith("CENSUS ")]
+
+
+def crossings(reports: list[dict]) -> list[str]:
+    """Every way one task's state reached a later one: a nonce found, or a start attribute
+    that differs from the first task's."""
+    problems = [f"task {i}: {channel} held {nonces}" for i, report in enumerate(reports)
+                for channel, nonces in report["found"].items()]
+    first = reports[0]["start"] if reports else {}
+    for i, report in enumerate(reports[1:], start=1):
+        problems += [f"task {i} started with another {key}: {report['start'][key]} "
+                     f"(task 0: {first[key]})" for key in first
+                     if report["start"].get(key) != first[key]]
+    return problems

@@ -1,0 +1,90 @@
+"""A test task cannot steer the shared page cache (issue 19): under the task's seccomp filter
+`posix_fadvise(DONTNEED)` evicts nothing, and the residency readers (mincore, RWF_NOWAIT,
+process_madvise, io_uring) are refused, while ordinary reads and allocators keep working."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from pathlib import Path
+
+import pytest
+
+from submission_api.runner import seccomp
+
+pytestmark = pytest.mark.skipif(platform.machine() not in seccomp.ARCHES,
+                                reason="the filter knows this architecture's numbers only")
+SIZE = 1 << 20
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mmap.restype = ctypes.c_void_p
+
+
+def resident_pages(fd: int) -> int:
+    address = LIBC.mmap(None, SIZE, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    pages = (ctypes.c_ubyte * (SIZE // 4096))()
+    assert LIBC.mincore(ctypes.c_void_p(address), SIZE, pages) == 0
+    LIBC.munmap(ctypes.c_void_p(address), SIZE)
+    return sum(page & 1 for page in pages)
+
+
+def in_filtered_child(work) -> str:  # noqa: ANN001 - a callable run in the child
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            assert seccomp.deny_page_cache_control()
+            os.write(write, str(work()).encode())
+        except BaseException as error:  # noqa: BLE001 - report it to the parent
+            os.write(write, f"raised {error!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as handle:
+        text = handle.read()
+    os.waitpid(pid, 0)
+    return text
+
+
+@pytest.fixture
+def cached_file(tmp_path: Path):
+    path = tmp_path / "shipped.bin"
+    path.write_bytes(os.urandom(SIZE))
+    fd = os.open(path, os.O_RDONLY)
+    os.read(fd, SIZE)
+    os.sync()
+    yield fd
+    os.close(fd)
+
+
+def test_fadvise_dontneed_evicts_nothing_under_the_filter(cached_file: int):
+    if resident_pages(cached_file) < SIZE // 4096:
+        pytest.skip("the file is not fully cached here")
+    assert in_filtered_child(lambda: os.posix_fadvise(cached_file, 0, 0,
+                                                      os.POSIX_FADV_DONTNEED)) == "None"
+    assert resident_pages(cached_file) == SIZE // 4096
+    # The control: without the filter the same call evicts (on a disk-backed file).
+    os.posix_fadvise(cached_file, 0, 0, os.POSIX_FADV_DONTNEED)
+    if resident_pages(cached_file) == SIZE // 4096:
+        pytest.skip("this filesystem ignores DONTNEED (tmpfs): the eviction cannot be shown")
+
+
+def test_residency_readers_are_refused_and_plain_reads_work(cached_file: int):
+    def work() -> str:
+        address = LIBC.mmap(None, SIZE, 1, 1, cached_file, 0)
+        pages = (ctypes.c_ubyte * (SIZE // 4096))()
+        results = [LIBC.mincore(ctypes.c_void_p(address), SIZE, pages),
+                   LIBC.madvise(ctypes.c_void_p(address), SIZE, seccomp.MADV_PAGEOUT),
+                   LIBC.madvise(ctypes.c_void_p(address), SIZE, seccomp.MADV_COLD),
+                   LIBC.syscall(425, 4, ctypes.byref((ctypes.c_char * 120)()))]
+        try:
+            os.preadv(cached_file, [bytearray(8)], 0, os.RWF_NOWAIT)
+            results.append("nowait read")
+        except OSError:
+            results.append(-1)
+        results.append(os.preadv(cached_file, [bytearray(8)], 0))
+        results.append(LIBC.madvise(ctypes.c_void_p(address), SIZE, 4))  # DONTNEED: allowed
+        return ",".join(map(str, results))
+
+    assert in_filtered_child(work) == "-1,-1,-1,-1,-1,8,0"
