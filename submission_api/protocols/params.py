@@ -20,6 +20,9 @@ concrete values and two phases with equal dicts evaluate identically. Defaults a
 or "BaseGen+NovelGen" (their average) — and fewstab (Zheng et al. 2024) — "wAcc-A" by default,
 or "wAcc-gap" (wAcc-R − wAcc-A, lower better). `aggregation` is how R runs become one score
 (`scoring.aggregate`): "per_dataset_min" (MetaDL, default) or "min_of_run_means".
+`test_pools` is how meta-test tasks draw their images (`sampling.pools.TEST_POOLS`): "per_task"
+(default; afresh from the whole class, as the NeurIPS'22 kit and Meta-Dataset, so the intervals
+cover) or "per_run" (disjoint pools per run; fewstab's default, its counts use them).
 `split_seed` fixes the within-domain class split and the id-ood held-out images; the phase sets
 it (usually to its phase seed) so they are the same for every run and every view.
 """
@@ -40,6 +43,8 @@ RANKING_METRICS = {"id-ood": ("NovelGen", "BaseGen", "BaseGen+NovelGen"),
 """Ranking metrics a protocol offers, default first; any other protocol ranks by "score"."""
 AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
 """Mirrors `scoring.aggregate.AGGREGATIONS` (checked equal by a test)."""
+TEST_POOLS = ("per_task", "per_run")
+"""Mirrors `sampling.pools.TEST_POOLS` (checked equal by a test)."""
 FEWSTAB_SHOTS = (1, 5)
 """FewSTAB evaluates 1-shot and 5-shot tasks (Zheng et al. 2024)."""
 
@@ -65,6 +70,7 @@ class ProtocolParams:
     split_seed: int = 0
     metric: str | None = None
     aggregation: str = "per_dataset_min"
+    test_pools: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in PROTOCOLS:
@@ -82,6 +88,7 @@ class ProtocolParams:
                 )
             self._fill(key, default)
         self._fill("metric", RANKING_METRICS.get(self.name, ("score",))[0])
+        self._fill("test_pools", "per_run" if self.name == "fewstab" else "per_task")
         if self.name == "fewstab":
             self._fill("fewstab_n_s", self.n_shots)
             self._fill("fewstab_n_q", self.n_queries)
@@ -155,7 +162,17 @@ def check_protocol_params(params: ProtocolParams) -> None:
             f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "
             "minimum over runs, as MetaDL ranked, or the minimum of the run means)."
         )
+    if params.test_pools not in TEST_POOLS:
+        raise ProtocolParamsError(
+            f"test_pools={params.test_pools!r}, expected one of {TEST_POOLS} (per_task: each "
+            "task draws afresh from the whole class; per_run: disjoint pools for the run)."
+        )
     if params.name == "fewstab":
+        if params.test_pools != "per_run":
+            raise ProtocolParamsError(
+                f"fewstab test_pools={params.test_pools!r}, expected 'per_run' (its attribute "
+                "counts are taken in the run's disjoint pools); remove test_pools."
+            )
         if params.n_shots not in FEWSTAB_SHOTS:
             raise ProtocolParamsError(
                 f"fewstab n_shots={params.n_shots}, expected one of {FEWSTAB_SHOTS}."

@@ -6,9 +6,11 @@ on the run — so every run of a submission meets the same tasks and its runs di
 participant-side seed (MetaDL practice: "a different ingestion seed while the scoring seed
 remains the same"). The platform derives `test_seed` from a server secret
 (`server.services.seeds`); neither participants nor sandboxes ever see it. For each test dataset
-(and id-ood group) the plan draws disjoint support / query pools once from
+(and id-ood group) the plan takes the pools of `params.test_pools` (`sampling.pools`: by
+default each task draws support and query afresh from the whole class; `per_run` draws disjoint
+pools once, so no query image appears with its label in any task of the run) from
 `make_rng(test_seed, "pools", group, dataset)`, then every episode of that dataset from the same
-generator, so no query image appears with its label in any task of the run.
+generator.
 Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
 Meta-dataset keeps exactly `tasks_per_dataset` episodes per dataset (each from one dataset),
 rather than drawing each episode's dataset at random, so per-dataset scores rest on the same
@@ -35,7 +37,7 @@ from submission_api.sampling.meta_dataset import (
     compute_md_query_pool_size,
     sample_meta_dataset_episode,
 )
-from submission_api.sampling.pools import sample_disjoint_pools
+from submission_api.sampling.pools import sample_test_pools
 from submission_api.sampling.seeds import make_rng
 
 if TYPE_CHECKING:
@@ -87,11 +89,11 @@ def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, d
 
 def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
                   groups: tuple[str, ...], allowed: np.ndarray | None = None) -> list[Episode]:
-    """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
+    """`tasks_per_dataset` episodes of each group, from the pools of `params.test_pools`."""
     rng = make_rng(seed, "pools", groups[0], ds.name)
     pool_size = compute_md_query_pool_size if params.name == "meta-dataset" else None
-    pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng, allowed,
-                                  pool_size)
+    pools = sample_test_pools(params.test_pools, ds.labels, len(ds.class_names), _queries(params),
+                              rng, allowed, pool_size)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
     index = (compute_fewstab_index(pools, ds.attributes, *thresholds)
