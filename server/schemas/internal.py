@@ -68,6 +68,7 @@ class TaskResultIn(BaseModel):
     n_shots: int
     score: float
     accuracy: float | None = None
+    worst_class_accuracy: float | None = None
 
     model_config = {"populate_by_name": True}
 

@@ -230,7 +230,9 @@ def _task_rows(run_id: int, tasks: list[dict[str, Any]]) -> list[TaskResult]:
         TaskResult(run_id=run_id, task_id=int(t["task_id"]), dataset=str(t["dataset"]),
                    group=str(t.get("group") or "test"), n_ways=int(t["n_ways"]),
                    n_shots=int(t["n_shots"]), score=float(t["score"]),
-                   accuracy=None if t.get("accuracy") is None else float(t["accuracy"]))
+                   accuracy=None if t.get("accuracy") is None else float(t["accuracy"]),
+                   worst_class_accuracy=None if t.get("worst_class_accuracy") is None
+                   else float(t["worst_class_accuracy"]))
         for t in tasks
     ]
 
