@@ -9,7 +9,7 @@ still be indistinguishable from the leader); the official order is never changed
 
 The test is on the ranked quantity:
 - score boards (`compute_tied_groups`): the stratified paired t-test of each entry against the
-  head (`paired.compute_stratified_differences`), each dataset (or side) weighing as in the
+  head (`paired.compute_stratified_test`), each dataset (or side) weighing as in the
   score;
 - average-rank boards (`compute_rank_tied_groups`): the bootstrap distribution of the
   difference in average rank (`rank_intervals.compute_resampled_average_ranks`), two-sided
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from submission_api.scoring.paired import ALPHA, compute_stratified_differences
+from submission_api.scoring.paired import ALPHA, compute_strata, compute_stratified_test
 
 GROUPS_MEANING = (
     "Group 1 is the leader and every entry a paired test (Holm-corrected, 5%) cannot tell apart "
@@ -74,10 +74,21 @@ def compute_tied_groups(values: np.ndarray, strata: np.ndarray | None = None,
     """
     values = np.asarray(values, dtype=float)
     strata = np.zeros(values.shape[1], dtype=int) if strata is None else np.asarray(strata)
+    label, sizes, share = compute_strata(strata, stratum_weight)
+    one_hot = np.zeros((label.size, sizes.size))
+    one_hot[np.arange(label.size), label] = 1.0
+    # per-stratum sums and sums of squares once; a head's cross products are one product, so
+    # no (E, n) difference matrix is built per group
+    sums, squares = values @ one_hot, (values ** 2) @ one_hot  # (E, S)
 
     def p_against(head: int, others: np.ndarray) -> np.ndarray:
-        return compute_stratified_differences(values[head] - values[others], strata,
-                                              stratum_weight)[2]
+        cross = values[others] @ (one_hot * values[head][:, None])  # (k, S)
+        diff_sums = sums[head] - sums[others]
+        diff_squares = squares[head] + squares[others] - 2.0 * cross
+        var = np.maximum(diff_squares - diff_sums ** 2 / sizes, 0.0) / np.maximum(sizes - 1, 1)
+        # tied task by task: exactly no variance, whatever the rounding above left
+        var = np.where(np.isclose(var, 0.0, atol=1e-13), 0.0, var)
+        return compute_stratified_test(diff_sums / sizes, var, sizes, share, interval=False)[2]
 
     return group_by_heads(values.shape[0], p_against, alpha)
 

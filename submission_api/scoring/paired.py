@@ -103,7 +103,7 @@ def compute_paired_difference(a: np.ndarray, b: np.ndarray, level: float = 0.95
 
 def compute_stratified_differences(diff: np.ndarray, strata: np.ndarray,
                                    stratum_weight: np.ndarray | None = None,
-                                   level: float = 0.95
+                                   level: float = 0.95, interval: bool = True
                                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row-wise weighted mean over strata of the per-stratum mean differences, its t half-width
     and two-sided p-value (module docstring).
@@ -113,24 +113,38 @@ def compute_stratified_differences(diff: np.ndarray, strata: np.ndarray,
         strata: (n,) each task's stratum (dataset, or side:dataset), any labels.
         stratum_weight: (n,) the weight of each task's stratum (constant within a stratum,
             summing to 1 over strata); default every stratum the same.
+        interval: False skips the half-widths (NaN; tests need only p).
     Returns:
         (mean, half, p), each (k,). A stratum of one task adds no variance term (a single task
         has none); with no variance at all the half-width is 0 and p is 1 for a zero mean, 0
         otherwise, as `compute_paired_difference`.
     """
     diff = np.atleast_2d(np.asarray(diff, dtype=float))
-    _, label = np.unique(np.asarray(strata), return_inverse=True)
-    sizes = np.bincount(label).astype(float)
-    if stratum_weight is None:
-        share = np.full(sizes.size, 1.0 / sizes.size)
-    else:
-        share = np.bincount(label, weights=np.asarray(stratum_weight, dtype=float)) / sizes
+    label, sizes, share = compute_strata(strata, stratum_weight)
     one_hot = np.zeros((label.size, sizes.size))
     one_hot[np.arange(label.size), label] = 1.0
     means = (diff @ one_hot) / sizes  # (k, S)
     resid = diff - means[:, label]
+    var = ((resid ** 2) @ one_hot) / np.maximum(sizes - 1.0, 1.0)  # 0 for one-task strata
+    return compute_stratified_test(means, var, sizes, share, level, interval)
+
+
+def compute_strata(strata: np.ndarray, stratum_weight: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(label (n,) in 0..S-1, sizes (S,), share (S,)) of per-task strata and stratum weights."""
+    _, label = np.unique(np.asarray(strata), return_inverse=True)
+    sizes = np.bincount(label).astype(float)
+    if stratum_weight is None:
+        return label, sizes, np.full(sizes.size, 1.0 / sizes.size)
+    return label, sizes, np.bincount(label, weights=np.asarray(stratum_weight, float)) / sizes
+
+
+def compute_stratified_test(means: np.ndarray, var: np.ndarray, sizes: np.ndarray,
+                            share: np.ndarray, level: float = 0.95, interval: bool = True
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, half, p) from per-stratum means and sample variances ((k, S) each), stratum
+    sizes and weights ((S,)): se^2 = sum_s w_s^2 var_s / n_s, Welch–Satterthwaite df."""
     dof = np.maximum(sizes - 1.0, 1.0)
-    var = ((resid ** 2) @ one_hot) / dof  # (k, S) sample variances, 0 for one-task strata
     terms = share ** 2 * var / sizes  # (k, S) squared standard errors
     se2 = terms.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -140,6 +154,8 @@ def compute_stratified_differences(diff: np.ndarray, strata: np.ndarray,
         t = np.where(se2 > 0, mean / np.sqrt(se2), 0.0)
     df = np.maximum(df, 1.0)
     p = np.where(se2 > 0, compute_t_two_sided_p(t, df), np.where(mean == 0, 1.0, 0.0))
+    if not interval:
+        return mean, np.full_like(mean, np.nan), p
     half = np.where(se2 > 0, compute_t_quantile(level, df) * np.sqrt(se2), 0.0)
     return mean, half, p
 

@@ -87,12 +87,20 @@ def compute_dataset_ranks(per_dataset: np.ndarray, higher_is_better: bool = True
     value (NaN) ranks after every present one (missing results never help)."""
     x = np.asarray(per_dataset, dtype=float)
     key = np.where(np.isnan(x), np.inf, -x if higher_is_better else x)
+    if x.shape[0] == 0:
+        return np.empty_like(x)
     order = np.argsort(key, axis=0, kind="stable")
-    sorted_key = np.take_along_axis(key, order, axis=0)
+    ordered = np.take_along_axis(key, order, axis=0)
+    # a block of equal values spans positions first..last; each member's rank is their middle
+    position = np.arange(x.shape[0])[:, None]
+    starts = np.ones_like(ordered, dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=0)
+    ends = np.ones_like(ordered, dtype=bool)
+    ends[:-1] = starts[1:]
+    last = np.minimum.accumulate(np.where(ends, position, x.shape[0])[::-1], axis=0)[::-1]
     ranks = np.empty_like(x)
-    for d in range(x.shape[1]):
-        _, first, count = np.unique(sorted_key[:, d], return_index=True, return_counts=True)
-        ranks[order[:, d], d] = np.repeat(first + (count + 1) / 2.0, count)
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=0)
     return ranks
 
 

@@ -12,6 +12,7 @@ from scipy import stats
 
 from submission_api.scoring.groups import (
     compute_holm,
+    group_by_heads,
     compute_rank_tied_groups,
     compute_tied_groups,
 )
@@ -174,6 +175,18 @@ def test_tied_groups_of_a_board_without_pairs(n_entries):
 
 def test_identical_entries_are_one_group():
     assert compute_tied_groups(np.tile(np.linspace(0, 1, 50), (3, 1))).tolist() == [1, 1, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8), st.integers(2, 30), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_tied_groups_match_a_slow_reference(n_entries, n_tasks, n_strata, seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 5, size=(n_entries, n_tasks)) / 4
+    strata = np.arange(n_tasks) % n_strata
+    slow = group_by_heads(n_entries, lambda head, others: np.array([
+        compute_stratified_difference(values[head] - values[o], strata).p_value
+        for o in others]))
+    assert compute_tied_groups(values, strata).tolist() == slow.tolist()
 
 
 def test_tied_groups_weigh_datasets_as_the_score_does():
