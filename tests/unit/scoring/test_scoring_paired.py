@@ -12,9 +12,9 @@ from scipy import stats
 
 from submission_api.scoring.groups import (
     compute_holm,
-    group_by_heads,
     compute_rank_tied_groups,
     compute_tied_groups,
+    group_by_heads,
 )
 from submission_api.scoring.paired import (
     align_tasks,
