@@ -17,6 +17,7 @@ The t quantile is `student_t.compute_t_quantile`, the package's one.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,9 +78,16 @@ def compute_group_stats(values: Sequence[float] | np.ndarray) -> GroupStats:
     md_half = MD_Z * float(arr.std()) / math.sqrt(n)
     if n < 2:
         return GroupStats(mean=mean, ci95=None, md_ci95=md_half, n=n)
-    t_crit = float(compute_t_quantile(0.95, n - 1))
+    t_crit = _t_critical(n - 1)
     t_half = t_crit * float(arr.std(ddof=1)) / math.sqrt(n)
     return GroupStats(mean=mean, ci95=t_half, md_ci95=md_half, n=n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_critical(df: int) -> float:
+    """t_{0.975, df}: a run summary asks for it per dataset, ways, shots and group, mostly for
+    the same few task counts."""
+    return float(compute_t_quantile(0.95, df))
 
 
 def finite_or_none(value: float | None) -> float | None:
