@@ -83,7 +83,9 @@ def compute_tied_groups(values: np.ndarray, strata: np.ndarray | None = None,
 
     def p_against(head: int, others: np.ndarray) -> np.ndarray:
         cross = values[others] @ (one_hot * values[head][:, None])  # (k, S)
-        diff_sums = sums[head] - sums[others]
+        # rounded: BLAS sums equal rows in different orders (1e-15 apart); a real difference
+        # of per-task scores is never below 1e-9
+        diff_sums = np.round(sums[head] - sums[others], 9)
         diff_squares = squares[head] + squares[others] - 2.0 * cross
         var = np.maximum(diff_squares - diff_sums ** 2 / sizes, 0.0) / np.maximum(sizes - 1, 1)
         # tied task by task: exactly no variance, whatever the rounding above left
