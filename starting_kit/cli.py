@@ -137,10 +137,24 @@ def run_command(
         _report_runs(results, params, output)
         return
     scores = results[0]
-    half = scores.get("ci95")
-    ci = f" ± {half:.3f} (95% CI)" if half is not None else ""
-    console.print(f"[bold green]score {scores['score']:.4f}[/]{ci} over {scores['n_tasks']} tasks")
+    metric = scores.get("metric") or "score"
+    half = _metric_interval(scores, metric)
+    ci = f" ± {half:.3f} (95% CI of {metric})" if half is not None else ""
+    what = "" if metric == "score" else f" ({metric})"
+    console.print(f"[bold green]score {scores['score']:.4f}[/]{what}{ci} over "
+                  f"{scores['n_tasks']} tasks")
     console.print(f"results: {output / 'scores.json'}, {output / 'detailed_results.html'}")
+
+
+def _metric_interval(scores: dict, metric: str) -> float | None:
+    """The 95% half-width of the quantity the phase ranks by (NovelGen, wAcc-A, ...), not of the
+    mean over every task; from the run summary in scores.json."""
+    from submission_api.scoring.ranked_tasks import compute_metric_ci95
+
+    summary = scores.get("summary")
+    if not isinstance(summary, dict):
+        return scores.get("ci95") if metric == "score" else None
+    return compute_metric_ci95(summary, metric)
 
 
 def _submission_folder(submission: Path) -> Path:

@@ -129,3 +129,5 @@ class TaskResult(Base):
     n_shots: Mapped[int] = mapped_column(Integer)
     score: Mapped[float] = mapped_column(Float)
     accuracy: Mapped[float | None] = mapped_column(Float)
+    # FewSTAB's per-task wAcc: its boards' statistics are of this value (issue 22)
+    worst_class_accuracy: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -144,9 +144,11 @@ class Leaderboard(BaseModel):
 
 
 class Comparison(BaseModel):
-    """Submission a against b on the tasks both have (issue 15): mean per-task difference a − b,
-    its t-based 95% interval and paired t-test, and a 95% bootstrap interval resampling
-    datasets (tasks share images, so the t interval is optimistic)."""
+    """Submission a against b on the tasks both have (issues 15, 22): the difference a − b of
+    the phase's ranked quantity (`metric`), its stratified t 95% interval over tasks and test
+    (an interval of the expected difference on these datasets over fresh test seeds), and a
+    95% bootstrap interval resampling datasets only when there are enough datasets for one
+    (else null, and `dataset_note` says why)."""
 
     a: int
     b: int
@@ -157,6 +159,8 @@ class Comparison(BaseModel):
     t_high: float
     p_value: float
     significant: bool
-    bootstrap_low: float
-    bootstrap_high: float
+    bootstrap_low: float | None = None
+    bootstrap_high: float | None = None
+    metric: str = "score"
+    dataset_note: str | None = None
     wilcoxon_p: float = Field(description="signed-rank test over tasks (normal approximation)")

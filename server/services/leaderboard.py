@@ -5,7 +5,8 @@ Which submission represents a participant: the one they selected (if it finished
 phase rule — `best` (highest score) or `latest` (most recent finished). Baseline submissions
 (flagged by an organizer) each get their own entry, marked. A submission's score aggregates its
 current runs by the phase's rule (`services.scores`, MetaDL's per-dataset minimum by default);
-its per-dataset values are those minima, its CI that of its worst run.
+its per-dataset values are those minima, its CI the ranked quantity's 95% interval in its worst
+run (NovelGen's on an id-ood board ranked by NovelGen, not all tasks').
 
 Ranking is `score` (higher first) or `average_rank` across datasets (lower first), both from
 submission_api.scoring.ranking; ties go to the earlier submission — for a submission carried
@@ -26,6 +27,7 @@ from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, Team, User
 from server.services.scores import aggregate_runs, compute_phase_sides, lower_is_better
+from submission_api.scoring.ranked_tasks import compute_metric_ci95
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
 
@@ -108,13 +110,14 @@ class Ranked(NamedTuple):
 def worst_run_summaries(session: Session, submission_ids: list[int],
                         protocol: dict | None = None) -> dict[int, dict]:
     """submission id -> what the board shows of its current finished runs, aggregated by the
-    phase's rule: `{"ci95": worst run's, "per_dataset": {dataset: worst over runs}}`.
+    phase's rule: `{"ci95": worst run's, of the ranked metric, "per_dataset": {dataset: worst
+    over runs}}`.
 
-    Only the compact parts of each summary are read (`metric_cells`, `ci95`, and `per_dataset`
-    for summaries stored before `metric_cells` existed): a whole summary is ~5 KB of JSON, and
-    decoding 10,000 of them took half of a leaderboard request. The ids are rendered as
-    literals: bound one by one, psycopg spent ~80 ms splitting the query of each chunk of 5,000
-    (benchmarks/bench_leaderboard.py).
+    Only the compact parts of each summary are read (`metric_cells`, `ci95`, the per-group
+    intervals, and `per_dataset` for summaries stored before `metric_cells` existed): a whole
+    summary is ~5 KB of JSON, and decoding 10,000 of them took half of a leaderboard request.
+    The ids are rendered as literals: bound one by one, psycopg spent ~80 ms splitting the query
+    of each chunk of 5,000 (benchmarks/bench_leaderboard.py).
     """
     by_submission: dict[int, list[Any]] = {}
     for start in range(0, len(submission_ids), SUMMARY_CHUNK):
@@ -124,18 +127,24 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
             select(Run.submission_id, Run.score, Run.index,
                    Run.summary["ci95"].as_float().label("ci95"),
                    Run.summary["metric_cells"].label("metric_cells"),
-                   Run.summary["per_dataset"].label("per_dataset"))
+                   Run.summary["per_dataset"].label("per_dataset"),
+                   Run.summary["per_group"].label("per_group"),
+                   Run.summary["wacc_per_group"].label("wacc_per_group"))
             .where(Run.submission_id.in_(ids), Run.state == "finished",
                    Run.superseded_at.is_(None))
             .order_by(Run.submission_id, Run.index)).all()
         for run in runs:
             by_submission.setdefault(run.submission_id, []).append(_BoardRun(
                 run.score, run.ci95,
-                {"metric_cells": run.metric_cells, "per_dataset": run.per_dataset}))
+                {"metric_cells": run.metric_cells, "per_dataset": run.per_dataset,
+                 "ci95": run.ci95, "per_group": run.per_group,
+                 "wacc_per_group": run.wacc_per_group}))
     out = {}
     for sid, runs in by_submission.items():
         result = aggregate_runs(runs, protocol)
-        out[sid] = {"ci95": runs[result.worst_run].ci95, "per_dataset": result.per_dataset,
+        # the interval of the quantity ranked (NovelGen, wAcc-A, ...), of the worst run
+        ci95 = compute_metric_ci95(runs[result.worst_run].summary, result.metric)
+        out[sid] = {"ci95": ci95, "per_dataset": result.per_dataset,
                     "sides": compute_phase_sides(runs, protocol)}
     return out
 

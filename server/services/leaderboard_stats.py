@@ -1,13 +1,19 @@
-"""Statistics beside a phase's board: each entry's rank interval and tied group (issue 15).
+"""Statistics beside a phase's board: each entry's rank range and tied group (issues 15, 22).
 
-The numbers come from `submission_api.scoring.paired`; this module only reads the per-task
-results of each entry and decides when they show. An entry's tasks are, per dataset, those of
-its worst run on that dataset (MetaDL's per-dataset minimum), so the mean of its row is its
-official score; only tasks every entry has are compared (with one test seed per phase, all).
+The numbers come from `submission_api.scoring` (`rank_intervals`, `groups`, `paired`); this
+module reads each entry's per-task results *of the quantity the phase ranks by*
+(`scoring.ranked_tasks`: NovelGen tasks on an id-ood board ranked by NovelGen, per-task wAcc of
+the fewstab-A tasks on a FewSTAB board, ...) and decides when they show. An entry's tasks are,
+per cell (dataset, or side:dataset), those of its worst run on that cell (MetaDL's per-dataset
+minimum; the worst run's tasks under `min_of_run_means`), so the weighted mean of its row is its
+official score; only tasks every entry has are compared (one test seed per phase: all).
 
-- Score phases: rank intervals resample tasks within their dataset (each dataset weighs the
-  same, as the score); average-rank phases resample datasets, ranking per dataset as the board.
-- Tied groups: adjacent entries, paired t-test over tasks, Holm-corrected along the board.
+- Score boards: rank ranges resample tasks within their stratum (each weighing as in the
+  score); tied groups test each entry against its group's head with the stratified paired t.
+- Average-rank boards: the same task resampling, every dataset re-ranked in each resample, so
+  ranges and groups come from the ranks the board orders by.
+- What they are intervals of: the expected ranked value on these datasets over fresh test
+  seeds (docs/statistics.md, with the coverage study).
 - Deterministic: the generator is seeded by the phase id. Cached per (phase, league) while the
   board's fingerprint (`leaderboard_cache.compute_fingerprint`) holds — a finished run moves it.
 - Shown per the phase's `leaderboard.statistics`: `during` the phase, `after_close`, or `never`;
@@ -26,20 +32,23 @@ from sqlalchemy.orm import Session
 from server.models import Phase, Run, Submission, TaskResult, utcnow
 from server.services.leaderboard import Ranked
 from server.services.leaderboard_cache import FingerprintCache, cached_rank_leaderboard
-from server.services.scores import lower_is_better
+from server.services.scores import compute_phase_scoring, lower_is_better
 from server.services.timeline import effective_status
+from submission_api.scoring.groups import compute_rank_tied_groups, compute_tied_groups
 from submission_api.scoring.paired import (
-    N_RESAMPLES,
+    MIN_CLUSTERS,
     PairedDifference,
-    align_tasks,
     compute_cluster_bootstrap,
-    compute_dataset_ranks,
-    compute_paired_difference,
-    compute_rank_intervals,
-    compute_tied_groups,
+    compute_stratified_difference,
     compute_wilcoxon_p,
+)
+from submission_api.scoring.rank_intervals import (
+    compute_rank_intervals,
+    compute_rank_ranges,
+    compute_resampled_average_ranks,
     sample_task_weights,
 )
+from submission_api.scoring.ranked_tasks import compute_stratum_weights, compute_task_value
 
 MAX_BOARDS = 16
 SEED_SALT = 15
@@ -62,59 +71,91 @@ def shows_statistics(phase: Phase, now: datetime | None = None) -> bool:
     return when == "after_close" and effective_status(phase, now or utcnow()) == "closed"
 
 
-def read_task_matrix(session: Session, submission_ids: list[int]) -> dict[int, dict]:
-    """submission id -> {(group, task_id): (dataset, score)} from, per dataset, its worst
-    current finished run."""
+def read_task_matrix(session: Session, submission_ids: list[int], metric: str = "score",
+                     aggregation: str = "per_dataset_min") -> dict[int, dict]:
+    """submission id -> {(group, task_id): (stratum, value)} of the ranked `metric`, per cell
+    from its worst current finished run (the whole worst run under `min_of_run_means`)."""
     if not submission_ids:
         return {}
     ids = bindparam("ids", submission_ids, expanding=True, literal_execute=True)
     rows = session.execute(
         select(Run.submission_id, Run.id, TaskResult.group, TaskResult.task_id,
-               TaskResult.dataset, TaskResult.score)
+               TaskResult.dataset, TaskResult.score, TaskResult.worst_class_accuracy)
         .join(TaskResult, TaskResult.run_id == Run.id)
         .where(Run.submission_id.in_(ids), Run.state == "finished",
                Run.superseded_at.is_(None))).all()
     runs: dict[int, dict[int, dict[str, dict]]] = {}
-    for sid, run_id, group, task_id, dataset, score in rows:
-        runs.setdefault(sid, {}).setdefault(run_id, {}).setdefault(dataset, {})[
-            (group, task_id)] = (dataset, float(score))
+    for sid, run_id, group, task_id, dataset, score, wacc in rows:
+        cell = compute_task_value(metric, group, dataset, score, wacc)
+        if cell is not None:
+            runs.setdefault(sid, {}).setdefault(run_id, {}).setdefault(cell[0], {})[
+                (group, task_id)] = cell[1:]
+    worse = max if metric == "wAcc-gap" else min
     out: dict[int, dict] = {}
     for sid, by_run in runs.items():
-        datasets = {d for tasks in by_run.values() for d in tasks}
+        if aggregation == "min_of_run_means":
+            worst = worse(by_run.values(), key=lambda cells: _cells_value(cells.values()))
+            out[sid] = {k: v for tasks in worst.values() for k, v in tasks.items()}
+            continue
         chosen: dict = {}
-        for dataset in sorted(datasets):
-            own = [tasks[dataset] for tasks in by_run.values() if dataset in tasks]
-            chosen |= min(own, key=lambda t: sum(s for _, s in t.values()) / len(t))
+        for key in sorted({k for cells in by_run.values() for k in cells}):
+            own = [cells[key] for cells in by_run.values() if key in cells]
+            chosen |= worse(own, key=lambda tasks: _cells_value([tasks]))
         out[sid] = chosen
     return out
 
 
+def _cells_value(cells: Any) -> float:
+    """The metric's value over some cells' tasks: per stratum the mean, summed within a cell
+    (wAcc-gap's two sides carry their signs), averaged over cells."""
+    totals = []
+    for tasks in cells:
+        strata: dict[str, list[float]] = {}
+        for stratum, value in tasks.values():
+            strata.setdefault(stratum, []).append(value)
+        totals.append(sum(sum(v) / len(v) for v in strata.values()))
+    return sum(totals) / len(totals)
+
+
+class _Board(NamedTuple):
+    values: np.ndarray  # (E, n) per-task ranked values, board order
+    strata: np.ndarray  # (n,)
+    weight: np.ndarray | None  # (n,) stratum weights, None: equal
+
+
+def read_board(session: Session, phase: Phase, ids: list[int]) -> _Board | None:
+    """The entries' shared tasks of the ranked quantity, or None when there is none."""
+    metric, aggregation = compute_phase_scoring(phase.protocol)
+    tasks = read_task_matrix(session, ids, metric, aggregation)
+    if not ids or any(sid not in tasks for sid in ids):
+        return None
+    shared = sorted(set.intersection(*(set(tasks[sid]) for sid in ids)))
+    if not shared:
+        return None
+    values = np.array([[tasks[sid][key][1] for key in shared] for sid in ids])
+    strata = np.array([tasks[ids[0]][key][0] for key in shared])
+    return _Board(values, strata, compute_stratum_weights(strata, metric))
+
+
 def compute_board_statistics(session: Session, phase: Phase,
                              ranked: list[Ranked]) -> dict[int, EntryStats]:
-    """submission id -> its rank interval and tied group, for the whole ranked board.
+    """submission id -> its rank range and tied group, for the whole ranked board.
 
     Empty when fewer than two entries share a task."""
     ids = [r.row.id for r in ranked]
-    tasks = read_task_matrix(session, ids)
-    if len(ids) < 2 or any(sid not in tasks for sid in ids):
+    board = read_board(session, phase, ids) if len(ids) >= 2 else None
+    if board is None:
         return {}
-    shared = sorted(set.intersection(*(set(tasks[sid]) for sid in ids)))
-    if not shared:
-        return {}
-    values = np.array([[tasks[sid][key][1] for key in shared] for sid in ids])
-    strata = np.array([tasks[ids[0]][key][0] for key in shared])
     higher = not lower_is_better(phase.protocol)
     rng = np.random.default_rng([phase.id, SEED_SALT])
+    weights = sample_task_weights(board.strata, rng, stratum_weight=board.weight)
     if (phase.leaderboard or {}).get("ranking") == "average_rank":
-        names, label = np.unique(strata, return_inverse=True)
-        sums = np.stack([np.bincount(label, weights=row) for row in values])
-        ranks = compute_dataset_ranks(sums / np.bincount(label), higher)
-        drawn = rng.integers(0, names.size, size=(N_RESAMPLES, names.size))
-        weights = np.stack([np.bincount(row, minlength=names.size) for row in drawn]) / names.size
-        low, high = compute_rank_intervals(ranks, weights, higher_is_better=False)
+        ranks = compute_resampled_average_ranks(board.values, board.strata, weights, higher)
+        low, high = compute_rank_ranges(ranks, higher_is_better=False)
+        groups = compute_rank_tied_groups(ranks)
     else:
-        low, high = compute_rank_intervals(values, sample_task_weights(strata, rng), higher)
-    groups, _ = compute_tied_groups(values)
+        low, high = compute_rank_intervals(board.values, weights, higher)
+        groups = compute_tied_groups(board.values, board.strata, board.weight)
     return {sid: EntryStats(int(lo), int(hi), int(g))
             for sid, lo, hi, g in zip(ids, low, high, groups, strict=True)}
 
@@ -126,14 +167,15 @@ def cached_board_statistics(session: Session, phase: Phase, league: str | None,
                            lambda: compute_board_statistics(session, phase, ranked))
 
 
-def compare_submissions(session: Session, a: int, b: int) -> PairedDifference | None:
-    """Paired difference a − b over the tasks both submissions have (None if none shared)."""
-    tasks = read_task_matrix(session, [a, b])
-    if a not in tasks or b not in tasks:
+def compare_submissions(session: Session, phase: Phase, a: int, b: int
+                        ) -> PairedDifference | None:
+    """Paired difference a − b of the phase's ranked quantity over the tasks both have (each
+    stratum weighing as in the score); None if nothing is shared."""
+    board = read_board(session, phase, [a, b])
+    if board is None:
         return None
-    scores_a, scores_b = align_tasks({k: v[1] for k, v in tasks[a].items()},
-                                     {k: v[1] for k, v in tasks[b].items()})
-    return compute_paired_difference(scores_a, scores_b) if scores_a.size else None
+    return compute_stratified_difference(board.values[0] - board.values[1], board.strata,
+                                         board.weight)
 
 
 def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
@@ -145,7 +187,7 @@ def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
     if not index:
         return None
     above = board[index - 1].row
-    diff = compare_submissions(session, submission_id, above.id)
+    diff = compare_submissions(session, phase, submission_id, above.id)
     if diff is None:
         return None
     return {"username": above.username, "rank": board[index - 1].position, "mean": diff.mean,
@@ -154,24 +196,33 @@ def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
 
 
 def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict | None:
-    """`arena compare`'s answer: a − b with its t interval over tasks and a bootstrap interval
-    resampling datasets (tasks share images, so the t interval is optimistic; the dataset
-    bootstrap is the conservative one, and wide with few datasets). None if nothing shared."""
-    tasks = read_task_matrix(session, [a, b])
-    if a not in tasks or b not in tasks:
+    """`arena compare`'s answer: a − b of the ranked quantity with its stratified t interval
+    over tasks (an interval of the expected difference on these datasets over fresh test
+    seeds), and — only with `MIN_CLUSTERS` datasets or more — a bootstrap over datasets (would
+    it hold on other datasets like these); with fewer, `dataset_note` says why there is none.
+    None if nothing is shared."""
+    board = read_board(session, phase, [a, b])
+    if board is None:
         return None
-    shared = sorted(tasks[a].keys() & tasks[b].keys())
-    if not shared:
-        return None
-    diff = np.array([tasks[a][k][1] - tasks[b][k][1] for k in shared])
-    t = compute_paired_difference(diff, np.zeros_like(diff))
-    datasets = np.array([tasks[a][k][0] for k in shared])
-    low, high = compute_cluster_bootstrap(diff, datasets, np.random.default_rng(
-        [phase.id, SEED_SALT, a, b]))
-    return {"a": a, "b": b, "n_tasks": t.n, "n_datasets": int(np.unique(datasets).size),
-            "mean": t.mean, "t_low": t.low, "t_high": t.high, "p_value": t.p_value,
-            "significant": t.significant, "bootstrap_low": low, "bootstrap_high": high,
-            "wilcoxon_p": compute_wilcoxon_p(diff)}
+    diff = board.values[0] - board.values[1]
+    t = compute_stratified_difference(diff, board.strata, board.weight)
+    datasets = np.array([s.split(":", 1)[-1] for s in board.strata.astype(str)])
+    n_datasets = int(np.unique(datasets).size)
+    answer = {"a": a, "b": b, "n_tasks": t.n, "n_datasets": n_datasets, "mean": t.mean,
+              "t_low": t.low, "t_high": t.high, "p_value": t.p_value,
+              "significant": t.significant, "bootstrap_low": None, "bootstrap_high": None,
+              "wilcoxon_p": compute_wilcoxon_p(diff), "metric": compute_phase_scoring(
+                  phase.protocol)[0], "dataset_note": None}
+    if n_datasets >= MIN_CLUSTERS:
+        low, high = compute_cluster_bootstrap(diff, datasets, np.random.default_rng(
+            [phase.id, SEED_SALT, a, b]))
+        answer |= {"bootstrap_low": low, "bootstrap_high": high}
+    else:
+        answer["dataset_note"] = (
+            f"{n_datasets} test dataset(s): too few for an interval over datasets (a bootstrap "
+            f"over them has a handful of distinct resamples; at least {MIN_CLUSTERS} needed). "
+            "The interval above holds for these datasets, not for other datasets like them.")
+    return answer
 
 
 def board_submission_ids(session: Session, phase: Phase, league: str | None) -> set[int]:
@@ -187,7 +238,8 @@ def compare_with_previous(session: Session, submission: Any) -> dict | None:
             Submission.state == "finished", Submission.id != submission.id,
             Submission.created_at <= submission.created_at)
         .order_by(Submission.created_at.desc(), Submission.id.desc()).limit(1)).scalar()
-    diff = compare_submissions(session, submission.id, previous) if previous else None
+    phase = session.get(Phase, submission.phase_id)
+    diff = compare_submissions(session, phase, submission.id, previous) if previous else None
     if diff is None:
         return None
     return {"submission_id": previous, "mean": diff.mean, "low": diff.low, "high": diff.high,

@@ -275,7 +275,9 @@ def _task_rows(run_id: int, tasks: list[dict[str, Any]]) -> list[TaskResult]:
                    dataset=storable_text(str(t["dataset"])),
                    group=storable_text(str(t.get("group") or "test")), n_ways=int(t["n_ways"]),
                    n_shots=int(t["n_shots"]), score=float(t["score"]),
-                   accuracy=None if t.get("accuracy") is None else float(t["accuracy"]))
+                   accuracy=None if t.get("accuracy") is None else float(t["accuracy"]),
+                   worst_class_accuracy=None if t.get("worst_class_accuracy") is None
+                   else float(t["worst_class_accuracy"]))
         for t in tasks
     ]
 

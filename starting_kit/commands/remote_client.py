@@ -286,16 +286,25 @@ def print_board(board: dict[str, Any], stats: bool = False) -> None:
                         for c in cells])
     Console().print(table)
     if stats:
-        Console().print("rank range: ranks in 95% of bootstrap resamples of the test tasks; "
-                        "one group: no entry differs significantly from the one above it "
-                        "(paired t-test over tasks, Holm-corrected)")
+        Console().print("rank range: ranks in 95% of bootstrap resamples of the test tasks "
+                        "(of the ranked quantity, on these datasets); group 1: the leader and "
+                        "every entry a paired test (Holm-corrected, 5%) cannot tell apart from "
+                        "it; each next group is led by the best entry not yet grouped")
 
 
 def comparison_words(c: dict[str, Any]) -> str:
     """`arena compare`'s answer, e.g. "A − B = +0.012 (−0.004 … +0.028), not significant"."""
     verdict = "significant" if c["significant"] else "not significant"
-    return (f"{c['a']} − {c['b']} = {c['mean']:+.4f} ({c['t_low']:+.4f} … {c['t_high']:+.4f}), "
-            f"{verdict} (paired t-test over {c['n_tasks']} shared tasks, p = {c['p_value']:.3g}; "
-            f"Wilcoxon signed-rank p = {c['wilcoxon_p']:.3g})"
-            f"\nbootstrap over {c['n_datasets']} datasets, 95%: {c['bootstrap_low']:+.4f} … "
-            f"{c['bootstrap_high']:+.4f} (tasks share images: this one is the cautious interval)")
+    metric = c.get("metric") or "score"
+    words = (f"{c['a']} − {c['b']} = {c['mean']:+.4f} ({c['t_low']:+.4f} … {c['t_high']:+.4f}) "
+             f"in {metric}, {verdict} (paired t-test over {c['n_tasks']} shared tasks, each "
+             f"dataset weighing as in the score, p = {c['p_value']:.3g}; Wilcoxon signed-rank "
+             f"p = {c['wilcoxon_p']:.3g}); the interval is of the expected difference on these "
+             f"{c['n_datasets']} datasets over fresh test tasks")
+    if c.get("bootstrap_low") is not None:
+        words += (f"\nbootstrap over {c['n_datasets']} datasets, 95%: "
+                  f"{c['bootstrap_low']:+.4f} … {c['bootstrap_high']:+.4f} (would it hold on "
+                  "other datasets like these)")
+    elif c.get("dataset_note"):
+        words += f"\n{c['dataset_note']}"
+    return words

@@ -108,6 +108,9 @@ class TaskResult:
     score: float
     group: str = "test"
     accuracy: float | None = None
+    worst_class_accuracy: float | None = None
+    """FewSTAB's per-task wAcc (the lowest per-class accuracy), which its board's statistics
+    resample; None elsewhere."""
 
 
 @dataclass(frozen=True)

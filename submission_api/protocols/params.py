@@ -27,6 +27,10 @@ computed in each run, and the lowest of the three runs is used"); within-domain
 "per_dataset_min" (MetaDL'21: per dataset the minimum of the 3 runs). The sources of fixed,
 meta-dataset, id-ood and fewstab report one evaluation and no rule over runs: they take
 "min_of_run_means", the platform's choice (the score of one actual run).
+`test_pools` is how meta-test tasks draw their images (`sampling.pools.TEST_POOLS`): "per_task"
+(default; afresh from the whole class, as the NeurIPS'22 kit, Meta-Dataset and FewSTAB's
+`SpuriousTask` do, so the intervals cover) or "per_run" (disjoint pools per run: no query image
+is ever shown with its label in any task of the run; FewSTAB 5-shot tasks then rarely exist).
 `hierarchical_datasets` (meta-dataset only): the test datasets whose super-categories drive
 Meta-Dataset's bilevel class sampling; default none (flat sampling everywhere). Meta-Dataset
 uses it for Omniglot alone (alphabets; ImageNet's DAG sampling is not implemented here), so a
@@ -68,6 +72,8 @@ AGGREGATIONS = ("per_dataset_min", "min_of_run_means")
 """Mirrors `scoring.aggregate.AGGREGATIONS` (checked equal by a test)."""
 DEFAULT_AGGREGATIONS = {"within-domain": "per_dataset_min"}
 """Each protocol's default rule over runs (module docstring); absent: "min_of_run_means"."""
+TEST_POOLS = ("per_task", "per_run")
+"""Mirrors `sampling.pools.TEST_POOLS` (checked equal by a test)."""
 FEWSTAB_SHOTS = (1, 5)
 """FewSTAB evaluates 1-shot and 5-shot tasks (Zheng et al. 2024)."""
 
@@ -96,6 +102,7 @@ class ProtocolParams:
     split_seed: int = 0
     metric: str | None = None
     aggregation: str | None = None
+    test_pools: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in PROTOCOLS:
@@ -114,6 +121,7 @@ class ProtocolParams:
             self._fill(key, default)
         self._fill("metric", RANKING_METRICS.get(self.name, ("score",))[0])
         self._fill("aggregation", DEFAULT_AGGREGATIONS.get(self.name, "min_of_run_means"))
+        self._fill("test_pools", "per_task")
         if self.name == "within-domain":
             self._fill("within_domain_variant", "collection")
         if self.name == "id-ood":
@@ -224,6 +232,11 @@ def check_protocol_params(params: ProtocolParams) -> None:
         raise ProtocolParamsError(
             f"aggregation={params.aggregation!r}, expected one of {AGGREGATIONS} (per-dataset "
             "minimum over runs, MetaDL'21's rule, or the lowest run mean, NeurIPS'22's rule)."
+        )
+    if params.test_pools not in TEST_POOLS:
+        raise ProtocolParamsError(
+            f"test_pools={params.test_pools!r}, expected one of {TEST_POOLS} (per_task: each "
+            "task draws afresh from the whole class; per_run: disjoint pools for the run)."
         )
     if params.name == "fewstab":
         if params.n_shots not in FEWSTAB_SHOTS:

@@ -6,10 +6,11 @@ on the run — so every run of a submission meets the same tasks and its runs di
 participant-side seed (MetaDL practice: "a different ingestion seed while the scoring seed
 remains the same"). The platform derives `test_seed` from a server secret
 (`server.services.seeds`); neither participants nor sandboxes ever see it. For each test dataset
-(and id-ood group) the plan draws disjoint support / query pools once from
+(and id-ood group) the plan takes the pools of `params.test_pools` (`sampling.pools`: by
+default each task draws support and query afresh from the whole class; `per_run` draws disjoint
+pools once, so no query image appears with its label in any task of the run) from
 `make_rng(test_seed, "pools", group, dataset)`, then every episode of that dataset from the same
-generator, so no query image appears with its label in any task of the run. FewSTAB is the
-exception (`FEWSTAB_WHOLE_CLASSES`): its tasks draw from whole classes, as the reference does.
+generator. FewSTAB's tasks draw from whole classes by default too, as the reference does.
 Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
 Meta-dataset keeps exactly `tasks_per_dataset` episodes per dataset (each from one dataset),
 rather than drawing each episode's dataset at random, so per-dataset scores rest on the same
@@ -37,7 +38,7 @@ from submission_api.sampling.meta_dataset import (
     compute_md_query_pool_size,
     sample_meta_dataset_episode,
 )
-from submission_api.sampling.pools import compute_shared_pools, sample_disjoint_pools
+from submission_api.sampling.pools import sample_test_pools
 from submission_api.sampling.seeds import make_rng
 
 if TYPE_CHECKING:
@@ -45,13 +46,6 @@ if TYPE_CHECKING:
 
 CROSS_DOMAIN_QUERIES = 20
 """NeurIPS'22 queries per class; sizes the cross-domain query pools."""
-FEWSTAB_WHOLE_CLASSES = True
-"""FewSTAB tasks (biased and random) draw support and query from the whole class per task, as
-the reference `SpuriousTask` does (support carries a_i, queries lack it: disjoint inside a task).
-Disjoint run pools halve the images each rule may pick from and make 5-shot tasks unreachable
-(sample data: none in 10^6 tries, against ~700 with whole classes). Nothing leaks across tasks:
-each test task runs in a fresh process on a read-only learner, so no task can carry a label it
-saw to another."""
 
 
 def _get(collection: Collection, name: str) -> Any:
@@ -105,14 +99,11 @@ def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, d
 
 def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
                   groups: tuple[str, ...], allowed: np.ndarray | None = None) -> list[Episode]:
-    """`tasks_per_dataset` episodes of each group, all from one draw of disjoint pools."""
+    """`tasks_per_dataset` episodes of each group, from the pools of `params.test_pools`."""
     rng = make_rng(seed, "pools", groups[0], ds.name)
     pool_size = compute_md_query_pool_size if params.name == "meta-dataset" else None
-    if params.name == "fewstab" and FEWSTAB_WHOLE_CLASSES:
-        pools = compute_shared_pools(ds.labels, len(ds.class_names), allowed)
-    else:
-        pools = sample_disjoint_pools(ds.labels, len(ds.class_names), _queries(params), rng,
-                                      allowed, pool_size)
+    pools = sample_test_pools(params.test_pools, ds.labels, len(ds.class_names), _queries(params),
+                              rng, allowed, pool_size)
     shape = (params.n_ways, params.n_shots, params.n_queries)
     thresholds = (params.fewstab_n_s, params.fewstab_n_q)
     index = (compute_fewstab_index(pools, ds.attributes, *thresholds)

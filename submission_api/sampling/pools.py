@@ -1,9 +1,20 @@
 """Which images of each class may be drawn as support and which as query.
 
 Meta-train tasks use *shared* pools: one pool per class, and a task draws its support and query
-from it without overlap. A meta-test run uses *disjoint* pools, drawn once per dataset per run
-from the run's seed, so that no query image ever appears with its label in any task of the run
-(DESIGN.md, 'Evaluation protocols').
+from it without overlap. Meta-test tasks take one of two rules, the phase's `test_pools`
+(`TEST_POOLS`, chosen by `sample_test_pools`):
+  - `per_task` (default): shared pools, so every task draws its support and query afresh from
+    the whole class, as the NeurIPS'22 kit and Meta-Dataset do. Tasks are then independent
+    draws, and the t interval over tasks covers the mean over the task distribution
+    (docs/statistics.md: 95% intervals cover 93-97% against fresh test seeds). An image may be
+    a query of one task and a support image of another; no task can learn that, since each
+    task reaches participant code alone and nothing survives it (DESIGN.md, sandbox).
+  - `per_run`: *disjoint* pools, drawn once per dataset per run from the run's seed, so that no
+    query image ever appears with its label in any task of the run. Every task then reuses the
+    same few query images per class, so the tasks are not independent and the t interval over
+    tasks undercovers (53% for Meta-Dataset at 600 tasks); the interval reported is then one
+    *conditional on the run's query images*. FewSTAB's 5-shot tasks rarely exist under it
+    (half of each class is left to each rule), so FewSTAB too defaults to `per_task`.
 
 Disjoint split rule, for a class with `n` images and a protocol asking `q` queries per class:
   - `n > q`:  query pool = `max(q, ceil(n / 2))` images, support pool = the rest (>= 1 image).
@@ -90,6 +101,34 @@ def sample_disjoint_pools(
         query.append(np.sort(shuffled[:n_query]))
         support.append(np.sort(shuffled[n_query:]))
     return ClassPools(support=tuple(support), query=tuple(query), disjoint=True)
+
+
+TEST_POOLS = ("per_task", "per_run")
+"""Meta-test pool rules (module docstring); `per_task` is every protocol's default."""
+
+
+def sample_test_pools(
+    rule: str,
+    labels: np.ndarray,
+    n_classes: int,
+    n_queries: int,
+    rng: np.random.Generator,
+    allowed: np.ndarray | None = None,
+    query_pool_size: Callable[[int], int] | None = None,
+) -> ClassPools:
+    """The pools a meta-test dataset's episodes draw from under `rule` (`TEST_POOLS`).
+
+    `per_task` returns shared pools and draws nothing from `rng`; `per_run` draws disjoint pools
+    (`sample_disjoint_pools`, same arguments).
+
+    Raises:
+        ValueError: `rule` is not one of TEST_POOLS.
+    """
+    if rule == "per_task":
+        return compute_shared_pools(labels, n_classes, allowed)
+    if rule == "per_run":
+        return sample_disjoint_pools(labels, n_classes, n_queries, rng, allowed, query_pool_size)
+    raise ValueError(f"test_pools={rule!r} is unknown; expected one of {TEST_POOLS}.")
 
 
 def compute_capacities(pools: ClassPools, n_queries: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,21 +6,26 @@ Two intervals are kept side by side, both as half-widths around the mean:
 - `md_ci95`: the Meta-Dataset paper's `1.96 * sigma / sqrt(n)` with numpy's default population
   standard deviation (ddof=0), as in `meta_dataset/learners/trainer.py` (Triantafillou et al.,
   2020); 0 for a single task, as there.
-Both treat tasks as independent samples. Tasks of one run are not: they draw their queries from
-the same per-class pools (a class's query images recur across tasks), so both intervals are
-optimistic — they measure the spread of task draws, not the uncertainty of the accuracy on the
-datasets. The report says so beside them.
+Both treat tasks as independent samples. They are, under the default `test_pools: per_task`
+(each task draws support and query afresh from the whole class): the t interval is then an
+interval of the expected score on these datasets over fresh test seeds, and covers it 95% of
+the time (docs/statistics.md, `benchmarks/coverage_intervals.py`). Under `per_run` pools every
+task reuses the same query images, so both are intervals *given those images* and undercover
+the expected score (53% for Meta-Dataset at 600 tasks); the report says so beside them.
+The t quantile is `student_t.compute_t_quantile`, the package's one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
+
+from submission_api.scoring.student_t import compute_t_quantile
 
 #: Normal 97.5% quantile, rounded as in the Meta-Dataset code.
 MD_Z = 1.96
@@ -73,9 +78,16 @@ def compute_group_stats(values: Sequence[float] | np.ndarray) -> GroupStats:
     md_half = MD_Z * float(arr.std()) / math.sqrt(n)
     if n < 2:
         return GroupStats(mean=mean, ci95=None, md_ci95=md_half, n=n)
-    t_crit = float(stats.t.ppf(0.975, df=n - 1))
+    t_crit = _t_critical(n - 1)
     t_half = t_crit * float(arr.std(ddof=1)) / math.sqrt(n)
     return GroupStats(mean=mean, ci95=t_half, md_ci95=md_half, n=n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_critical(df: int) -> float:
+    """t_{0.975, df}: a run summary asks for it per dataset, ways, shots and group, mostly for
+    the same few task counts."""
+    return float(compute_t_quantile(0.95, df))
 
 
 def finite_or_none(value: float | None) -> float | None:

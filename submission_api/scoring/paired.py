@@ -6,18 +6,17 @@ drawn. This module owns those statistics, as pure numpy functions (no SciPy: see
 
 - `compute_paired_difference`: mean per-task difference over shared task ids, a Student-t 95%
   interval and the paired t-test p-value (as scipy.stats.ttest_rel).
+- `compute_stratified_difference(s)`: the difference of two entries' *ranked values* — each
+  stratum (dataset, or side:dataset) weighing as in the score — with a t interval from the
+  per-stratum variances (Welch–Satterthwaite degrees of freedom). What it is an interval of:
+  the expected difference on these datasets over fresh test seeds; it covers 95% when a run's
+  tasks are independent draws (`test_pools: per_task`, docs/statistics.md).
 - `compute_wilcoxon_p`: the signed-rank test's p-value (normal approximation), a check on the
   t-test that does not assume normal differences (scores are bounded and often skewed).
-- `compute_cluster_bootstrap`: a percentile interval that resamples *clusters* (test classes or
-  datasets) rather than tasks. Tasks of a phase draw their images from the same class pools, so
-  they are not independent and the t interval is optimistic; resampling the clusters keeps that
-  dependence inside each draw.
-- `compute_rank_intervals`: the ranks each entry takes across B bootstrap resamples (tasks
-  within their dataset for score phases; datasets for average-rank phases), as one matrix
-  product over an entries x tasks matrix.
-- `compute_tied_groups`: walking down the board, an entry joins the group of the entry above
-  unless their paired t-test is significant after Holm's correction over the board's m-1
-  adjacent comparisons. The official order is never changed; groups only annotate it.
+- `compute_cluster_bootstrap`: a percentile interval that resamples *clusters* (datasets), for
+  the question "would it hold on other datasets like these"; meaningful only with
+  `MIN_CLUSTERS` or more.
+Rank ranges are `rank_intervals`, tied groups `groups`.
 
 Randomness is always a `numpy.random.Generator` argument, so a phase's statistics are
 deterministic given its seed.
@@ -31,12 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from submission_api.scoring.rank_intervals import N_RESAMPLES, count_rows
 from submission_api.scoring.student_t import compute_t_quantile, compute_t_two_sided_p
 
 ALPHA = 0.05
 """Family-wise error rate of the tied groups and level of the intervals (95%)."""
-N_RESAMPLES = 1_000
-"""Bootstrap resamples: the benchmark's size (benchmarks/bench_rank_intervals.py)."""
+MIN_CLUSTERS = 10
+"""Fewest clusters (datasets) for which `compute_cluster_bootstrap` is reported: with 2-3
+datasets a bootstrap over them sees 3-10 distinct resamples, so its percentile interval is a
+few of those means, narrower than honest (issue 22); below this the dataset level is named
+as not estimable rather than shown."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,82 @@ def compute_paired_difference(a: np.ndarray, b: np.ndarray, level: float = 0.95
     return PairedDifference(m, m - half, m + half, float(p[0]), int(a.size))
 
 
+def compute_stratified_differences(diff: np.ndarray, strata: np.ndarray,
+                                   stratum_weight: np.ndarray | None = None,
+                                   level: float = 0.95, interval: bool = True
+                                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row-wise weighted mean over strata of the per-stratum mean differences, its t half-width
+    and two-sided p-value (module docstring).
+
+    Args:
+        diff: (k, n) per-task differences (or (k, n) values, for an interval of a mean).
+        strata: (n,) each task's stratum (dataset, or side:dataset), any labels.
+        stratum_weight: (n,) the weight of each task's stratum (constant within a stratum,
+            summing to 1 over strata); default every stratum the same.
+        interval: False skips the half-widths (NaN; tests need only p).
+    Returns:
+        (mean, half, p), each (k,). A stratum of one task adds no variance term (a single task
+        has none); with no variance at all the half-width is 0 and p is 1 for a zero mean, 0
+        otherwise, as `compute_paired_difference`.
+    """
+    diff = np.atleast_2d(np.asarray(diff, dtype=float))
+    label, sizes, share = compute_strata(strata, stratum_weight)
+    one_hot = np.zeros((label.size, sizes.size))
+    one_hot[np.arange(label.size), label] = 1.0
+    means = (diff @ one_hot) / sizes  # (k, S)
+    resid = diff - means[:, label]
+    var = ((resid ** 2) @ one_hot) / np.maximum(sizes - 1.0, 1.0)  # 0 for one-task strata
+    return compute_stratified_test(means, var, sizes, share, level, interval)
+
+
+def compute_strata(strata: np.ndarray, stratum_weight: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(label (n,) in 0..S-1, sizes (S,), share (S,)) of per-task strata and stratum weights."""
+    _, label = np.unique(np.asarray(strata), return_inverse=True)
+    sizes = np.bincount(label).astype(float)
+    if stratum_weight is None:
+        return label, sizes, np.full(sizes.size, 1.0 / sizes.size)
+    return label, sizes, np.bincount(label, weights=np.asarray(stratum_weight, float)) / sizes
+
+
+def compute_stratified_test(means: np.ndarray, var: np.ndarray, sizes: np.ndarray,
+                            share: np.ndarray, level: float = 0.95, interval: bool = True
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, half, p) from per-stratum means and sample variances ((k, S) each), stratum
+    sizes and weights ((S,)): se^2 = sum_s w_s^2 var_s / n_s, Welch–Satterthwaite df."""
+    dof = np.maximum(sizes - 1.0, 1.0)
+    terms = share ** 2 * var / sizes  # (k, S) squared standard errors
+    se2 = terms.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(se2 > 0, se2 ** 2 / np.where(sizes > 1, terms ** 2 / dof, 0.0).sum(axis=1),
+                      1.0)
+        mean = means @ share
+        t = np.where(se2 > 0, mean / np.sqrt(se2), 0.0)
+    df = np.maximum(df, 1.0)
+    p = np.where(se2 > 0, compute_t_two_sided_p(t, df), np.where(mean == 0, 1.0, 0.0))
+    if not interval:
+        return mean, np.full_like(mean, np.nan), p
+    half = np.where(se2 > 0, compute_t_quantile(level, df) * np.sqrt(se2), 0.0)
+    return mean, half, p
+
+
+def compute_stratified_difference(diff: np.ndarray, strata: np.ndarray,
+                                  stratum_weight: np.ndarray | None = None,
+                                  level: float = 0.95) -> PairedDifference:
+    """`compute_stratified_differences` of one (n,) difference vector, as a PairedDifference.
+
+    Raises:
+        ValueError: `diff` is empty or its shape differs from `strata`'s.
+    """
+    diff, strata = np.asarray(diff, dtype=float), np.asarray(strata)
+    if diff.ndim != 1 or diff.size == 0 or diff.shape != strata.shape:
+        raise ValueError(f"received differences of shape {diff.shape} and strata of shape "
+                         f"{strata.shape}; expected two equal, non-empty 1-D arrays.")
+    mean, half, p = compute_stratified_differences(diff[None, :], strata, stratum_weight, level)
+    m, h = float(mean[0]), float(half[0])
+    return PairedDifference(m, m - h, m + h, float(p[0]), int(diff.size))
+
+
 def compute_cluster_bootstrap(diff: np.ndarray, clusters: np.ndarray, rng: np.random.Generator,
                               n_resamples: int = N_RESAMPLES, level: float = 0.95
                               ) -> tuple[float, float]:
@@ -116,100 +195,10 @@ def compute_cluster_bootstrap(diff: np.ndarray, clusters: np.ndarray, rng: np.ra
     sums = np.bincount(label, weights=diff, minlength=n_clusters)
     counts = np.bincount(label, minlength=n_clusters).astype(float)
     drawn = rng.integers(0, n_clusters, size=(n_resamples, n_clusters))
-    weight = _count_rows(drawn, n_clusters)
+    weight = count_rows(drawn, n_clusters)
     means = (weight @ sums) / (weight @ counts)
     tail = (1.0 - level) / 2.0
     return float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))
-
-
-def _count_rows(drawn: np.ndarray, width: int) -> np.ndarray:
-    """(B, width) counts of each value in each row of the (B, k) index matrix `drawn`."""
-    rows = drawn.shape[0]
-    flat = (drawn + (np.arange(rows) * width)[:, None]).ravel()
-    return np.bincount(flat, minlength=rows * width).reshape(rows, width).astype(float)
-
-
-def sample_task_weights(strata: np.ndarray, rng: np.random.Generator,
-                        n_resamples: int = N_RESAMPLES) -> np.ndarray:
-    """(B, n) weights of a stratified task bootstrap: tasks are redrawn within their dataset
-    (`strata`, (n,) labels) and each dataset weighs the same, as the phase score does."""
-    _, label = np.unique(np.asarray(strata), return_inverse=True)
-    order = np.argsort(label, kind="stable")
-    sizes = np.bincount(label)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    drawn = np.concatenate(
-        [order[start + rng.integers(0, size, size=(n_resamples, size))]
-         for start, size in zip(starts, sizes, strict=True)], axis=1)
-    counts = _count_rows(drawn, label.size)
-    return counts / (sizes[label] * sizes.size)
-
-
-def compute_rank_intervals(values: np.ndarray, weights: np.ndarray, higher_is_better: bool = True,
-                           level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Central `level` range of each entry's rank over bootstrap resamples.
-
-    Args:
-        values: (E, n) per-task scores (or per-dataset ranks) of the entries, in board order.
-        weights: (B, n) resample weights (`sample_task_weights`, or dataset counts / D).
-        higher_is_better: False for average ranks and gap metrics.
-    Returns:
-        (low, high), each (E,) integer ranks (1 = first); ties in a resample go to the entry
-        higher on the official board, as the official order rule does.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    # Rounded so that entries tied task by task stay tied whatever order the product summed in.
-    totals = np.round(values @ np.asarray(weights, dtype=np.float64).T, 10)  # (E, B)
-    order = np.argsort(-totals if higher_is_better else totals, axis=0, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(1, values.shape[0] + 1)[:, None], axis=0)
-    tail = (1.0 - level) / 2.0
-    low = np.quantile(ranks, tail, axis=1, method="lower")
-    high = np.quantile(ranks, 1.0 - tail, axis=1, method="higher")
-    return low.astype(int), high.astype(int)
-
-
-def compute_dataset_ranks(per_dataset: np.ndarray, higher_is_better: bool = True) -> np.ndarray:
-    """(E, D) rank of each entry on each dataset: ties share their average rank, and a missing
-    value (NaN) ranks last, as `ranking.compute_average_rank` does."""
-    x = np.asarray(per_dataset, dtype=float)
-    key = np.where(np.isnan(x), np.inf, -x if higher_is_better else x)
-    order = np.argsort(key, axis=0, kind="stable")
-    sorted_key = np.take_along_axis(key, order, axis=0)
-    ranks = np.empty_like(x)
-    for d in range(x.shape[1]):
-        _, first, count = np.unique(sorted_key[:, d], return_index=True, return_counts=True)
-        shared = np.repeat(first + (count + 1) / 2.0, count)
-        ranks[order[:, d], d] = shared
-    return ranks
-
-
-def compute_tied_groups(values: np.ndarray, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """Group ids along the board from paired t-tests of adjacent entries, Holm-corrected.
-
-    Args:
-        values: (E, n) per-task scores in official board order.
-    Returns:
-        (groups, adjusted): (E,) group ids starting at 1, a new one wherever the entry differs
-        significantly from the entry above; (E-1,) Holm-adjusted p-values of those tests.
-    """
-    values = np.asarray(values, dtype=float)
-    if values.shape[0] < 2:
-        return np.ones(values.shape[0], dtype=int), np.empty(0)
-    _, _, _, p = _paired_t(values[:-1] - values[1:])
-    adjusted = compute_holm(p)
-    breaks = np.concatenate([[1], (adjusted < alpha).astype(int)])
-    return np.cumsum(breaks), adjusted
-
-
-def compute_holm(p: np.ndarray) -> np.ndarray:
-    """Holm-adjusted p-values (step-down; monotone, at most 1), in input order."""
-    p = np.asarray(p, dtype=float)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    stepped = np.maximum.accumulate(p[order] * (m - np.arange(m)))
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(stepped, 1.0)
-    return adjusted
 
 
 def compute_wilcoxon_p(diff: np.ndarray) -> float:

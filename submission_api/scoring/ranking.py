@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
+
+from submission_api.scoring.rank_intervals import compute_dataset_ranks
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,15 @@ def compute_average_rank(
     if not entries:
         return []
     datasets = sorted({d for _, _, scores in entries for d in scores})
-    ranks = np.zeros((len(entries), max(len(datasets), 1)))
-    for j, dataset in enumerate(datasets):
-        column = []
-        for entry_id, _, scores in entries:
+    table = np.full((len(entries), len(datasets)), np.nan)
+    for i, (entry_id, _, scores) in enumerate(entries):
+        for j, dataset in enumerate(datasets):
             value = scores.get(dataset)
             if value is not None:
                 _check_number(entry_id, f"score on {dataset!r}", value)
-            value = None if value is None else (float(value) if higher_is_better else -value)
-            column.append(-math.inf if value is None else value)
-        ranks[:, j] = rankdata(-np.asarray(column), method="average")
+                table[i, j] = float(value)
+    # the one average-rank rule, shared with the rank ranges (`rank_intervals`)
+    ranks = compute_dataset_ranks(table, higher_is_better)
     average = ranks.mean(axis=1) if datasets else np.ones(len(entries))
     order = sorted(range(len(entries)), key=lambda i: (average[i], entries[i][1], i))
     return [

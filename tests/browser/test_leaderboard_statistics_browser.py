@@ -43,7 +43,7 @@ def test_board_shows_rank_ranges_tied_groups_and_the_gap_to_the_entry_above(page
     expect(page.locator("td.rank-interval")).to_have_text(["1–2", "1–2", "3–3"])
     expect(page.locator("tr[data-tied-group='1']")).to_have_count(2)
     expect(page.locator("tr[data-tied-group='2']")).to_have_class(re.compile("tied-even"))
-    expect(page.locator("#stats-legend-1")).to_contain_text("tied group")
+    expect(page.locator("#stats-legend-1")).to_contain_text("Tied groups")
     shot(page, "15-leaderboard-statistics")
     page.goto(f"/submissions/{ids['bob']}")
     expect(page.locator("#vs-above")).to_contain_text(

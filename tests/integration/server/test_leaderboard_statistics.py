@@ -123,3 +123,69 @@ def test_submission_page_compares_with_the_owners_previous_submission(env):
     assert f'vs your previous submission (<a href="/submissions/{env.submission_ids["carl"]}">' \
         in page
     assert "<strong>+0." in page.split('id="vs-previous"')[1] and "), significant" in page
+
+
+def finish_groups(env, submission_id: int, groups: dict[str, tuple[float, float]],
+                  rng: np.random.Generator, n: int = 60) -> None:
+    """Finish a submission's runs with `n` tasks per group: group -> (score level, wAcc level);
+    each group on its own dataset, as an id-ood or FewSTAB run reports them."""
+    records, next_id = [], 0
+    for group, (score, wacc) in groups.items():
+        for s, w in zip(np.clip(score + rng.normal(0, 0.05, n), 0, 1),
+                        np.clip(wacc + rng.normal(0, 0.05, n), 0, 1), strict=True):
+            records.append(TaskRecord(id=next_id, dataset=f"d-{group}", group=group, n_ways=5,
+                                      n_shots=1, score=float(s), accuracy=float(s),
+                                      worst_class_accuracy=float(w)))
+            next_id += 1
+    outcome = RunOutcome(state="finished", summary=summarize_run(records).to_dict(),
+                         tasks=[{**r.to_dict(), "task_id": r.id} for r in records], log="ok")
+    with env.db.session(write=True) as s:
+        for run in s.execute(select(Run).where(Run.submission_id == submission_id,
+                                               Run.state == "queued")).scalars().all():
+            token = claim_run(s, run.id, "w", env.clock.now, LeasePolicy()).fencing_token
+            finish_run(s, run.id, token, outcome, env.clock.now, LeasePolicy())
+
+
+def two_sided_board(env, protocol: dict, levels: dict[str, dict]) -> tuple[int, dict]:
+    phase_id = env.phase(protocol=protocol, leaderboard={"statistics": "during"}).id
+    rng = np.random.default_rng(2)
+    ids = {}
+    for name, groups in levels.items():
+        _, headers = env.user(name)
+        env.clock.advance(seconds=1)
+        ids[name] = env.submit(phase_id, headers).json()["id"]
+        finish_groups(env, ids[name], groups, rng)
+    return phase_id, ids
+
+
+def test_id_ood_statistics_are_of_novelgen_the_quantity_the_board_ranks_by(env):
+    # ann leads on BaseGen and on the mean over all tasks; bob leads on NovelGen, which ranks
+    phase_id, ids = two_sided_board(env, {"name": "id-ood"}, {
+        "ann": {"BaseGen": (0.9, 0.9), "NovelGen": (0.2, 0.2)},
+        "bob": {"BaseGen": (0.5, 0.5), "NovelGen": (0.4, 0.4)}})
+    entries = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()["entries"]
+    assert [e["username"] for e in entries] == ["bob", "ann"]
+    assert entries[0]["rank_low"] == 1  # was 2–2: the range came from every task's score
+    assert (entries[0]["rank_high"], entries[1]["rank_low"], entries[1]["rank_high"]) == (1, 2, 2)
+    assert [e["tied_group"] for e in entries] == [1, 2]
+    with env.db.session() as s:
+        summary = s.execute(select(Run.summary).where(Run.submission_id == ids["bob"])).scalar()
+    assert entries[0]["ci95"] == pytest.approx(summary["per_group"]["NovelGen"]["ci95"])
+    answer = env.client.get(f"/api/v1/submissions/{ids['bob']}/compare/{ids['ann']}")
+    assert answer.status_code == 200, answer.text
+    comparison = answer.json()
+    assert comparison["metric"] == "NovelGen" and comparison["n_tasks"] == 60
+    assert comparison["mean"] == pytest.approx(0.2, abs=0.03) and comparison["significant"]
+    assert comparison["bootstrap_low"] is None and "too few" in comparison["dataset_note"]
+
+
+def test_fewstab_statistics_are_of_wacc_a_not_of_the_score(env):
+    # ann has the better normalized accuracy everywhere, bob the better worst-class accuracy on
+    # the attribute-biased tasks, which is what a FewSTAB board ranks by (wAcc-A)
+    phase_id, _ = two_sided_board(env, {"name": "fewstab"}, {
+        "ann": {"fewstab-A": (0.9, 0.1), "fewstab-R": (0.9, 0.5)},
+        "bob": {"fewstab-A": (0.3, 0.4), "fewstab-R": (0.3, 0.5)}})
+    entries = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()["entries"]
+    assert [e["username"] for e in entries] == ["bob", "ann"]
+    assert [(e["rank_low"], e["rank_high"], e["tied_group"]) for e in entries] == [
+        (1, 1, 1), (2, 2, 2)]

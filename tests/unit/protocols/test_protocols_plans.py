@@ -29,9 +29,18 @@ def _assert_run_pools_disjoint(episodes):
         assert np.intersect1d(support, query).size == 0, name
 
 
+def _assert_tasks_draw_from_whole_classes(episodes):
+    """per_task pools: some image is a query of one task and a support image of another."""
+    for name in {e.dataset for e in episodes}:
+        mine = [e for e in episodes if e.dataset == name]
+        support = np.concatenate([e.support_idx for e in mine])
+        query = np.concatenate([e.query_idx for e in mine])
+        assert np.intersect1d(support, query).size > 0, name
+
+
 @pytest.mark.parametrize("name", ["cross-domain", "fixed", "meta-dataset"])
 def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
-    params = ProtocolParams(name=name, tasks_per_dataset=6)
+    params = ProtocolParams(name=name, tasks_per_dataset=6, test_pools="per_run")
     episodes = plan_test_episodes(params, collection, test_seed=12)
     assert [e.dataset for e in episodes] == ["te1"] * 6 + ["te2"] * 6
     for e in episodes:
@@ -40,6 +49,23 @@ def test_test_episodes_come_from_meta_test_datasets_t_each(collection, name):
     _assert_run_pools_disjoint(episodes)
     if name == "fixed":
         assert {(e.n_ways, e.n_shots, len(e.query_idx)) for e in episodes} == {(5, 5, 75)}
+
+
+@pytest.mark.parametrize("name", ["cross-domain", "fixed", "meta-dataset", "id-ood"])
+def test_test_tasks_draw_afresh_from_the_whole_class_by_default(collection, name):
+    params = ProtocolParams(name=name, tasks_per_dataset=30)
+    assert params.test_pools == "per_task"
+    episodes = plan_test_episodes(params, collection, test_seed=12)
+    for e in episodes:
+        check_episode(e)  # support and query of one task never overlap
+    _assert_tasks_draw_from_whole_classes(episodes)
+
+
+def test_fewstab_draws_from_whole_classes_by_default_and_offers_run_pools():
+    assert ProtocolParams(name="fewstab").test_pools == "per_task"
+    assert ProtocolParams(name="fewstab", test_pools="per_run").test_pools == "per_run"
+    with pytest.raises(ValueError, match="expected one of"):
+        ProtocolParams(test_pools="sometimes")
 
 
 def test_meta_dataset_episodes_of_a_hierarchical_dataset_stay_in_one_super_category(collection):
@@ -90,7 +116,7 @@ def test_within_domain_with_too_few_classes_is_a_clear_error():
 
 def test_within_domain_tests_only_test_classes_and_views_only_train_and_valid(collection):
     params = ProtocolParams(name="within-domain", tasks_per_dataset=4, datasets=("te1",),
-                            split_seed=3)
+                            split_seed=3, test_pools="per_run")
     ds = collection.datasets["te1"]
     train_c, valid_c, test_c = compute_within_domain_split(30, params.split_fractions, 3, "te1")
     for seed in (1, 2):
@@ -106,7 +132,8 @@ def test_within_domain_tests_only_test_classes_and_views_only_train_and_valid(co
 
 
 def test_id_ood_held_out_images_never_reach_the_meta_train_view(collection):
-    params = ProtocolParams(name="id-ood", tasks_per_dataset=3, split_seed=4)
+    params = ProtocolParams(name="id-ood", tasks_per_dataset=3, split_seed=4,
+                            test_pools="per_run")
     view = plan_meta_train_view(params, collection)
     for name in ("tr1", "tr2"):
         ds = collection.datasets[name]
@@ -244,3 +271,8 @@ def test_id_ood_same_benchmark_novelgen_tests_novel_classes_of_the_meta_train_da
     assert groups["NovelGen"] <= set(test_c.tolist())
     with pytest.raises(ValueError, match="'cross-dataset' or 'same-benchmark' for id-ood"):
         ProtocolParams(name="fixed", id_ood_novel="same-benchmark")
+def test_protocol_params_offer_exactly_the_pool_rules_sampling_knows():
+    from submission_api.protocols import params
+    from submission_api.sampling import pools
+
+    assert params.TEST_POOLS == pools.TEST_POOLS

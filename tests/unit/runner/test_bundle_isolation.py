@@ -1,6 +1,7 @@
 """What preparation leaves where: the bundle the meta-train side reads holds no test task at all
 (no pixels, labels, indices, dataset or class names of meta-test); the task plan the trusted side
-keeps is index lists, not pixels; and no query image of a run is ever a support image of it."""
+keeps is index lists, not pixels; and, with `test_pools: per_run`, no query image of a run is
+ever a support image of it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from submission_api.runner.bundle import TaskImages, read_answers, read_task_pla
 from submission_api.runner.prepare import prepare_run
 
 
-def prepare(tmp_path, tiny_collection, arena_cache, name="cross-domain", tasks=4):
+def prepare(tmp_path, tiny_collection, arena_cache, name="cross-domain", tasks=4, **extra):
     collection = load_collection(tiny_collection, arena_cache)
-    params = ProtocolParams.from_dict({"name": name, "tasks_per_dataset": tasks})
+    params = ProtocolParams.from_dict({"name": name, "tasks_per_dataset": tasks, **extra})
     prepare_run(collection, params, (1, 2), tmp_path / "bundle", tmp_path / "answers")
     return collection
 
@@ -45,7 +46,7 @@ def test_the_task_plan_is_index_lists_not_pixels(tmp_path, tiny_collection, aren
 
 
 def test_no_query_image_of_a_run_is_ever_shown_as_support(tmp_path, tiny_collection, arena_cache):
-    prepare(tmp_path, tiny_collection, arena_cache)
+    prepare(tmp_path, tiny_collection, arena_cache, test_pools="per_run")
     plan = read_task_plan(tmp_path / "answers")
 
     support, query = set(), set()

@@ -174,7 +174,9 @@ def test_linking_images_across_tasks_gains_nothing_under_arena_run(
     # Control: the same code with its tasks in one process (as before task isolation).
     collection = load_collection(tiny_collection, arena_cache)
     prepare_run(collection, MANY_TASKS, (0, 0), tmp_path / "bundle", tmp_path / "answers")
-    assert score_in_one_process(attack, tmp_path / "answers") > 0.5
+    # per_task pools (the default): a query image may have been a labelled support image of an
+    # earlier task, so memory across tasks pays (0.31 here; 0.5+ under per_run pools)
+    assert score_in_one_process(attack, tmp_path / "answers") > 0.2
 
     result = run_local(attack, tiny_collection, tmp_path / "out", protocol=MANY_TASKS,
                        cache_dir=arena_cache)

@@ -10,15 +10,23 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
+from submission_api.scoring.groups import (
+    compute_holm,
+    compute_rank_tied_groups,
+    compute_tied_groups,
+    group_by_heads,
+)
 from submission_api.scoring.paired import (
     align_tasks,
     compute_cluster_bootstrap,
-    compute_dataset_ranks,
-    compute_holm,
     compute_paired_difference,
-    compute_rank_intervals,
-    compute_tied_groups,
+    compute_stratified_difference,
     compute_wilcoxon_p,
+)
+from submission_api.scoring.rank_intervals import (
+    compute_dataset_ranks,
+    compute_rank_intervals,
+    compute_resampled_average_ranks,
     sample_task_weights,
 )
 from submission_api.scoring.student_t import compute_t_quantile, compute_t_two_sided_p
@@ -143,20 +151,101 @@ def test_tied_groups_split_only_at_significant_gaps():
     rng = np.random.default_rng(0)
     noise = rng.normal(0, 0.05, size=(4, 400))
     values = np.array([[0.80], [0.80], [0.50], [0.50]]) + noise
-    groups, adjusted = compute_tied_groups(values)
-    assert groups.tolist() == [1, 1, 2, 2]
-    assert adjusted.shape == (3,)
+    assert compute_tied_groups(values).tolist() == [1, 1, 2, 2]
+
+
+def test_tied_groups_do_not_chain_every_member_is_tested_against_its_head():
+    # 0.80, 0.79, 0.78, 0.77: each adjacent pair is indistinguishable, but the last is
+    # clearly below the leader; chaining adjacent pairs made all four one group.
+    rng = np.random.default_rng(15)
+    values = (np.array([[0.80], [0.79], [0.78], [0.77]]) + rng.normal(0, 0.1, size=(1, 100))
+              + rng.normal(0, 0.05, size=(4, 100)))
+    adjacent = [compute_paired_difference(values[i], values[i + 1]).p_value for i in range(3)]
+    assert min(adjacent) > 0.05
+    groups = compute_tied_groups(values)
+    assert groups[0] == 1 and groups[-1] != 1
+    for member in np.flatnonzero(groups == 1)[1:]:
+        assert compute_paired_difference(values[0], values[member]).p_value > 0.05 / 3
 
 
 @pytest.mark.parametrize("n_entries", [0, 1])
 def test_tied_groups_of_a_board_without_pairs(n_entries):
-    groups, adjusted = compute_tied_groups(np.zeros((n_entries, 5)))
-    assert groups.tolist() == [1] * n_entries and adjusted.size == 0
+    assert compute_tied_groups(np.zeros((n_entries, 5))).tolist() == [1] * n_entries
 
 
 def test_identical_entries_are_one_group():
-    groups, _ = compute_tied_groups(np.tile(np.linspace(0, 1, 50), (3, 1)))
-    assert groups.tolist() == [1, 1, 1]
+    assert compute_tied_groups(np.tile(np.linspace(0, 1, 50), (3, 1))).tolist() == [1, 1, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8), st.integers(2, 30), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_tied_groups_match_a_slow_reference(n_entries, n_tasks, n_strata, seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 5, size=(n_entries, n_tasks)) / 4
+    strata = np.arange(n_tasks) % n_strata
+    slow = group_by_heads(n_entries, lambda head, others: np.array([
+        compute_stratified_difference(values[head] - values[o], strata).p_value
+        for o in others]))
+    assert compute_tied_groups(values, strata).tolist() == slow.tolist()
+
+
+def test_tied_groups_weigh_datasets_as_the_score_does():
+    # entry 1 is far worse on a small dataset only: pooled over tasks it hides in the big one
+    rng = np.random.default_rng(4)
+    strata = np.array([0] * 400 + [1] * 20)
+    base = rng.normal(0.6, 0.1, size=420)
+    worse = base - np.where(strata == 1, 0.3, 0.0) + rng.normal(0, 0.02, size=420)
+    values = np.vstack([base, worse])
+    assert compute_tied_groups(values, strata).tolist() == [1, 2]
+
+
+def test_average_rank_groups_come_from_the_ranks_the_board_orders_by():
+    rng = np.random.default_rng(5)
+    strata = np.arange(300) % 3
+    values = np.array([[0.8], [0.8], [0.3]]) + rng.normal(0, 0.05, size=(3, 300))
+    weights = sample_task_weights(strata, rng, 400)
+    ranks = compute_resampled_average_ranks(values, strata, weights)
+    assert compute_rank_tied_groups(ranks).tolist() == [1, 1, 2]
+
+
+def test_resampled_average_ranks_match_a_slow_reference():
+    rng = np.random.default_rng(6)
+    strata = np.arange(40) % 4
+    values = rng.integers(0, 4, size=(5, 40)) / 3
+    weights = sample_task_weights(strata, rng, 30)
+    fast = compute_resampled_average_ranks(values, strata, weights)
+    for b in range(30):
+        means = np.array([[np.average(values[e, strata == d], weights=weights[b, strata == d])
+                           for d in range(4)] for e in range(5)])
+        means = np.round(means, 10)  # tied means stay tied whatever order they summed in
+        expected = np.mean([stats.rankdata(-means[:, d]) for d in range(4)], axis=0)
+        assert fast[:, b] == pytest.approx(expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(score_pairs(min_size=3))
+def test_stratified_difference_of_one_stratum_is_the_paired_t_test(pair):
+    a, b = pair
+    plain = compute_paired_difference(a, b)
+    one = compute_stratified_difference(a - b, np.zeros(a.size))
+    assert (one.mean, one.low, one.high) == pytest.approx((plain.mean, plain.low, plain.high),
+                                                          abs=1e-10)
+    assert one.p_value == pytest.approx(plain.p_value, abs=1e-9)
+
+
+def test_stratified_difference_matches_welch_for_two_strata():
+    # two strata of equal weight: the mean of two means, Welch–Satterthwaite df (SciPy)
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(0.1, 1.0, 30), rng.normal(-0.2, 3.0, 12)
+    result = compute_stratified_difference(np.concatenate([x, y]),
+                                           np.array([0] * 30 + [1] * 12))
+    se2 = (x.var(ddof=1) / 30 + y.var(ddof=1) / 12) / 4
+    df = se2 ** 2 / ((x.var(ddof=1) / 30 / 4) ** 2 / 29 + (y.var(ddof=1) / 12 / 4) ** 2 / 11)
+    mean = (x.mean() + y.mean()) / 2
+    half = stats.t.ppf(0.975, df) * np.sqrt(se2)
+    assert (result.low, result.high) == pytest.approx((mean - half, mean + half), rel=1e-9)
+    assert result.p_value == pytest.approx(2 * stats.t.sf(abs(mean) / np.sqrt(se2), df),
+                                           rel=1e-8)
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,92 @@
+"""The ranked quantity task by task (issue 22): which tasks and values enter each metric, with
+which weights, and the interval printed beside a score is the ranked quantity's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from submission_api.scoring import TaskRecord, summarize_run
+from submission_api.scoring.aggregate import compute_submission_score
+from submission_api.scoring.intervals import compute_group_stats
+from submission_api.scoring.paired import compute_stratified_difference
+from submission_api.scoring.ranked_tasks import (
+    compute_metric_ci95,
+    compute_stratum_weights,
+    compute_task_value,
+)
+from submission_api.scoring.summary import read_metric_cells
+
+
+def records(groups: dict[str, dict[str, int]], seed: int = 0) -> list[TaskRecord]:
+    """group -> dataset -> number of tasks, random scores and wAcc."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for group, datasets in groups.items():
+        for dataset, n in datasets.items():
+            for _ in range(n):
+                s, w = rng.uniform(0, 1, 2)
+                out.append(TaskRecord(len(out), dataset, group, 5, 1, s, s, w))
+    return out
+
+
+def ranked_value(tasks: list[TaskRecord], metric: str) -> float:
+    cells = [compute_task_value(metric, t.group, t.dataset, t.score, t.worst_class_accuracy)
+             for t in tasks]
+    kept = [c for c in cells if c is not None]
+    strata = np.array([c[1] for c in kept])
+    values = np.array([c[2] for c in kept])
+    return compute_stratified_difference(values, strata,
+                                         compute_stratum_weights(strata, metric)).mean
+
+
+@pytest.mark.parametrize(("metric", "groups"), [
+    ("score", {"test": {"a": 7, "b": 3}}),
+    ("NovelGen", {"BaseGen": {"tr": 5}, "ValGen": {"va": 4}, "NovelGen": {"a": 6, "b": 2}}),
+    ("BaseGen", {"BaseGen": {"tr": 5, "tr2": 9}, "NovelGen": {"a": 6}}),
+    ("BaseGen+NovelGen", {"BaseGen": {"tr": 5, "tr2": 9}, "NovelGen": {"a": 6}}),
+    ("wAcc-A", {"fewstab-A": {"a": 5, "b": 8}, "fewstab-R": {"a": 5, "b": 8}}),
+    ("wAcc-gap", {"fewstab-A": {"a": 5, "b": 8}, "fewstab-R": {"a": 5, "b": 8}}),
+])
+def test_the_weighted_mean_of_the_ranked_tasks_is_the_metric_the_board_ranks_by(metric, groups):
+    tasks = records(groups)
+    cells = read_metric_cells(summarize_run(tasks).to_dict())
+    expected = compute_submission_score([cells], metric).score
+    assert ranked_value(tasks, metric) == pytest.approx(expected, abs=1e-12)
+
+
+def test_wacc_metrics_skip_tasks_stored_without_their_worst_class_accuracy():
+    assert compute_task_value("wAcc-A", "fewstab-A", "a", 0.5, None) is None
+    assert compute_task_value("wAcc-A", "fewstab-R", "a", 0.5, 0.2) is None
+    assert compute_task_value("wAcc-gap", "fewstab-A", "a", 0.5, 0.2) == ("a", "fewstab-A:a", -0.2)
+    with pytest.raises(ValueError, match="unknown"):
+        compute_task_value("accuracy", "test", "a", 0.5, 0.5)
+
+
+def test_the_printed_interval_is_the_ranked_quantitys():
+    tasks = records({"BaseGen": {"tr": 40}, "NovelGen": {"te": 40}}, seed=1)
+    summary = summarize_run(tasks).to_dict()
+    novel = compute_group_stats([t.score for t in tasks if t.group == "NovelGen"])
+    base = compute_group_stats([t.score for t in tasks if t.group == "BaseGen"])
+    assert compute_metric_ci95(summary, "NovelGen") == pytest.approx(novel.ci95)
+    assert compute_metric_ci95(summary, "NovelGen") != pytest.approx(summary["ci95"])
+    assert compute_metric_ci95(summary, "BaseGen+NovelGen") == pytest.approx(
+        math.hypot(novel.ci95, base.ci95) / 2)
+    assert compute_metric_ci95(summary, "score") == summary["ci95"]
+    fewstab = summarize_run(records({"fewstab-A": {"a": 30}, "fewstab-R": {"a": 30}}))
+    wacc_a = compute_group_stats([t.worst_class_accuracy for t in records(
+        {"fewstab-A": {"a": 30}, "fewstab-R": {"a": 30}}) if t.group == "fewstab-A"])
+    assert compute_metric_ci95(fewstab.to_dict(), "wAcc-A") == pytest.approx(wacc_a.ci95)
+    assert compute_metric_ci95({}, "NovelGen") is None
+
+
+def test_arena_run_prints_the_ranked_quantitys_interval():
+    from starting_kit.cli import _metric_interval
+
+    tasks = records({"BaseGen": {"tr": 40}, "NovelGen": {"te": 40}}, seed=2)
+    summary = summarize_run(tasks).to_dict()
+    scores = {"metric": "NovelGen", "ci95": summary["ci95"], "summary": summary}
+    assert _metric_interval(scores, "NovelGen") == pytest.approx(
+        summary["per_group"]["NovelGen"]["ci95"])
