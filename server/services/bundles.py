@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from server.bundles.parse import ParsedBundle, Problem, raise_problems, where
 from server.bundles.schema import PhaseSpec
 from server.core.errors import ConflictError, InvalidInputError
-from server.models import AuditLog, Competition, Phase, User
+from server.models import AuditLog, Competition, Dataset, Phase, User
 from server.services.bundle_changes import changes_out, compute_changes, intended_status
 from server.services.datasets import usable_hashes
 from server.services.workers import check_image_known
@@ -52,19 +52,28 @@ def phase_values(spec: PhaseSpec, data: dict[str, Any],
 def check_datasets_registered(session: Session, parsed: ParsedBundle, actor: User,
                               comp: Competition | None = None) -> None:
     """Every dataset of a phase that will be open must be registered and usable by `actor`
-    (services/datasets.py); errors name the bundle line."""
+    (services/datasets.py), and no phase of any status may name a dataset another organizer
+    registered; errors name the bundle line."""
     existing = {p.name: p for p in comp.phases} if comp is not None else {}
     wanted = {ref["content_hash"] for data in parsed.data.values()
               for role in ("meta_train", "meta_valid", "meta_test") for ref in data.get(role, [])}
     known = usable_hashes(session, actor, wanted)
+    registered = set(session.execute(select(Dataset.content_hash).where(
+        Dataset.content_hash.in_(list(wanted)))).scalars()) if wanted else set()
     problems = []
     for index, phase in enumerate(parsed.spec.phases):
-        if intended_status(phase, existing.get(phase.name)) != "open":
-            continue
+        opens = intended_status(phase, existing.get(phase.name)) == "open"
         for role in ("meta_train", "meta_valid", "meta_test"):
             for i, ref in enumerate(parsed.data[phase.name].get(role, [])):
-                if ref["content_hash"] not in known:
-                    path = ("phases", index, "data", role, i)
+                path = ("phases", index, "data", role, i)
+                if ref["content_hash"] in registered and ref["content_hash"] not in known:
+                    # Tenancy (issue 20, D1): another organizer's data, in a phase of any status.
+                    problems.append(Problem(
+                        parsed.lines.line_of(path), where(path),
+                        f"dataset {ref['name']}@{ref['content_hash']} is registered by another "
+                        "organizer, and a phase of any status may name only datasets you may "
+                        "use (ones you registered or were granted); remove it from this phase"))
+                elif opens and ref["content_hash"] not in known:
                     problems.append(Problem(
                         parsed.lines.line_of(path), where(path),
                         f"dataset {ref['name']}@{ref['content_hash']} is not registered (or "

@@ -224,3 +224,18 @@ def test_every_get_route_on_a_draft_phase_answers_its_organizers_only(world: Wor
             if got != want:
                 failures.append(f"GET {path} as {role}: expected {want}, got {got}")
     assert failures == []
+
+
+def test_a_bundle_draft_phase_may_not_name_another_organizers_dataset(world: World) -> None:
+    """The bundle path too (issue 20, D1: create and update, whatever the phase's status)."""
+    theirs = _register(world, "organizer", _seed())
+    slug = f"b-{uuid.uuid4().hex[:8]}"
+    bundle = (f"slug: {slug}\ntitle: B\nphases:\n  - name: dev\n    status: draft\n"
+              f"    data:\n      meta_test: [\"D1@{theirs['content_hash']}\"]\n")
+    answer = world.env.client.post("/api/v1/competitions/bundle",
+                                   headers=world.headers["other_organizer"],
+                                   json={"yaml": bundle})
+    assert answer.status_code == 422, answer.text
+    assert "registered by another organizer" in answer.text
+    assert world.env.client.get(f"/api/v1/competitions/{slug}",
+                                headers=world.headers["other_organizer"]).status_code == 404
