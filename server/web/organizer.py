@@ -76,9 +76,17 @@ def _require_staff(user: User | None) -> User:
 
 
 def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
-    """Export links per phase beyond the leaderboard JSON (the JSON API's CSV export)."""
-    return {p.id: [{"label": "CSV", "url": f"/api/v1/phases/{p.id}/leaderboard?format=csv"}]
-            for p in phases}
+    """Export links per phase beyond the leaderboard JSON: the JSON API's CSV export, and for a
+    phase with a fact sheet its answers with who has not answered (JSON, CSV)."""
+    exports = {}
+    for p in phases:
+        links = [{"label": "CSV", "url": f"/api/v1/phases/{p.id}/leaderboard?format=csv"}]
+        if p.factsheet:
+            answers = f"/api/v1/phases/{p.id}/factsheet/answers"
+            links += [{"label": "Fact sheets JSON", "url": answers},
+                      {"label": "Fact sheets CSV", "url": f"{answers}?format=csv"}]
+        exports[p.id] = links
+    return exports
 
 
 @router.get("/organizer")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import typer
+from test_pages import login
 from typer.testing import CliRunner
 
 from server.models import Phase
@@ -63,6 +64,11 @@ def test_answers_are_checked_saved_and_exported_with_who_is_missing(env):
     assert csv_text.splitlines()[0] == "username,user_id,answered,updated_at,approach," \
                                        "pretrained,gpus,paper"
     assert csv_text.splitlines()[2].startswith("bob,") and ",no," in csv_text
+    # The organizer's dashboard links both exports; the links work with the web session.
+    login(env, organizer)
+    dashboard = env.client.get("/organizer").text
+    assert f'href="{export}?format=csv"' in dashboard and f'href="{export}"' in dashboard
+    assert env.client.get(f"{export}?format=csv").text == csv_text
 
 
 def test_the_web_form_and_the_cli_answer_the_fact_sheet(env, monkeypatch, tmp_path):
