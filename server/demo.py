@@ -221,7 +221,7 @@ def run_demo(options: DemoOptions) -> int:
     settings = Settings(data_dir=options.data_dir, broker_url="filesystem://",
                         secret_key=secrets.token_hex(32), test_seed_secret=secrets.token_hex(32),
                         admin_bootstrap_token=admin_token, reconcile_interval_s=30,
-                        requeue_after_s=120)
+                        requeue_after_s=120, public_base_url=f"http://127.0.0.1:{options.port}")
     roles = prepare_data(options.data_dir) if fresh else {}
     _, server = start_server(settings, options.port)
     worker = start_worker(options, executor)

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     test_seed_secret_by_phase: dict[int, str] = Field(default_factory=dict)
     # Accept the placeholder or short secrets (a laptop, never a deployment): `arena serve --dev`.
     insecure_dev_secrets: bool = False
+    # Where participants reach this server: the Get-started login line, team invites and
+    # password-reset links are absolute URLs built on it.
+    public_base_url: str = "http://127.0.0.1:8000"
     admin_bootstrap_token: str | None = None
     auto_migrate: bool = True
 
