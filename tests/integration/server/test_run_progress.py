@@ -92,3 +92,13 @@ def test_the_live_tail_is_withheld_from_the_owner_where_meta_test_output_is(env,
     assert "LEAK" not in api
     _login(env, organizer)  # the competition's organizers read everything
     assert "LEAK" in env.client.get(f"/submissions/{submission_id}").text
+
+
+def test_a_tail_with_a_nul_is_stored_and_shown_visibly(env):
+    """The worker makes the tail storable; a raw NUL from an older worker still neither fails
+    the heartbeat nor reaches the page as a control character."""
+    from test_participant_view import _login
+
+    submission_id, headers, _ = _beat_with_tail(env, "public", "loss\x00 0.4\n")
+    _login(env, headers)
+    assert "loss\\x00 0.4" in env.client.get(f"/submissions/{submission_id}").text
