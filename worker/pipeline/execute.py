@@ -8,7 +8,9 @@ test tasks one at a time from a task server in this process (nothing of the task
 Two exist: the Docker sandbox (`make_docker_executor`, the default) and the unsandboxed local
 mode (`worker.local_executor`, trusted code only). A `Heartbeat` thread extends the lease for the
 whole run; when the server answers 409 the run was taken away, so the heartbeat sets the cancel
-event, the executor kills the participant side and nothing is published.
+event, the executor kills the participant side and nothing is published. Both executors tee
+the participant side's output into the request's `live_tail` (worker/live_tail.py), which each
+running beat sends as the progress's `log_tail`.
 """
 
 from __future__ import annotations
