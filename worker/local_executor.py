@@ -77,7 +77,8 @@ def run_command(command: list[str], request: ExecutionRequest, cancel: threading
         ran = run_limited(command, env=build_environment(request, home),
                           time_limit_s=request.time_limit_s,
                           log_cap_bytes=request.log_cap_bytes, cwd=request.submission_dir,
-                          cancel=cancel)
+                          cancel=cancel, on_output=None if request.live_tail is None
+                          else request.live_tail.append)
     return ExecutionResult(exit_code=ran.exit_code, oom_killed=ran.oom_killed,
                            timed_out=ran.timed_out, wall_time_s=ran.seconds, stdout=ran.stdout,
                            stderr=ran.stderr, stdout_truncated=ran.stdout_truncated,

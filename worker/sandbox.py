@@ -21,6 +21,7 @@ from typing import Any
 import requests
 
 import docker
+from worker.live_tail import LiveTail
 from worker.sandbox_config import SandboxLimits, SandboxSpec, build_container_kwargs
 from worker.sandbox_events import EngineWatch
 from worker.sandbox_kill import KILL_ATTEMPTS, kill_container
@@ -39,7 +40,8 @@ ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExcep
 
 def run_sandbox(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxLimits,
                 output_mechanism: str = "auto",
-                cancel: threading.Event | None = None) -> SandboxResult:
+                cancel: threading.Event | None = None,
+                live_tail: LiveTail | None = None) -> SandboxResult:
     """Run `spec.command` in a fresh container under `limits`; the container is always removed.
 
     Args:
@@ -50,6 +52,7 @@ def run_sandbox(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxL
             (see worker.sandbox_output).
         cancel: when set during the run, the container is killed and the result says `cancelled`
             (e.g. the lease was lost). A kill from outside (`docker kill`) raises instead.
+        live_tail: receives every chunk of output as it arrives (the heartbeat's log tail).
     Returns:
         The facts of the run.
     Raises:
@@ -58,7 +61,8 @@ def run_sandbox(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxL
     """
     try:
         with open_output_area(spec.output_dir, limits.output_mb, output_mechanism) as area:
-            return _run_in_area(client, spec, limits, area, cancel or threading.Event())
+            return _run_in_area(client, spec, limits, area, cancel or threading.Event(),
+                                live_tail)
     except ENGINE_ERRORS as error:
         raise SandboxPlatformError(
             f"sandbox platform failure running {spec.image!r}: {type(error).__name__}: {error}; "
@@ -75,7 +79,8 @@ def _short_cause(image: str, error: BaseException) -> str:
 
 
 def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: SandboxLimits,
-                 area: OutputArea, cancel: threading.Event) -> SandboxResult:
+                 area: OutputArea, cancel: threading.Event,
+                 live_tail: LiveTail | None = None) -> SandboxResult:
     kwargs = build_container_kwargs(spec, limits, output_source=area.mount_source)
     container = client.containers.create(**kwargs)
     watch: EngineWatch | None = None
@@ -83,7 +88,7 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         watch = EngineWatch(client, container.id)
         frames = client.api.attach(container.id, stdout=True, stderr=True, stream=True,
                                    logs=False, demux=True)
-        pump = LogPump(frames, limits.log_cap_bytes)
+        pump = LogPump(frames, limits.log_cap_bytes, live_tail)
         pump.start()
         container.start()
         # The clock starts once the engine says the process runs: start-up is not charged.

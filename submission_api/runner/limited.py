@@ -44,18 +44,24 @@ class LimitedRun:
     stderr_truncated: bool
 
 
-def _pump(stream: IO[bytes], kept: HeadTailBuffer) -> None:
-    for chunk in iter(lambda: stream.read(1 << 16), b""):
+def _pump(stream: IO[bytes], kept: HeadTailBuffer,
+          on_output: Callable[[bytes], None] | None) -> None:
+    # read1: whatever the pipe holds now (read would wait for 64 KiB), so output is seen live.
+    for chunk in iter(lambda: stream.read1(1 << 16), b""):  # type: ignore[attr-defined]
         kept.append(chunk)
+        if on_output is not None:
+            on_output(chunk)
 
 
 def run_limited(command: Sequence[str], *, env: Mapping[str, str], time_limit_s: float | None,
                 log_cap_bytes: int, cwd: Path | None = None,
                 cancel: threading.Event | None = None,
-                on_poll: Callable[[], None] | None = None) -> LimitedRun:
+                on_poll: Callable[[], None] | None = None,
+                on_output: Callable[[bytes], None] | None = None) -> LimitedRun:
     """Run `command` until it exits, `time_limit_s` passes (None: no limit) or `cancel` is set.
 
-    Each of stdout and stderr keeps its first and last `log_cap_bytes / 2` bytes.
+    Each of stdout and stderr keeps its first and last `log_cap_bytes / 2` bytes; `on_output`
+    (called from the pump threads) also receives every chunk of either as it arrives.
     """
     oom_before = read_oom_kills()
     started = time.monotonic()
@@ -63,7 +69,7 @@ def run_limited(command: Sequence[str], *, env: Mapping[str, str], time_limit_s:
                                stdin=subprocess.DEVNULL, cwd=cwd, env=dict(env),
                                start_new_session=True)  # its own group, so children die with it
     kept = (HeadTailBuffer(log_cap_bytes), HeadTailBuffer(log_cap_bytes))
-    pumps = [threading.Thread(target=_pump, args=(stream, buffer), daemon=True)
+    pumps = [threading.Thread(target=_pump, args=(stream, buffer, on_output), daemon=True)
              for stream, buffer in zip((process.stdout, process.stderr), kept, strict=True)]
     for pump in pumps:
         pump.start()

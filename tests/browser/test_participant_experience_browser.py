@@ -95,6 +95,8 @@ def test_a_running_submission_says_its_stage_and_time(page, arena, tmp_path):
                                  "log_tail": "epoch 3 loss 0.41\n" + "y" * 2000})
     expect(page.locator("#progress-0")).to_contain_text("37 of 200 test tasks")  # polled
     expect(page.locator("#tail-0")).to_contain_text("epoch 3 loss 0.41")
+    # The log below says where its live lines are, not that it is empty or arrives later only.
+    expect(page.locator("#log-0")).to_contain_text("its last lines are shown above")
     shots_at_both_widths(page, "14-submission-running")
     worker.finish(0.62)
     expect(page.locator("#state")).to_have_text("finished")

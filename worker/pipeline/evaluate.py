@@ -23,12 +23,14 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from worker.client import (
     ClaimedRun,
     InternalClient,
     RunId,
 )
+from worker.live_tail import LiveTail
 from worker.output_walk import remove_tree
 from worker.pipeline.errors import ParticipantFault
 from worker.pipeline.execute import Executor, Heartbeat, build_request, read_progress
@@ -105,9 +107,10 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
                                    "image": claimed.image or rt.default_image})
 
     work: Path | None = None
+    live_tail = LiveTail()
 
     def beat(stage: str) -> bool:
-        progress = read_progress(work) if work is not None and stage == "running" else None
+        progress = running_progress(work, live_tail) if stage == "running" else None
         return rt.client.heartbeat(run_id, run_token, claimed.fencing_token, stage,
                                    progress=progress)
 
@@ -115,7 +118,7 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
     try:
         work = _make_work_dir(rt.runs_dir, run_id)
         with heartbeat:
-            outcome = evaluate_claimed(claimed, run_token, rt, work, heartbeat)
+            outcome = evaluate_claimed(claimed, run_token, rt, work, heartbeat, live_tail)
         if outcome is None:
             log.warning("run.lost", extra={"run_id": run_id})
             return RunResult.LOST
@@ -142,7 +145,7 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
 
 
 def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Path,
-                     heartbeat: Heartbeat) -> Outcome | None:
+                     heartbeat: Heartbeat, live_tail: LiveTail | None = None) -> Outcome | None:
     """Fetch, prepare, execute and score a claimed run; `None` when the lease was lost.
 
     Raises:
@@ -178,7 +181,8 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     answers_dir.chmod(0o700)  # defence in depth: only the worker's user reads the labels
     output_dir.mkdir()
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
-                            rt.log_cap_bytes, rt.default_image, rt.deployment, answers_dir)
+                            rt.log_cap_bytes, rt.default_image, rt.deployment, answers_dir,
+                            live_tail)
     if not _enter_stage(heartbeat, "running"):
         return None
     log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})
@@ -190,6 +194,16 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
         return None
     return decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
                           log_cap_bytes=rt.log_cap_bytes)
+
+
+def running_progress(work: Path | None, live_tail: LiveTail) -> dict[str, Any] | None:
+    """A running beat's progress: step and test tasks (`read_progress`) and the output's last
+    lines as `log_tail` (the server decides who may read them); None when there is neither."""
+    progress = dict(read_progress(work) or {}) if work is not None else {}
+    tail = live_tail.text()
+    if tail:
+        progress["log_tail"] = tail
+    return progress or None
 
 
 def log_run_end(run_id: RunId, state: str, reason: str | None, score: float | None,

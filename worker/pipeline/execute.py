@@ -8,7 +8,9 @@ test tasks one at a time from a task server in this process (nothing of the task
 Two exist: the Docker sandbox (`make_docker_executor`, the default) and the unsandboxed local
 mode (`worker.local_executor`, trusted code only). A `Heartbeat` thread extends the lease for the
 whole run; when the server answers 409 the run was taken away, so the heartbeat sets the cancel
-event, the executor kills the participant side and nothing is published.
+event, the executor kills the participant side and nothing is published. Both executors tee
+the participant side's output into the request's `live_tail` (worker/live_tail.py), which each
+running beat sends as the progress's `log_tail`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +34,7 @@ from submission_api.runner.stages import (
     run_meta_test,
 )
 from worker.client import ClaimedRun
+from worker.live_tail import LiveTail
 from worker.pipeline.errors import PlatformFault
 from worker.sandbox_result import SandboxResult
 
@@ -65,6 +68,8 @@ class ExecutionRequest:
     resources: RunResources | None = None
     """The phase's resources: pids, /dev/shm, /tmp, output bounds (None: the defaults, with
     this request's cpus and memory)."""
+    live_tail: LiveTail | None = field(default=None, compare=False, repr=False)
+    """Where the executor tees the output as it arrives, for the heartbeat (None: nowhere)."""
 
     @property
     def run_resources(self) -> RunResources:
@@ -116,7 +121,8 @@ def compute_deployment_id(server_url: str) -> str:
 def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, output_dir: Path,
                   gpu_ids: tuple[str, ...], log_cap_bytes: int,
                   default_image: str = "metadl-arena/sandbox:cpu",
-                  deployment: str = "local", answers_dir: Path | None = None) -> ExecutionRequest:
+                  deployment: str = "local", answers_dir: Path | None = None,
+                  live_tail: LiveTail | None = None) -> ExecutionRequest:
     """The execution request of a claimed run on this worker slot (`default_image` when the
     phase names none).
 
@@ -134,6 +140,7 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
         gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
         # A random suffix: a container left by a killed attempt must not block the name.
         deployment=deployment, answers_dir=answers_dir, resources=claimed.resources,
+        live_tail=live_tail,
         name=f"{container_prefix(deployment, claimed.run_id)}{claimed.fencing_token}-"
              f"{uuid.uuid4().hex[:8]}")
 
@@ -211,6 +218,7 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
                             "build_request(..., answers_dir=...)")
     train_command = tuple(meta_train_command(paths["python"], paths["submission"],
                                              paths["bundle"], paths["output"]))
+    _mark(request, "meta-train")
     train = run_stage("meta-train", train_command, request.time_limit_s, request.bundle_dir, (),
                       request.output_dir)
     if not train.ok or cancel.is_set():
@@ -224,6 +232,7 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
     mounts = ((request.learner_dir, paths["learner"]), (request.channel_dir, paths["channel"]))
 
     def launch(control: Path) -> ExecutionResult:
+        _mark(request, "meta-test")
         command = tuple(meta_test_command(paths["python"], f"{paths['channel']}/{control.name}",
                                           paths["submission"],
                                           paths["learner"], paths["scratch"].split(":"),
@@ -234,6 +243,11 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
     test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch,
                                   progress_path=request.output_dir.parent / PROGRESS_FILE)
     return merge_stages(train, test)
+
+
+def _mark(request: ExecutionRequest, stage: str) -> None:
+    if request.live_tail is not None:
+        request.live_tail.mark(stage)
 
 
 PROGRESS_FILE = "progress.json"
@@ -292,7 +306,8 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
             limits = build_limits(request.run_resources, wall_time_s=limit_s,
                                   gpus=request.gpu_ids, log_cap_bytes=request.log_cap_bytes)
             try:
-                return run_sandbox(docker_client, spec, limits, cancel=cancel)
+                return run_sandbox(docker_client, spec, limits, cancel=cancel,
+                                   live_tail=request.live_tail)
             except SandboxPlatformError as exc:
                 raise PlatformFault(f"sandbox platform error: {exc}") from exc
 

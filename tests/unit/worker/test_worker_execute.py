@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from worker_fakes import make_claimed
 
 import worker.sandbox
 from submission_api.runner.stages import meta_train_command
+from worker.live_tail import LiveTail
 from worker.pipeline.errors import PlatformFault
 from worker.pipeline.execute import (
     ExecutionRequest,
@@ -130,7 +132,8 @@ def sandbox_result(**changes: Any) -> SandboxResult:
 def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatch, tmp_path):
     seen: dict[str, Any] = {}
 
-    def fake_run_sandbox(client: Any, spec: Any, limits: Any, cancel: Any = None) -> SandboxResult:
+    def fake_run_sandbox(client: Any, spec: Any, limits: Any, cancel: Any = None,
+                         live_tail: Any = None) -> SandboxResult:
         seen.update(spec=spec, limits=limits)
         return sandbox_result(exit_code=3)
 
@@ -153,16 +156,20 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
 
 def test_docker_executor_hands_the_cancel_event_to_the_sandbox(monkeypatch, tmp_path):
     # The driver kills on cancel and reports `cancelled`; a kill from outside would read as OOM.
+    # It also tees the output into the request's live tail, which the heartbeat sends.
     seen: dict[str, Any] = {}
 
-    def recording(client: Any, spec: Any, limits: Any, cancel: Any = None) -> SandboxResult:
-        seen["cancel"] = cancel
+    def recording(client: Any, spec: Any, limits: Any, cancel: Any = None,
+                  live_tail: Any = None) -> SandboxResult:
+        seen.update(cancel=cancel, live_tail=live_tail)
         return sandbox_result(exit_code=137, cancelled=True)
 
     monkeypatch.setattr(worker.sandbox, "run_sandbox", recording)
     cancel = threading.Event()
-    make_docker_executor(FakeDocker())(request_for(tmp_path), cancel)
-    assert seen["cancel"] is cancel
+    request = replace(request_for(tmp_path), live_tail=LiveTail())
+    make_docker_executor(FakeDocker())(request, cancel)
+    assert seen["cancel"] is cancel and seen["live_tail"] is request.live_tail
+    assert request.live_tail.text() == "==> meta-train <==\n"  # the worker's stage mark
 
 
 def test_containers_left_by_a_killed_attempt_of_the_run_are_reaped(monkeypatch, tmp_path):
@@ -173,13 +180,15 @@ def test_containers_left_by_a_killed_attempt_of_the_run_are_reaped(monkeypatch, 
               f"arena-0badc0de-run-{request.run_id}-3-x")
     docker_client = FakeDocker((mine, *others))
     monkeypatch.setattr(worker.sandbox, "run_sandbox",
-                        lambda client, spec, limits, cancel=None: sandbox_result(exit_code=1))
+                        lambda client, spec, limits, cancel=None, live_tail=None:
+                        sandbox_result(exit_code=1))
     make_docker_executor(docker_client)(request, threading.Event())
     assert docker_client.containers.removed == [mine]
 
 
 def test_sandbox_platform_error_becomes_a_platform_fault(monkeypatch, tmp_path):
-    def broken(client: Any, spec: Any, limits: Any, cancel: Any = None) -> SandboxResult:
+    def broken(client: Any, spec: Any, limits: Any, cancel: Any = None,
+               live_tail: Any = None) -> SandboxResult:
         raise SandboxPlatformError("engine gone")
 
     monkeypatch.setattr(worker.sandbox, "run_sandbox", broken)
