@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     test_seed_secret_by_phase: dict[int, str] = Field(default_factory=dict)
     # Accept the placeholder or short secrets (a laptop, never a deployment): `arena serve --dev`.
     insecure_dev_secrets: bool = False
+    public_base_url: str = "http://127.0.0.1:8000"
+    """The address people reach the server at (links in the Get-started box, team invites,
+    password-reset mails)."""
     admin_bootstrap_token: str | None = None
     auto_migrate: bool = True
 
@@ -56,6 +59,9 @@ class Settings(BaseSettings):
     """A request's line and headers (server/core/http_bounds.py): beyond, 431."""
     max_bundle_bytes: int = Field(default=1024**2, ge=1024)
     """A competition bundle's body (YAML or JSON): beyond, 413 `bundle.too_large`."""
+    max_json_body_bytes: int = Field(default=1024**2, ge=1024)
+    """Any other request body that is not a streamed multipart upload (JSON API calls, forms,
+    the internal API): beyond, 413 `request.too_large` (server/core/body_bounds.py)."""
 
     # Requests the app works on at once (server/core/admission.py); the rest wait their turn.
     request_concurrency: int = Field(default=32, ge=1, le=1000)
