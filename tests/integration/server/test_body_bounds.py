@@ -14,7 +14,7 @@ import os
 from test_runs import call, claim, queued_run
 
 CAP = 1024**2
-"""`Settings.max_json_body_bytes`'s default (a literal, so the test runs against code without it)."""
+"""`Settings.max_json_body_bytes` default (a literal: the test also runs on code without it)."""
 
 
 def big_competition() -> bytes:
