@@ -55,7 +55,8 @@ def link_next(request: Request, response: Response, page: Page, more: bool) -> N
     """Name the next page in the `Link` header when `more` items follow this one."""
     if more:
         url = request.url.include_query_params(limit=page.limit, offset=page.offset + page.limit)
-        response.headers["Link"] = f'<{url}>; rel="next"'
+        # A relative reference: right behind a proxy that rewrites the host, too.
+        response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
 
 
 def paged(request: Request, response: Response, page: Page, rows: Sequence[T], *,

@@ -72,3 +72,17 @@ def test_other_lists_take_a_bounded_limit(env, path):
         pages, _ = follow(env, f"{path}?limit=2", admin)
         assert [len(p) for p in pages] == [2, 2]
     assert env.client.get(f"{path}?limit=5000", headers=admin).status_code == 422
+
+
+def test_the_cli_follows_the_next_links_to_the_last_page(env):
+    """`arena user list|revoke` and `arena phases` read every page: an account past the first
+    page is still found."""
+    from starting_kit.commands.remote_client import ArenaClient
+
+    _, admin = env.user("root", role="admin")
+    names = [f"p{i}" for i in range(5)]
+    for name in names:
+        env.user(name)
+    client = ArenaClient(env.client, admin["Authorization"].split()[1])
+    rows = client.get_all("/api/v1/users", params={"limit": 2, "role": "participant"})
+    assert [r["username"] for r in rows] == names
