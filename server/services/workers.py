@@ -104,6 +104,18 @@ def mask_foreign_runs(session: Session, user: User, rows: list[dict[str, Any]]
             else {**w, "current_run_id": None, "stage": "busy"} for w in rows]
 
 
+UNHEALTHY_FOR_ORGANIZERS = ("its own disk or sandbox engine fails; the operators see why on "
+                            "/admin/workers")
+"""What organizers read for an unhealthy worker: the reason names host paths (operators only)."""
+
+
+def hide_host_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as an organizer sees them: no fault details, an unhealthy state without its reason
+    (both name hosts, paths and other competitions' runs: operators only)."""
+    return [{**w, "last_fault": None,
+             "unhealthy": UNHEALTHY_FOR_ORGANIZERS if w["unhealthy"] else None} for w in rows]
+
+
 def record_unhealthy(session: Session, name: str, reason: str, now: datetime) -> None:
     """Worker `name` withheld a claim because its own resources fail: shown on the workers
     page until one of its claims goes through; committed. The run stays queued, untouched."""

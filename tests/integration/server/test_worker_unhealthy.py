@@ -39,6 +39,12 @@ def test_an_unhealthy_worker_claims_nothing_and_the_workers_page_says_why(env):
     row = row_of(env.client.get("/organizer").text, "gpu-3/0")
     assert "unhealthy" in row and "cannot reach its Docker engine" in row, row
 
+    # Organizers see the state, not the host's paths and errors (operators only).
+    _, org = env.user("olga", role="organizer")
+    [seen] = env.client.get("/api/v1/admin/workers", headers=org).json()
+    assert seen["unhealthy"] and "Docker" not in seen["unhealthy"]
+    assert "admin/workers" in seen["unhealthy"]
+
     # Healthy again: its next claim goes through and clears the state.
     assert call(env, run_id, token, "claim", {"worker": "gpu-3/0"}).status_code == 200
     [worker] = env.client.get("/api/v1/admin/workers", headers=admin).json()
