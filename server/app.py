@@ -16,6 +16,7 @@ from datetime import datetime
 from fastapi import FastAPI
 
 from server.core.admission import AdmissionMiddleware
+from server.core.body_bounds import BodyBoundsMiddleware
 from server.core.config import Settings
 from server.core.db import make_database, upgrade_database
 from server.core.errors import install_error_handlers
@@ -108,6 +109,9 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.state.settings = settings
     app.state.db = make_database(settings.database_url, settings.db_pool())
     app.add_middleware(AdmissionMiddleware, limit=settings.request_concurrency)
+    app.add_middleware(BodyBoundsMiddleware, limit=settings.max_json_body_bytes,  # outside it
+                       bundle_limit=settings.max_bundle_bytes,
+                       internal_limit=settings.max_internal_body_bytes)
     app.state.upload_gate = UploadGate(settings.max_concurrent_uploads,
                                        settings.max_uploads_per_user,
                                        settings.upload_retry_after_s)

@@ -21,7 +21,13 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from submission_api.contract.resources import RunResources
-from submission_api.contract.wire import ClaimBody, HeartbeatBody, ReleaseBody, RunProgress
+from submission_api.contract.wire import (
+    UNHEALTHY_CAP,
+    ClaimBody,
+    HeartbeatBody,
+    ReleaseBody,
+    RunProgress,
+)
 from submission_api.storable_text import storable_json
 
 log = logging.getLogger(__name__)
@@ -125,6 +131,17 @@ class InternalClient:
         body = ClaimBody(worker=worker, images=images).to_json()
         response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())
+
+    def report_unhealthy(self, run_id: RunId, token: str, worker: str, reason: str) -> None:
+        """Tell the server this worker claims nothing, and why (its disk or engine fails): a
+        claim carrying `unhealthy`, which the server records for the workers page and answers
+        409 without leasing the run. Best effort, one attempt: the job is retried anyway."""
+        body = ClaimBody(worker=worker, unhealthy=reason[:UNHEALTHY_CAP] or "unhealthy")
+        try:
+            self._http.request("POST", f"/internal/runs/{run_id}/claim", headers=_auth(token),
+                               json=storable_json(body.to_json()))
+        except httpx.HTTPError as exc:
+            log.warning("worker.unhealthy.unreported", extra={"error": repr(exc)[:300]})
 
     def heartbeat(self, run_id: RunId, token: str, fencing_token: int, stage: str,
                   progress: dict[str, Any] | None = None) -> bool:

@@ -16,7 +16,7 @@ from server.models import AuditLog
 from server.schemas.operations import AuditOut, QueueEntryOut, WorkerOut
 from server.services.queue_view import queue_entries
 from server.services.tenancy import organized_phase_ids
-from server.services.workers import list_workers, mask_foreign_runs
+from server.services.workers import hide_host_details, list_workers, mask_foreign_runs
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
 
@@ -42,9 +42,7 @@ def workers(user: Organizer, session: SessionDep, now: NowDep,
     the last platform fault are for admins only."""
     rows = list_workers(session, now, 2 * settings.lease_seconds)
     if user.role != "admin":
-        rows = mask_foreign_runs(session, user, rows)
-        # A fault's details name hosts, paths and other competitions' runs: operators only.
-        rows = [{**w, "last_fault": None} for w in rows]
+        rows = hide_host_details(mask_foreign_runs(session, user, rows))
     return [WorkerOut(**w) for w in rows]
 
 

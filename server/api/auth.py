@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from server.api.deps import (
     AddressDep,
@@ -13,6 +13,7 @@ from server.api.deps import (
     SessionDep,
     WriteSessionDep,
 )
+from server.api.paging import PageDep, paged
 from server.schemas.auth import (
     AccountOut,
     Role,
@@ -52,12 +53,13 @@ def create_user(body: UserCreate, actor: Organizer, session: WriteSessionDep,
 
 
 @router.get("/users", response_model=list[AccountOut])
-def list_users(actor: Organizer, session: SessionDep,
-               role: Role | None = None) -> list[AccountOut]:
-    """The accounts you manage (organizers: participants; admins: everyone)."""
+def list_users(request: Request, response: Response, actor: Organizer, session: SessionDep,
+               page: PageDep, role: Role | None = None) -> list[AccountOut]:
+    """The accounts you manage (organizers: participants; admins: everyone), `limit` at a
+    time (`Link` names the next page)."""
+    rows = paged(request, response, page, accounts.list_accounts(session, actor, role))
     return [AccountOut(**UserOut.model_validate(row["user"]).model_dump(),
-                       is_active=row["user"].is_active, tokens=row["tokens"])
-            for row in accounts.list_accounts(session, actor, role)]
+                       is_active=row["user"].is_active, tokens=row["tokens"]) for row in rows]
 
 
 @router.post("/users/{user_id}/revoke", response_model=AccountOut)

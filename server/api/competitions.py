@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy import select
 
 from server.api.deps import (
@@ -16,6 +16,7 @@ from server.api.deps import (
     SessionDep,
     WriteSessionDep,
 )
+from server.api.paging import MAX_LIMIT, MAX_OFFSET, Page, PageDep, paged
 from server.core.errors import NotFoundError
 from server.models import Competition, Phase, User, utcnow
 from server.schemas.competition import (
@@ -31,9 +32,16 @@ from server.services import competitions as service
 from server.services.quotas import quota_left
 from server.services.secrecy import published_at, results_state, test_data_level
 from server.services.seeds import redact_protocol
-from server.services.tenancy import is_admin, organized_phase_ids, organizes_competition
+from server.services.tenancy import (
+    is_admin,
+    organized_phase_ids,
+    organizes_competition,
+    visible_competitions_query,
+)
 from server.services.timeline import accepts_uploads, effective_status, phase_step
 
+PHASES_LIMIT = 500
+"""`/phases`'s default page (kept from the second round: clients listed every phase)."""
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
 
 
@@ -94,11 +102,12 @@ def competition_out(comp: Competition, user: User | None,
 
 
 @router.get("/competitions", response_model=list[CompetitionOut])
-def list_competitions(session: SessionDep, user: OptionalUser,
-                      now: NowDep) -> list[CompetitionOut]:
-    comps = session.execute(select(Competition).order_by(Competition.id)).scalars().all()
-    return [competition_out(c, user, now) for c in comps
-            if organizes_competition(user, c) or any(p.status != "draft" for p in c.phases)]
+def list_competitions(request: Request, response: Response, session: SessionDep,
+                      user: OptionalUser, now: NowDep, page: PageDep) -> list[CompetitionOut]:
+    """Competitions by id, `limit` at a time (`Link` names the next page; issue 21)."""
+    rows = session.execute(page.select(visible_competitions_query(user))).scalars().all()
+    return [competition_out(c, user, now) for c in paged(request, response, page, rows,
+                                                          fetched=True)]
 
 
 @router.post("/competitions", response_model=CompetitionOut, status_code=201)
@@ -136,16 +145,19 @@ def create_phase(competition_id: int, body: PhaseCreate, user: Organizer,
 
 
 @router.get("/phases", response_model=list[PhaseOut])
-def list_phases(session: SessionDep, user: OptionalUser, now: NowDep,
-                limit: Annotated[int, Query(ge=1, le=1000)] = 500,
-                offset: Annotated[int, Query(ge=0, le=2**31)] = 0) -> list[PhaseOut]:
-    """Phases by id, `limit` at a time from `offset` (pagination, issue 21)."""
-    query = select(Phase).order_by(Phase.id).limit(limit).offset(offset)
+def list_phases(request: Request, response: Response, session: SessionDep,
+                user: OptionalUser, now: NowDep,
+                limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = PHASES_LIMIT,
+                offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> list[PhaseOut]:
+    """Phases by id, `limit` at a time from `offset` (`Link` names the next page; issue 21)."""
+    page = Page(limit=limit, offset=offset)
+    query = select(Phase).order_by(Phase.id)
     if user is None or not is_admin(user):
         query = query.where((Phase.status != "draft") if user is None else (
             (Phase.status != "draft") | Phase.id.in_(organized_phase_ids(user))))
+    rows = session.execute(page.select(query)).scalars().all()
     return [phase_out(p, now, organizes_competition(user, p.competition))
-            for p in session.execute(query).scalars()]
+            for p in paged(request, response, page, rows, fetched=True)]
 
 
 @router.get("/phases/{phase_id}", response_model=PhaseOut)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
@@ -20,6 +20,7 @@ from server.api.deps import (
     get_db,
     get_storage,
 )
+from server.api.paging import PageDep, paged
 from server.api.uploads import receive_file
 from server.core.db import Database
 from server.schemas.competition import DatasetFromPath, DatasetOut
@@ -34,9 +35,12 @@ _TAR_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
 
 
 @router.get("", response_model=list[DatasetOut])
-def list_datasets(user: Organizer, session: SessionDep) -> list[DatasetOut]:
-    """The datasets the caller may use in a phase (their own and the admins'; admins: all)."""
-    return [DatasetOut.model_validate(r) for r in service.visible_datasets(session, user)]
+def list_datasets(request: Request, response: Response, user: Organizer, session: SessionDep,
+                  page: PageDep) -> list[DatasetOut]:
+    """The datasets the caller may use in a phase (their own and the admins'; admins: all),
+    `limit` at a time (`Link` names the next page)."""
+    return [DatasetOut.model_validate(r)
+            for r in paged(request, response, page, service.visible_datasets(session, user))]
 
 
 @router.post("", response_model=DatasetOut, status_code=201, openapi_extra=_TAR_BODY)

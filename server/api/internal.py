@@ -61,9 +61,10 @@ _CONFLICT = {409: {"description": "finished, leased by another worker, or stale 
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
 def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDep,
           policy: Policy, settings: SettingsDep) -> ClaimedRun:
-    """Take the run's lease; everything the worker needs to evaluate it comes back."""
+    """Take the run's lease; everything the worker needs to evaluate it comes back. A worker
+    whose own resources fail sends `unhealthy` instead: recorded, nothing claimed, 409."""
     claimed = worker_calls.claim(session, run.id, body.worker, body.gpus, body.images, now,
-                                 policy)
+                                 policy, unhealthy=body.unhealthy)
     run, submission, phase = claimed.run, claimed.submission, claimed.phase
     data = PhaseData.model_validate(phase.data or {})
     return ClaimedRun(

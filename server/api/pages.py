@@ -110,11 +110,18 @@ def static_file(name: str) -> Response:
                         headers={"Cache-Control": "public, max-age=300"})
 
 
+HOME_PAGE_SIZE = 50
+"""Competitions per home page (issue 21: 20,000 phases made one 5.2 MB page)."""
+
+
 @router.get("/")
 def index(request: Request, user: OptionalUser, session: SessionDep, settings: SettingsDep,
-          now: NowDep):
-    return render(request, "index.html", user, settings,
-                  competitions=visible_competitions(session, user, now))
+          now: NowDep, page: Annotated[int, Query(ge=1, le=10**6)] = 1):
+    """Visible competitions, `HOME_PAGE_SIZE` a page, with links to the next and previous."""
+    shown = visible_competitions(session, user, now, limit=HOME_PAGE_SIZE + 1,
+                                 offset=(page - 1) * HOME_PAGE_SIZE)
+    return render(request, "index.html", user, settings, competitions=shown[:HOME_PAGE_SIZE],
+                  page=page, next_page=page + 1 if len(shown) > HOME_PAGE_SIZE else None)
 
 
 @router.get("/competitions/{competition_id}")
@@ -129,8 +136,7 @@ def competition_view(request: Request, session, settings, now, competition_id: i
                      status: int = 200):
     """The competition page: one tab (Overview, Data, Evaluation, Terms), the Get-started
     box, the Join box or the viewer's standing, and the phases' timeline."""
-    shown = [c for c in visible_competitions(session, user, now)
-             if c["competition"].id == competition_id]
+    shown = visible_competitions(session, user, now, competition_id=competition_id)
     if not shown:
         raise NotFoundError(f"no competition with id {competition_id}")
     comp = shown[0]["competition"]

@@ -9,11 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
 from server.api.competitions import find_competition
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
+from server.api.paging import PageDep, paged
 from server.services import participation as service
 from server.services.competitions import get_owned_competition
 
@@ -77,10 +78,13 @@ def set_mode(competition_id: int, body: ModeIn, user: Organizer, session: WriteS
 
 
 @router.get("/{competition_id}/participants", response_model=list[MemberOut])
-def participants(competition_id: int, user: Organizer, session: SessionDep) -> list[MemberOut]:
-    """Every request and decision, pending first (organizers of it)."""
+def participants(request: Request, response: Response, competition_id: int, user: Organizer,
+                 session: SessionDep, page: PageDep) -> list[MemberOut]:
+    """Every request and decision, pending first (organizers of it), `limit` at a time
+    (`Link` names the next page)."""
     comp = get_owned_competition(session, competition_id, user)
-    return [MemberOut(**m) for m in service.list_members(session, comp)]
+    return [MemberOut(**m)
+            for m in paged(request, response, page, service.list_members(session, comp))]
 
 
 def _decide(competition_id: int, user_id: int, approve: bool, user, session,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
@@ -28,6 +28,7 @@ from server.api.deps import (
     get_queue,
 )
 from server.api.deps import get_storage as _storage
+from server.api.paging import MAX_LIMIT, MAX_OFFSET, Page, paged
 from server.api.uploads import receive_file
 from server.core.config import Settings
 from server.core.db import Database
@@ -162,10 +163,17 @@ def get_results(submission_id: int, user: CurrentUser,
 
 
 @router.get("/me/submissions", response_model=list[SubmissionOut])
-def my_submissions(user: CurrentUser, session: SessionDep, settings: SettingsDep,
-                   phase_id: int | None = None) -> list[SubmissionOut]:
+def my_submissions(request: Request, response: Response, user: CurrentUser,
+                   session: SessionDep, settings: SettingsDep, phase_id: int | None = None,
+                   limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 500,
+                   offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0
+                   ) -> list[SubmissionOut]:
+    """Your submissions, newest first, `limit` at a time (`Link` names the next page; the
+    500 newest were all one could see before)."""
+    page = Page(limit=limit, offset=offset)
     query = select(Submission).where(Submission.user_id == user.id)
     if phase_id is not None:
         query = query.where(Submission.phase_id == phase_id)
-    rows = session.execute(query.order_by(Submission.id.desc()).limit(500)).scalars()
-    return [submission_out(session, s, settings, user) for s in rows]
+    rows = session.execute(page.select(query.order_by(Submission.id.desc()))).scalars().all()
+    return [submission_out(session, s, settings, user)
+            for s in paged(request, response, page, rows, fetched=True)]

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from server.api.competitions import find_competition
 from server.api.deps import CurrentUser, NowDep, SessionDep, WriteSessionDep
+from server.api.paging import PageDep, paged
 from server.core.errors import NotFoundError
 from server.models import Team, TeamMember
 from server.services import teams as service
@@ -52,14 +53,18 @@ def _mine(session, team: Team) -> MyTeamOut:
 
 
 @router.get("/competitions/{competition_id}/teams", response_model=list[TeamOut])
-def list_teams(competition_id: int, user: CurrentUser, session: SessionDep) -> list[TeamOut]:
-    """The competition's teams and their sizes (never their invite codes)."""
+def list_teams(request: Request, response: Response, competition_id: int, user: CurrentUser,
+               session: SessionDep, page: PageDep) -> list[TeamOut]:
+    """The competition's teams and their sizes (never their invite codes), `limit` at a time
+    (`Link` names the next page)."""
     comp = find_competition(session, str(competition_id), user)
-    rows = session.execute(
+    rows = session.execute(page.select(
         select(Team, func.count(TeamMember.id)).outerjoin(TeamMember,
                                                           TeamMember.team_id == Team.id)
-        .where(Team.competition_id == comp.id).group_by(Team.id).order_by(Team.name)).all()
-    return [TeamOut(id=t.id, name=t.name, size=n) for t, n in rows]
+        .where(Team.competition_id == comp.id).group_by(Team.id).order_by(Team.name, Team.id)
+    )).all()
+    return [TeamOut(id=t.id, name=t.name, size=n)
+            for t, n in paged(request, response, page, rows, fetched=True)]
 
 
 @router.get("/competitions/{competition_id}/team", response_model=MyTeamOut)

@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     """A request's line and headers (server/core/http_bounds.py): beyond, 431."""
     max_bundle_bytes: int = Field(default=1024**2, ge=1024)
     """A competition bundle's body (YAML or JSON): beyond, 413 `bundle.too_large`."""
+    max_json_body_bytes: int = Field(default=1024**2, ge=1024)
+    """Any other request body that is not a streamed multipart upload (JSON API calls, forms):
+    beyond, 413 `request.too_large` (server/core/body_bounds.py)."""
+    max_internal_body_bytes: int = Field(default=64 * 1024**2, ge=1024)
+    """A worker's call to the internal API (a finish: up to 100,000 per-task results and the
+    log): beyond, 413."""
 
     # Requests the app works on at once (server/core/admission.py); the rest wait their turn.
     request_concurrency: int = Field(default=32, ge=1, le=1000)

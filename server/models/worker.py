@@ -31,3 +31,7 @@ class Worker(Base):
     last_fault: Mapped[str | None] = mapped_column(Text)
     """The details of the last platform fault it released a run for (operators only)."""
     last_fault_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    unhealthy: Mapped[str | None] = mapped_column(Text)
+    """Why it stopped claiming (its disk is full, its engine does not answer), as it last
+    reported; None once a claim of its went through (issue 21)."""
+    unhealthy_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -70,6 +70,9 @@ class WorkerOut(BaseModel):
     last_fault: str | None = Field(default=None, description="details of the last platform "
                                    "fault it released a run for (admins only)")
     last_fault_at: datetime | None = None
+    unhealthy: str | None = Field(default=None, description="why it stopped claiming (its disk "
+                                  "or engine fails), as last reported; null: claiming")
+    unhealthy_at: datetime | None = None
 
 
 class AuditOut(BaseModel):

@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,7 +26,11 @@ from typing import Any, Protocol
 from submission_api.contract.jobs import EVALUATE_RUN, filesystem_broker_options
 
 UNACKED_GRACE_S = 60.0
-"""A message delivered but not acknowledged counts as held this long past its due time (D6)."""
+"""A message delivered but not acknowledged counts as held this long past its delivery; after
+that, only while a live worker says it holds it (or, when no worker answers at all, until this
+long past its due time) (D6)."""
+INSPECT_TIMEOUT_S = 1.0
+"""How long the reconciler waits for live workers to say which jobs they hold."""
 log = logging.getLogger("arena.queue")
 __all__ = ["EVALUATE_RUN", "CeleryJobQueue", "JobQueue", "filesystem_broker_options"]
 
@@ -48,10 +52,12 @@ class CeleryJobQueue:
     """
 
     def __init__(self, broker_url: str, broker_dir: Path | None = None,
-                 unacked_grace_s: float = UNACKED_GRACE_S) -> None:
+                 unacked_grace_s: float = UNACKED_GRACE_S,
+                 inspect_timeout_s: float = INSPECT_TIMEOUT_S) -> None:
         self.broker_url = broker_url
         self.broker_dir = broker_dir
         self.unacked_grace_s = unacked_grace_s
+        self.inspect_timeout_s = inspect_timeout_s
         self._app = None
 
     def warm(self) -> None:
@@ -71,12 +77,28 @@ class CeleryJobQueue:
     def pending_runs(self, queue: str) -> set[int] | None:
         try:
             if self.broker_url.startswith(("redis://", "rediss://")):
-                return _redis_pending(self.broker_url, queue, self.unacked_grace_s)
+                return _redis_pending(self.broker_url, queue, self.unacked_grace_s,
+                                      self.live_task_ids)
             if self.broker_url.startswith("filesystem://") and self.broker_dir is not None:
                 return _filesystem_pending(self.broker_dir, queue)
         except Exception:  # any broker failure: "cannot tell", the reconciler falls back
             log.warning("queue.inspect.failed broker=%s", self.broker_url, exc_info=True)
         return None
+
+    def live_task_ids(self) -> set[str] | None:
+        """Ids of the jobs live workers hold (running, reserved, or waiting for their ETA), by
+        Celery's remote control; None when no worker answers (none alive, or control off)."""
+        inspector = self._celery().control.inspect(timeout=self.inspect_timeout_s)
+        ids, answered = set(), False
+        for kind in ("active", "reserved", "scheduled"):
+            replies = getattr(inspector, kind)() or {}
+            answered = answered or bool(replies)
+            for entries in replies.values():
+                for entry in entries or ():
+                    request = entry.get("request", entry) if isinstance(entry, dict) else {}
+                    if isinstance(request, dict) and request.get("id"):
+                        ids.add(str(request["id"]))
+        return ids if answered else None
 
     def _celery(self):  # noqa: ANN202 - celery.Celery, imported lazily
         if self._app is None:
@@ -98,7 +120,10 @@ _REDIS_UNACKED = "unacked"
 _REDIS_UNACKED_INDEX = "unacked_index"  # delivery tag -> when it was delivered (epoch s)
 
 
-def _redis_pending(url: str, queue: str, unacked_grace_s: float = UNACKED_GRACE_S) -> set[int]:
+def _redis_pending(url: str, queue: str, unacked_grace_s: float = UNACKED_GRACE_S,
+                   live_task_ids: Callable[[], set[str] | None] | None = None) -> set[int]:
+    """Runs waiting in `queue`'s lists, and those delivered but not acknowledged that are still
+    held (`_still_held`)."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=5)
@@ -110,10 +135,33 @@ def _redis_pending(url: str, queue: str, unacked_grace_s: float = UNACKED_GRACE_
     finally:
         client.close()
     now = time.time()
-    held = [message for tag, value in unacked.items()
-            if (message := json.loads(value)[0]) is not None
-            and now - _due_at(message, delivered.get(tag, now)) < unacked_grace_s]
+    taken = [(message, delivered.get(tag, now)) for tag, value in unacked.items()
+             if (message := json.loads(value)[0]) is not None]
+    # Only messages past their delivery's grace need asking the workers (a broadcast, ~1 s).
+    settled = [m for m, at in taken if now - at >= unacked_grace_s]
+    live = live_task_ids() if settled and live_task_ids is not None else None
+    held = [message for message, at in taken
+            if _still_held(message, at, now, unacked_grace_s, live)]
     return _run_ids([json.loads(m) for m in raw] + held)
+
+
+def _still_held(message: Any, delivered_at: float, now: float, grace_s: float,
+                live: set[str] | None) -> bool:
+    """Whether a delivered, unacknowledged message is still with a live worker.
+
+    Within `grace_s` of its delivery, always (the worker may not have registered it yet). Then,
+    when some worker answered the inspection, only if one of them names it: a worker SIGKILLed
+    while holding a back-off message leaves it unacknowledged for the 7 h visibility timeout,
+    and no live worker names it, so the run is sent again within the reconciler's two passes
+    of the worker's death, whatever the back-off (D6). When no worker answers (none alive, or
+    remote control off), until `grace_s` past its due time.
+    """
+    if now - delivered_at < grace_s:
+        return True
+    if live is not None:
+        task_id = (message.get("headers") or {}).get("id") if isinstance(message, dict) else None
+        return task_id is not None and str(task_id) in live
+    return now - _due_at(message, delivered_at) < grace_s
 
 
 def _due_at(message: Any, delivered_at: float) -> float:

@@ -49,6 +49,17 @@ def organized_phase_ids(user: User) -> Select:
     return select(Phase.id).where(Phase.competition_id.in_(organized_competition_ids(user)))
 
 
+def visible_competitions_query(user: User | None) -> Select:
+    """Competitions `user` may see, by id: those with a phase past draft, and the ones they
+    organize (drafts and all). The same rule as `organizes_competition`, in SQL, so a listing
+    can be paginated (issue 21)."""
+    shown = select(Phase.id).where(Phase.competition_id == Competition.id,
+                                   Phase.status != "draft").exists()
+    if is_staff(user):
+        shown = shown | Competition.id.in_(organized_competition_ids(user))  # type: ignore[arg-type]
+    return select(Competition).where(shown).order_by(Competition.id)
+
+
 def organizes_competition(user: User | None, comp: Competition | None) -> bool:
     """Whether `user` organizes `comp` (admins organize all): the rule itself."""
     if user is None or not is_staff(user) or comp is None:

@@ -17,12 +17,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.core.errors import StaleLeaseError
+from server.core.errors import ConflictError, StaleLeaseError
 from server.models import Phase, Run, Submission
 from server.services import runs as run_service
 from server.services.progress import record_progress
 from server.services.queue import JobQueue, enqueue_quietly
-from server.services.workers import record_worker
+from server.services.workers import record_unhealthy, record_worker
 from submission_api.contract.caps import MESSAGE_CAP, cap_head
 from submission_api.contract.wire import FinishBody, HeartbeatBody, ReleaseBody
 
@@ -46,8 +46,18 @@ class Claimed:
 
 
 def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
-          images: list[str] | None, now: datetime, policy: run_service.LeasePolicy) -> Claimed:
-    """Take the run's lease for `worker` and record the worker; committed."""
+          images: list[str] | None, now: datetime, policy: run_service.LeasePolicy,
+          unhealthy: str | None = None) -> Claimed:
+    """Take the run's lease for `worker` and record the worker; committed.
+
+    Raises:
+        ConflictError: (`worker.unhealthy`, 409) when the worker withholds its claim because its
+            own resources fail: only its reason is recorded, the run stays queued.
+    """
+    if unhealthy is not None:
+        record_unhealthy(session, worker, unhealthy, now)
+        raise ConflictError(f"worker {worker!r} reports itself unhealthy and claims nothing: "
+                            f"{unhealthy[:200]}", code="worker.unhealthy")
     run = run_service.claim_run(session, run_id, worker, now, policy)
     record_worker(session, worker, now, run_id=run.id, stage="preparing", claimed=True,
                   gpus=gpus, images=images)

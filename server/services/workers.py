@@ -33,9 +33,10 @@ def _row(session: Session, name: str, now: datetime) -> Worker:
 def record_worker(session: Session, name: str | None, now: datetime, *,
                   run_id: int | None, stage: str | None, claimed: bool = False,
                   gpus: list[Any] | None = None, images: list[str] | None = None,
-                  fault: str | None = None) -> None:
+                  fault: str | None = None, unhealthy: str | None = None) -> None:
     """Note that worker `name` was heard from, holding `run_id` at `stage` (None: idle), with
-    the images it reported and the details of a platform fault it released a run for."""
+    the images it reported, the details of a platform fault it released a run for, and why it
+    stopped claiming (`unhealthy`; a claim that goes through clears it)."""
     if not name:
         return
     worker = _row(session, name[:200], now)
@@ -43,6 +44,9 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
     worker.current_run_id, worker.stage = run_id, stage
     if claimed:
         worker.runs_claimed += 1
+        worker.unhealthy, worker.unhealthy_at = None, None
+    if unhealthy is not None:
+        worker.unhealthy, worker.unhealthy_at = storable_text(unhealthy), now
     if gpus is not None:
         worker.gpus = list(gpus)
     if images is not None:
@@ -83,7 +87,8 @@ def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[d
     return [{"name": w.name, "first_seen_at": w.first_seen_at, "last_seen_at": w.last_seen_at,
              "current_run_id": w.current_run_id, "stage": w.stage, "gpus": w.gpus or [],
              "runs_claimed": w.runs_claimed, "silent": w.last_seen_at < limit,
-             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at}
+             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
+             "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at}
             for w in rows]
 
 
@@ -97,3 +102,22 @@ def mask_foreign_runs(session: Session, user: User, rows: list[dict[str, Any]]
         .scalars()) if held else set()
     return [w if w["current_run_id"] in theirs or w["current_run_id"] is None
             else {**w, "current_run_id": None, "stage": "busy"} for w in rows]
+
+
+UNHEALTHY_FOR_ORGANIZERS = ("its own disk or sandbox engine fails; the operators see why on "
+                            "/admin/workers")
+"""What organizers read for an unhealthy worker: the reason names host paths (operators only)."""
+
+
+def hide_host_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as an organizer sees them: no fault details, an unhealthy state without its reason
+    (both name hosts, paths and other competitions' runs: operators only)."""
+    return [{**w, "last_fault": None,
+             "unhealthy": UNHEALTHY_FOR_ORGANIZERS if w["unhealthy"] else None} for w in rows]
+
+
+def record_unhealthy(session: Session, name: str, reason: str, now: datetime) -> None:
+    """Worker `name` withheld a claim because its own resources fail: shown on the workers
+    page until one of its claims goes through; committed. The run stays queued, untouched."""
+    record_worker(session, name, now, run_id=None, stage=None, unhealthy=reason)
+    session.commit()

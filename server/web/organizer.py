@@ -37,7 +37,7 @@ from server.services.queue_view import queue_entries
 from server.services.secrecy import publish_results, results_state, test_data_level
 from server.services.tenancy import organized_phase_ids
 from server.services.timeline import phase_step
-from server.services.workers import list_workers, mask_foreign_runs
+from server.services.workers import hide_host_details, list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.views import is_staff
@@ -144,7 +144,8 @@ def recent_filter(request: Request, phase_ids: list[int]) -> dict:
 def _workers(session, user: User, now, settings) -> list[dict]:
     """Workers as this organizer may see them (api/admin.py: others' runs masked)."""
     rows = list_workers(session, now, silent_after_s=2 * settings.lease_seconds)
-    return rows if user.role == "admin" else mask_foreign_runs(session, user, rows)
+    return rows if user.role == "admin" else hide_host_details(mask_foreign_runs(session, user,
+                                                                                  rows))
 
 
 @router.post("/organizer/phases/{phase_id}/open")

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User, utcnow
@@ -29,7 +28,11 @@ from server.services.secrecy import (
     results_state,
     test_data_level,
 )
-from server.services.tenancy import is_staff, organizes_competition  # noqa: F401 (re-exported)
+from server.services.tenancy import (  # noqa: F401 (is_staff re-exported)
+    is_staff,
+    organizes_competition,
+    visible_competitions_query,
+)
 from server.services.timeline import (
     competition_timeline,
     effective_status,
@@ -40,13 +43,19 @@ from server.services.timeline import (
 from server.web.entry import entry_of
 
 
-def visible_competitions(session: Session, user: User | None,
-                         now: datetime | None = None) -> list[dict]:
+def visible_competitions(session: Session, user: User | None, now: datetime | None = None, *,
+                         competition_id: int | None = None, limit: int | None = None,
+                         offset: int = 0) -> list[dict]:
     """Competitions with the phases `user` may see (drafts for their organizers only: services/
-    tenancy.py), each phase with its
-    timeline step at `now` (effective status, countdown) in the order the phases happen."""
-    comps = session.execute(select(Competition).order_by(Competition.id)).scalars()
-    shown = [(c, organizes_competition(user, c)) for c in comps]
+    tenancy.py), each phase with its timeline step at `now` (effective status, countdown) in
+    the order the phases happen. Only `competition_id` when given; else `limit` of them from
+    `offset` (the home page asks one more than it shows, to know whether a next page exists)."""
+    query = visible_competitions_query(user)
+    if competition_id is not None:
+        query = query.where(Competition.id == competition_id)
+    if limit is not None:
+        query = query.limit(limit).offset(offset)
+    shown = [(c, organizes_competition(user, c)) for c in session.execute(query).scalars()]
     shown = [(c, [p for p in c.phases if staff or p.status != "draft"], staff)
              for c, staff in shown]
     return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow()),

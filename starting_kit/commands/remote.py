@@ -133,7 +133,7 @@ def phases_command(show_all: bool = typer.Option(False, "--all", help="Closed an
     why the other open ones are not yours yet (join, accept the terms, await approval)."""
     with _reported():
         client = _client(server, token)
-        competitions = client.get("/api/v1/competitions")
+        competitions = client.get_all("/api/v1/competitions")
         entry = {c["id"]: client.get(f"/api/v1/competitions/{c['id']}/participation")
                  for c in competitions
                  if any(p.get("accepting_submissions") for p in c["phases"])}

@@ -100,6 +100,18 @@ class ArenaClient:
     def get(self, url: str, **kwargs: Any) -> Any:
         return self.call("GET", url, **kwargs).json()
 
+    def get_all(self, url: str, max_pages: int = 1000, **kwargs: Any) -> list[Any]:
+        """Every item of a paginated list, following its `Link: rel="next"` headers."""
+        items: list[Any] = []
+        for _ in range(max_pages):
+            response = self.call("GET", url, **kwargs)
+            items.extend(response.json())
+            url = response.links.get("next", {}).get("url", "")
+            if not url:
+                break
+            kwargs.pop("params", None)  # the next link carries them
+        return items
+
     def post(self, url: str, **kwargs: Any) -> Any:
         return self.call("POST", url, **kwargs).json()
 

@@ -50,7 +50,7 @@ def list_users(role: str | None = typer.Option(None, help="Only this role."),
     """The accounts you manage: id, name, role, active or revoked, tokens held."""
     try:
         client, _url = _connect(server, token)
-        rows = client.get("/api/v1/users", params={"role": role} if role else {})
+        rows = client.get_all("/api/v1/users", params={"role": role} if role else {})
     except RemoteError as exc:
         raise _fail(exc) from exc
     table = Table(title=f"{len(rows)} account(s)")
@@ -69,7 +69,7 @@ def revoke(username: str = typer.Argument(..., help="The account to revoke."),
     """Deactivate an account and delete every token it holds (its submissions stay)."""
     try:
         client, _url = _connect(server, token)
-        match = [u for u in client.get("/api/v1/users") if u["username"] == username]
+        match = [u for u in client.get_all("/api/v1/users") if u["username"] == username]
         if not match:
             raise RemoteError(f"no account {username!r} among those you manage; "
                               "`arena user list` shows them")

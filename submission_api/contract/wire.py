@@ -18,6 +18,8 @@ GPUS_CAP = 64
 """GPUs a worker may report holding."""
 IMAGES_CAP, IMAGE_NAME_CAP = 1000, 255
 """Sandbox images a claim may list, and the length of one name."""
+UNHEALTHY_CAP = 2000
+"""Length of the reason an unhealthy worker reports."""
 TASKS_CAP = 100_000
 """Per-task results one finish may carry."""
 
@@ -45,9 +47,13 @@ class ClaimBody:
     images: list[str] | None = None
     """Optional: the sandbox images this worker's engine holds (checked against a phase's image
     when the phase is created)."""
+    unhealthy: str | None = None
+    """Set by a worker whose own resources fail (disk, engine): the claim is withheld, the
+    server only records the reason for the workers page (issue 21) and answers 409."""
 
     def __post_init__(self) -> None:
         _check_length("worker", self.worker, WORKER_NAME_CAP, least=1)
+        _check_length("unhealthy", self.unhealthy, UNHEALTHY_CAP, least=1)
         _check_length("gpus", self.gpus, GPUS_CAP)
         _check_length("images", self.images, IMAGES_CAP)
         for image in self.images or ():

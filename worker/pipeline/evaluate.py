@@ -38,6 +38,8 @@ from worker.pipeline.faults import (
     HOST_ERRNOS,
     INTERNAL_ERROR_FLAG,
     PHASE_ERROR,
+    EngineCheck,
+    HostUnhealthyError,
     check_host,
     is_platform_fault,
 )
@@ -83,6 +85,8 @@ class Runtime:
     default_image: str = "metadl-arena/sandbox:cpu"
     deployment: str = "local"
     """Names this deployment's sandbox containers (see `execute.container_prefix`)."""
+    engine_check: EngineCheck | None = None
+    """Raises when the Docker engine does not answer (None: the local executor has none)."""
     min_free_bytes: int = 512 * 1024**2
     """Free space the worker's runs and cache folders need before it claims a run: a full
     disk would fail every run it took (1 bad worker of 2: each run 1 in 8 to fail 3 times)."""
@@ -95,8 +99,14 @@ def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
         ServerUnavailableError: only from the claim or `check_host` (nothing is held yet), so
             the job may retry.
     """
-    # Before the claim: a run this host cannot serve stays with the broker.
-    check_host((rt.runs_dir, rt.cache_dir), rt.min_free_bytes, rt.worker_name)
+    # Before the claim: a run this host cannot serve stays with the broker, and the server
+    # hears why (the workers page shows the worker unhealthy until a claim goes through).
+    try:
+        check_host((rt.runs_dir, rt.cache_dir), rt.min_free_bytes, rt.worker_name,
+                   rt.engine_check)
+    except HostUnhealthyError as exc:
+        rt.client.report_unhealthy(run_id, run_token, rt.worker_name, str(exc))
+        raise
     claimed = rt.client.claim(run_id, run_token, rt.worker_name)
     if claimed is None:
         log.info("run.claim.skipped", extra={"run_id": run_id})

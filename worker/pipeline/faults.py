@@ -4,7 +4,8 @@ Verdicts are decided where the error arises (issue 21): what the participant pro
 their verdict inside the pipeline; what is left is either a named infrastructure fault
 (released, retried with backoff, never charged: `is_platform_fault`) or a bug (ended once,
 uncharged, logged loudly; the server charges a participant's 4th in 24 h). A worker whose own
-disk is full does not claim at all (`check_host`): its Celery task retries the job later.
+disk is full, or whose Docker engine does not answer, does not claim at all (`check_host`): it
+tells the server why (shown on the workers page) and its Celery task retries the job later.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from worker.client import ServerRejectedError, ServerUnavailableError
@@ -51,8 +53,14 @@ class HostUnhealthyError(ServerUnavailableError):
     later (re-published, so a healthy worker may take it first)."""
 
 
-def check_host(folders: tuple[Path, ...], min_free_bytes: int, worker_name: str) -> None:
-    """Raise HostUnhealthyError when a folder this worker writes runs into is (nearly) full."""
+EngineCheck = Callable[[], None]
+"""Raises when the worker's sandbox engine does not answer (`wiring.make_engine_check`)."""
+
+
+def check_host(folders: tuple[Path, ...], min_free_bytes: int, worker_name: str,
+               engine_check: EngineCheck | None = None) -> None:
+    """Raise HostUnhealthyError when a folder this worker writes runs into is (nearly) full,
+    or when its sandbox engine (`engine_check`, Docker executor only) does not answer."""
     for folder in folders:
         probe = folder if folder.exists() else folder.parent
         try:
@@ -66,3 +74,13 @@ def check_host(folders: tuple[Path, ...], min_free_bytes: int, worker_name: str)
             raise HostUnhealthyError(
                 f"worker {worker_name!r} has {free} bytes free under {folder}, below its "
                 f"{min_free_bytes}; it claims no run until space is freed")
+    if engine_check is None:
+        return
+    try:
+        engine_check()
+    except Exception as exc:  # noqa: BLE001 - any failure to answer is the engine's
+        log.error("worker.unhealthy", extra={"worker": worker_name, "engine": repr(exc)[:500]})
+        raise HostUnhealthyError(
+            f"worker {worker_name!r} cannot reach its Docker engine ({type(exc).__name__}: "
+            f"{str(exc)[:300]}); it claims no run until the engine answers "
+            "(scripts/ensure_docker.sh)") from exc

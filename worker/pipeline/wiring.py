@@ -23,6 +23,7 @@ from worker.pipeline.execute import (
     compute_deployment_id,
     make_docker_executor,
 )
+from worker.pipeline.faults import EngineCheck
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -114,17 +115,29 @@ def build_executor(settings: WorkerSettings) -> Executor:
     Raises:
         RuntimeError: `executor="docker"` and no Docker engine answers.
     """
+    return build_sandbox(settings)[0]
+
+
+def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | None]:
+    """`build_executor`'s executor, and the check run before each claim that its Docker engine
+    still answers (None for the local executor, which has no engine): an engine that stops
+    answering would fail every run this worker took (issue 21).
+
+    Raises:
+        RuntimeError: `executor="docker"` and no Docker engine answers.
+    """
     from worker.local_executor import make_local_executor
 
     if settings.executor == "local":
-        return note_ignored_image(make_local_executor())
+        return note_ignored_image(make_local_executor()), None
     docker_client = connect_docker()
     if docker_client is not None:
-        return make_docker_executor(docker_client, sync_sandbox_code(settings.sandbox_code_dir))
+        executor = make_docker_executor(docker_client, sync_sandbox_code(settings.sandbox_code_dir))
+        return executor, docker_client.ping
     if settings.executor == "docker":
         raise RuntimeError("ARENA_WORKER_EXECUTOR=docker but no Docker engine answers; start "
                            "one (scripts/ensure_docker.sh) or set ARENA_WORKER_EXECUTOR=auto.")
-    return note_ignored_image(make_local_executor())
+    return note_ignored_image(make_local_executor()), None
 
 
 def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
@@ -135,8 +148,9 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
     client = InternalClient(settings.server_url, timeout_s=settings.http_timeout_s,
                             attempts=settings.http_attempts, backoff_s=settings.http_backoff_s,
                             list_images=make_image_lister(settings))
+    execute, engine_check = build_sandbox(settings)
     return Runtime(
-        client=client, execute=build_executor(settings), prepare_run=prepare_run,
+        client=client, execute=execute, engine_check=engine_check, prepare_run=prepare_run,
         parse_protocol=parse_protocol, score_output=score_output,
         worker_name=f"{settings.name}/{slot}", cache_dir=settings.cache_dir,
         runs_dir=settings.runs_dir, gpu_ids=compute_slot_gpus(settings, slot),

@@ -205,5 +205,41 @@ def test_a_worker_whose_disk_is_full_claims_nothing_and_the_job_is_retried(fake_
         evaluate_run(7, "run-token-1", full)
     assert isinstance(caught.value, ServerUnavailableError)
     assert "claims no run" in str(caught.value)
-    assert fake_client.calls == []  # not even a claim
+    # No claim: only the report the workers page shows (a claim the server answers 409).
+    assert fake_client.calls == [("report_unhealthy", str(caught.value))]
     assert evaluate_run(7, "run-token-1", runtime) is RunResult.PUBLISHED
+
+
+def test_a_worker_whose_docker_engine_does_not_answer_claims_nothing_and_says_why(fake_client,
+                                                                                  tmp_path):
+    """Issue 21: an engine gone away failed every run the worker took (each released); now the
+    Docker executor's ping runs before each claim, like the disk check."""
+    from test_worker_evaluate import FakeRunner, make_runtime
+
+    from worker.pipeline.evaluate import evaluate_run
+    from worker.pipeline.faults import HostUnhealthyError
+
+    engine_up = [False]
+
+    def ping() -> None:
+        if not engine_up[0]:
+            raise ConnectionError("Error while fetching server API version: connection refused")
+
+    runtime = dataclasses.replace(make_runtime(fake_client, FakeExecutor(), FakeRunner(),
+                                               tmp_path), engine_check=ping)
+    with pytest.raises(HostUnhealthyError) as caught:
+        evaluate_run(7, "run-token-1", runtime)
+    assert "cannot reach its Docker engine" in str(caught.value)
+    assert "connection refused" in str(caught.value)
+    assert fake_client.calls == [("report_unhealthy", str(caught.value))]
+    engine_up[0] = True
+    assert evaluate_run(7, "run-token-1", runtime) is RunResult.PUBLISHED
+
+
+def test_the_unhealthy_report_is_a_withheld_claim_sent_once(server):  # noqa: F811
+    url, script = server
+    script.answers["/internal/runs/5/claim"] = [(409, b'{"error": {"code": "worker.unhealthy"}}')]
+    make_client(url).report_unhealthy(5, "tok", "host/0", "disk full \ud800")
+    [(method, _, auth, body)] = script.seen
+    assert (method, auth) == ("POST", "Bearer tok")
+    assert json.loads(body) == {"worker": "host/0", "unhealthy": "disk full \ufffd"}

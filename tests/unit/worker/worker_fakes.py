@@ -78,6 +78,9 @@ class FakeClient:
         self.calls.append(("claim", worker))
         return self.claimed
 
+    def report_unhealthy(self, run_id: Any, token: str, worker: str, reason: str) -> None:
+        self.calls.append(("report_unhealthy", reason))
+
     def heartbeat(self, run_id: Any, token: str, fencing_token: int, stage: str,
                   progress: dict[str, Any] | None = None) -> bool:
         self.calls.append(("heartbeat", stage))
