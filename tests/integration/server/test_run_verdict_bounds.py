@@ -12,7 +12,7 @@ import json
 import pytest
 from test_runs import call, claim, queued_run, run_row
 
-from server.models import Submission
+from server.models import Run, Submission
 
 
 def finish_raw(env, run_id: int, token: str, body: dict):
@@ -22,15 +22,19 @@ def finish_raw(env, run_id: int, token: str, body: dict):
                                     "Content-Type": "application/json"})
 
 
-def test_a_lone_surrogate_escape_is_refused_at_the_schema_never_a_500(env):
+def test_a_lone_surrogate_escape_is_stored_replaced_never_a_500(env):
     """The worker makes text storable before it sends (worker/client.py); a body that still
-    carries `\ud800` is refused whole, never a failed database write."""
+    carries `\ud800` is made storable at the server's boundary too (U+FFFD), never a failed
+    database write."""
     _, [(run_id, token, _)], _ = queued_run(env)
     fencing = claim(env, run_id, token).json()["fencing_token"]
     answer = finish_raw(env, run_id, token, {
         "fencing_token": fencing, "state": "failed", "reason": "meta_fit_error",
-        "message": "\ud800", "log": "", "summary": {}, "tasks": []})
-    assert answer.status_code == 422
+        "message": "boom \ud800 end", "log": "\ud800", "summary": {}, "tasks": []})
+    assert answer.status_code == 200, answer.text
+    with env.db.session() as s:
+        run = s.get(Run, run_id)
+        assert (run.state, run.message) == ("failed", "boom \ufffd end")
 
 
 @pytest.mark.parametrize("text", ["a\x00b", "boom \ufffd\x00 end", "\x00" * 3])
