@@ -195,7 +195,7 @@ def _report_runs(results: list[dict], params: ProtocolParams, output: Path) -> N
     from submission_api.scoring.summary import read_metric_cells
 
     cells = [read_metric_cells(r.get("summary") or {}) for r in results]
-    total = compute_submission_score(cells, params.metric, params.aggregation)
+    total = compute_submission_score(cells, *params.ranking)
     document = {"score": total.score, "metric": total.metric, "aggregation": total.aggregation,
                 "per_dataset": total.per_dataset, "run_values": list(total.run_values)}
     output.mkdir(parents=True, exist_ok=True)

@@ -26,12 +26,12 @@ TRAIN_DATA_FORMATS = ("task", "batch")
 DEFAULT_BATCH_SIZE = 16
 """The kit's default batch size in batch mode."""
 
-DEFAULT_TRAIN_CONFIG: dict[str, int | None] = {
+DEFAULT_TRAIN_CONFIG: dict[str, Any] = {
     "N": 5, "min_N": None, "max_N": None,
     "k": None, "min_k": 1, "max_k": 20, "query_images_per_class": 20,
 }
 """The kit's meta-train tasks: 5-way, k ~ U{1..20}, 20 queries per class."""
-DEFAULT_VALID_CONFIG: dict[str, int | None] = {
+DEFAULT_VALID_CONFIG: dict[str, Any] = {
     "N": None, "min_N": 2, "max_N": 20,
     "k": None, "min_k": 1, "max_k": 20, "query_images_per_class": 20,
 }
@@ -63,15 +63,23 @@ class GeneratorConfig:
 
     def to_task_shape(self) -> TaskShape:
         """The sampler's TaskShape (unused bounds filled with the kit's 2..20 / 1..20)."""
+        min_ways, max_ways = _bounds("N", self.N, self.min_N, self.max_N)
+        min_shots, max_shots = _bounds("k", self.k, self.min_k, self.max_k)
         return TaskShape(
-            n_ways=self.N,
-            min_ways=self.min_N if self.N is None else self.N,
-            max_ways=self.max_N if self.N is None else self.N,
-            n_shots=self.k,
-            min_shots=self.min_k if self.k is None else self.k,
-            max_shots=self.max_k if self.k is None else self.k,
+            n_ways=self.N, min_ways=min_ways, max_ways=max_ways,
+            n_shots=self.k, min_shots=min_shots, max_shots=max_shots,
             n_queries=self.query_images_per_class,
         )
+
+
+def _bounds(name: str, fixed: int | None, low: int | None, high: int | None) -> tuple[int, int]:
+    """(least, most) of a task size: the fixed value twice, else the range (`_check_range` has
+    refused a null size without both bounds)."""
+    if fixed is not None:
+        return fixed, fixed
+    if low is None or high is None:
+        raise ConfigError(f"config: {name} is null with min={low!r}, max={high!r}.")
+    return low, high
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import ast
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 DEFAULT_IMAGE = "metadl-arena/sandbox:cpu"
 SANDBOX_PYTHON = "3.11"  # Debian 12's CPython, the offline base of the standard images
@@ -56,7 +57,17 @@ class MissingModule:
         return module_advice(self.module)["text"]
 
 
-def module_advice(module: str) -> dict[str, str | bool]:
+class ModuleAdvice(TypedDict):
+    """How to bring a missing module: its package, whether it has compiled parts, the command
+    that vendors it, and one sentence saying so."""
+
+    package: str
+    compiled: bool
+    command: str
+    text: str
+
+
+def module_advice(module: str) -> ModuleAdvice:
     """`{"package", "compiled", "command", "text"}` for a module the sandbox lacks."""
     package = PACKAGE_OF.get(module, module)
     compiled = module in COMPILED
@@ -86,9 +97,12 @@ def find_imports(folder: Path) -> dict[str, tuple[str, int]]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] if isinstance(node, ast.ImportFrom) and node.module
-                     and not node.level else [])
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            else:
+                continue
             for name in names:
                 found.setdefault(name.split(".")[0],
                                  (str(path.relative_to(folder)), node.lineno))

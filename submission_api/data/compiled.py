@@ -48,12 +48,13 @@ class CompiledDataset:
 
     def class_members(self) -> list[np.ndarray]:
         """Sorted image indices of each class (int64), computed once."""
-        if self._members is None:
+        members = self._members
+        if members is None:
             order = np.argsort(self.labels, kind="stable")
             counts = np.bincount(self.labels, minlength=len(self.class_names))
             members = np.split(order.astype(np.int64), np.cumsum(counts)[:-1])
             object.__setattr__(self, "_members", members)
-        return self._members
+        return members
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,7 @@ def create_image_file(entry_dir: Path, n_images: int) -> np.memmap:
 
 def finalize_entry(staging: Path, meta: EntryMeta) -> str:
     """Write labels, attributes and manifest beside `staging/images.u8`; return the hash."""
-    images = np.memmap(staging / IMAGES, dtype=np.uint8, mode="r")
-    images = images.reshape(-1, *IMAGE_SHAPE)
+    images = np.memmap(staging / IMAGES, dtype=np.uint8, mode="r").reshape(-1, *IMAGE_SHAPE)
     content_hash = compute_content_hash(images, meta)
     np.save(staging / LABELS, np.asarray(meta.labels, dtype=np.int64), allow_pickle=False)
     if meta.attributes is not None:

@@ -139,6 +139,41 @@ class ProtocolParams:
         if getattr(self, key) is None:
             object.__setattr__(self, key, default)
 
+    def _filled(self, key: str) -> Any:
+        """A field `__post_init__` fills for this protocol: its concrete value, typed by the
+        property that reads it (a None here is a bug of the filling, not of the input)."""
+        value = getattr(self, key)
+        if value is None:
+            raise ProtocolParamsError(f"Protocol {self.name!r} has no {key}.")
+        return value
+
+    @property
+    def tasks(self) -> int:
+        """`tasks_per_dataset`, filled for every protocol."""
+        return int(self._filled("tasks_per_dataset"))
+
+    @property
+    def pools(self) -> str:
+        """`test_pools`, filled for every protocol."""
+        return str(self._filled("test_pools"))
+
+    @property
+    def ranking(self) -> tuple[str, str]:
+        """(metric, aggregation), filled for every protocol: how a phase ranks its runs."""
+        return str(self._filled("metric")), str(self._filled("aggregation"))
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(n_ways, n_shots, n_queries) of a protocol with a fixed task shape (`_SHAPED`);
+        ProtocolParamsError for one that draws its own."""
+        return (int(self._filled("n_ways")), int(self._filled("n_shots")),
+                int(self._filled("n_queries")))
+
+    @property
+    def fewstab_thresholds(self) -> tuple[int, int]:
+        """(n_s, n_q) of fewstab; ProtocolParamsError for the other protocols."""
+        return int(self._filled("fewstab_n_s")), int(self._filled("fewstab_n_q"))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tuples become lists."""
         out = asdict(self)
@@ -243,7 +278,9 @@ def check_protocol_params(params: ProtocolParams) -> None:
             raise ProtocolParamsError(
                 f"fewstab n_shots={params.n_shots}, expected one of {FEWSTAB_SHOTS}."
             )
-        if params.fewstab_n_s < params.n_shots or params.fewstab_n_q < params.n_queries:
+        n_s, n_q = params.fewstab_thresholds
+        _, n_shots, n_queries = params.shape
+        if n_s < n_shots or n_q < n_queries:
             raise ProtocolParamsError(
                 f"fewstab thresholds n_s={params.fewstab_n_s}, n_q={params.fewstab_n_q}, "
                 f"expected n_s >= n_shots ({params.n_shots}) and n_q >= n_queries "

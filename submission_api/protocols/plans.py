@@ -76,7 +76,7 @@ def _test_names(params: ProtocolParams, collection: Collection) -> list[str]:
 def _queries(params: ProtocolParams) -> int:
     if params.name == "cross-domain":
         return CROSS_DOMAIN_QUERIES
-    return MD_MAX_NUM_QUERY if params.name == "meta-dataset" else int(params.n_queries)
+    return MD_MAX_NUM_QUERY if params.name == "meta-dataset" else params.shape[2]
 
 
 def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, ds: Any,
@@ -93,8 +93,7 @@ def _draw(params: ProtocolParams, pools: ClassPools, rng: np.random.Generator, d
                 )
             supers = ds.super_categories
         return sample_meta_dataset_episode(pools, rng, ds.name, supers, group)
-    return sample_fixed_episode(pools, rng, ds.name, params.n_ways, params.n_shots,
-                                params.n_queries, group)
+    return sample_fixed_episode(pools, rng, ds.name, *params.shape, group)
 
 
 def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
@@ -102,18 +101,17 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
     """`tasks_per_dataset` episodes of each group, from the pools of `params.test_pools`."""
     rng = make_rng(seed, "pools", groups[0], ds.name)
     pool_size = compute_md_query_pool_size if params.name == "meta-dataset" else None
-    pools = sample_test_pools(params.test_pools, ds.labels, len(ds.class_names), _queries(params),
+    pools = sample_test_pools(params.pools, ds.labels, len(ds.class_names), _queries(params),
                               rng, allowed, pool_size)
-    shape = (params.n_ways, params.n_shots, params.n_queries)
-    thresholds = (params.fewstab_n_s, params.fewstab_n_q)
-    index = (compute_fewstab_index(pools, ds.attributes, *thresholds)
+    index = (compute_fewstab_index(pools, ds.attributes, *params.fewstab_thresholds)
              if "fewstab-A" in groups else None)
     episodes = []
     for group in groups:
-        for _ in range(params.tasks_per_dataset):
+        for _ in range(params.tasks):
             if group == "fewstab-A":
                 episodes.append(sample_fewstab_episode(
-                    pools, ds.attributes, rng, ds.name, *shape, *thresholds, index).episode)
+                    pools, ds.attributes, rng, ds.name, *params.shape,
+                    *params.fewstab_thresholds, index).episode)
             else:
                 episodes.append(_draw(params, pools, rng, ds, group))
     return episodes

@@ -42,7 +42,8 @@ def compute_within_domain_split(
         )
     order = make_rng(split_seed, "within-domain", dataset).permutation(n_classes)
     parts = (order[:n_train], order[n_train:n_train + n_valid], order[n_train + n_valid:])
-    return tuple(np.sort(p).astype(np.int64) for p in parts)
+    train, valid, test = (np.sort(p).astype(np.int64) for p in parts)
+    return train, valid, test
 
 
 def compute_images_of_classes(labels: np.ndarray, class_ids: np.ndarray) -> np.ndarray:

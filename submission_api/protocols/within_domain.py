@@ -107,8 +107,9 @@ def plan_within_domain_tests(params: ProtocolParams, collection: Collection) -> 
     tested, skipped = {}, []
     for name, split in compute_within_domain_splits(params, collection).items():
         ds = collection.datasets[name]
-        servable = count_servable_classes(ds.labels, split[2], params.n_shots, params.n_queries)
-        if servable >= params.n_ways:
+        n_ways, n_shots, n_queries = params.shape
+        servable = count_servable_classes(ds.labels, split[2], n_shots, n_queries)
+        if servable >= n_ways:
             tested[name] = split
         elif params.datasets is not None:
             raise _unservable(params, ds, split, servable)

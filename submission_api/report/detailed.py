@@ -13,7 +13,7 @@ Meta-Dataset interval (for the `meta-dataset` protocol).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,8 @@ def _fewstab_rows(summary: RunSummary) -> list[tuple[str, GroupStats]]:
 
 
 def _figures(summary: RunSummary) -> list[dict[str, str]]:
-    figures = [
+    # (groups, plot, x label, caption); a plot takes the groups it is listed with.
+    figures: list[tuple[Mapping[Any, GroupStats], Callable[[Any, str], bytes], str, str]] = [
         (summary.per_ways, plot_trend, "ways", "Normalized accuracy vs ways"),
         (summary.per_shots, plot_trend, "shots", "Normalized accuracy vs shots"),
         (summary.per_dataset, plot_bars, "dataset", "Normalized accuracy per dataset"),

@@ -60,7 +60,7 @@ class _RowReader:
             raise IndexError(f"image indices in [{indices.min()}, {indices.max()}] for a dataset "
                              f"of {len(images)} images; the episode does not fit its dataset.")
         fd = self._file_of(images)
-        if fd is None:
+        if fd is None or not isinstance(images, np.memmap):  # a file only for a memory map
             np.take(images, indices, axis=0, out=out, mode="clip")  # bounds checked above
             return
         row, start = out[0].nbytes if len(out) else 0, images.offset
@@ -94,7 +94,8 @@ def write_task_plan(episodes: Sequence[Episode], datasets: dict[str, CompiledDat
         KeyError: an episode names a dataset not in `datasets`.
     """
     answers_dir.mkdir(parents=True, exist_ok=True)
-    tasks, parts = [], {name: [] for name in PLAN_ARRAYS}
+    tasks: list[AnswerTask] = []
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in PLAN_ARRAYS}
     s_at = q_at = 0
     for task_id, episode in enumerate(episodes):
         size = len(datasets[episode.dataset].labels)

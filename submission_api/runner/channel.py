@@ -89,7 +89,7 @@ def send_message(sock: socket.socket, header: dict[str, Any],
     sock.sendall(_LENGTH.pack(len(blob)) + blob)
     for array in arrays:
         if array.nbytes:
-            sock.sendall(memoryview(array).cast("B"))
+            sock.sendall(array.data.cast("B"))
 
 
 def _recv_into(sock: socket.socket, view: memoryview, deadline: float | None) -> None:
@@ -146,7 +146,7 @@ def receive_message(sock: socket.socket, max_payload_bytes: int,
     for dtype, shape in specs:
         array = np.empty(shape, dtype=dtype)
         if array.nbytes:
-            _recv_into(sock, memoryview(array).cast("B"), deadline)
+            _recv_into(sock, array.data.cast("B"), deadline)
         arrays.append(array)
     return header, arrays
 

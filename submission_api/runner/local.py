@@ -105,8 +105,7 @@ def compute_scores_document(scored: ScoredRun, protocol: ProtocolParams) -> dict
     from submission_api.scoring.summary import read_metric_cells
 
     summary = scored.summary
-    headline = compute_submission_score([read_metric_cells(summary)], protocol.metric or "score",
-                                        protocol.aggregation)
+    headline = compute_submission_score([read_metric_cells(summary)], *protocol.ranking)
     tasks = [{"ways": r.n_ways, "shots": r.n_shots, **r.to_dict()} for r in scored.records]
     return {
         "score": headline.score,

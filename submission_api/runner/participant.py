@@ -104,14 +104,15 @@ def _counting(
     """Wrap a generator so each item drawn is counted in progress.json (throttled)."""
     if generator is None:
         return None
-    drawn = [0, 0.0]
+    drawn, reported = 0, 0.0
 
     def counted(n: int) -> Iterator[Any]:
+        nonlocal drawn, reported
         for item in generator(n):
-            drawn[0] += 1
-            if time.monotonic() - drawn[1] > 1.0:
-                drawn[1] = time.monotonic()
-                status.progress("meta_fit", drawn[0], None)
+            drawn += 1
+            if time.monotonic() - reported > 1.0:
+                reported = time.monotonic()
+                status.progress("meta_fit", drawn, None)
             yield item
 
     return counted

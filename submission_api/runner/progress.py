@@ -13,6 +13,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -36,7 +37,7 @@ class ProgressView:
             TimeRemainingColumn(),
             disable=not enabled,
         )
-        self.bars: dict[str, int] = {}
+        self.bars: dict[str, TaskID] = {}
 
     def __enter__(self) -> ProgressView:
         self.progress.__enter__()

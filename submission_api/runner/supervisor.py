@@ -106,7 +106,7 @@ class Supervisor:
         pidfd = os.pidfd_open(pid)
         status: int | None = None
         try:
-            ready, _, _ = select.select([control, pidfd], [], [])
+            ready, _, _ = select.select([control.fileno(), pidfd], [], [])
             if pidfd in ready:  # ended by itself: end what it left, which may hold its socket
                 status = os.waitpid(pid, 0)[1]
                 sweep.kill_descendants(keep={self.forks.pid})

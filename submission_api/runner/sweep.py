@@ -232,7 +232,7 @@ def sysv_objects() -> list[tuple[str, int, int, int]]:
 
 
 def posix_objects() -> list[str]:
-    found = []
+    found: list[str] = []
     for folder in POSIX_IPC_DIRS:
         with contextlib.suppress(OSError):
             found.extend(os.path.join(folder, name) for name in os.listdir(folder))

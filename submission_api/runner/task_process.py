@@ -39,12 +39,12 @@ def to_prediction_array(predictions: Any, n_query: int, n_ways: int) -> np.ndarr
 
     if isinstance(predictions, torch.Tensor):
         predictions = predictions.detach().cpu().numpy()
+    array: np.ndarray | None
     try:
         array = np.asarray(predictions)
+        cause = f" of dtype {array.dtype}"
     except ValueError as error:  # ragged lists
         array, cause = None, f" ({error})"
-    else:
-        cause = f" of dtype {array.dtype}"
     if array is None or array.dtype == object or array.dtype.kind not in "biuf":
         raise TypeError(
             f"predict returned {type(predictions).__name__}{cause}; return a numeric numpy "

@@ -142,8 +142,9 @@ class TaskServer:
                     break
                 self.report.tasks_done += 1
             self._progress(started)
-            with contextlib.suppress(OSError, AttributeError):
-                send_control(self._control, {"type": "end"})
+            if self._control is not None:  # set by _accept
+                with contextlib.suppress(OSError):
+                    send_control(self._control, {"type": "end"})
         except (ChannelError, OSError) as error:
             if not self._closing.is_set() and self.report.reason is None:
                 self._fail(None, FailureReason.CRASHED, "meta_test",

@@ -39,7 +39,8 @@ def materialize_task(episode: Episode, dataset: Any, *, hide_class_ids: bool = F
     """
     class_ids = np.arange(episode.n_ways) if hide_class_ids else episode.class_ids
 
-    def part(idx: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, ...]:
+    def part(idx: np.ndarray,
+             labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = images_to_tensor(_gather(dataset.images, idx))
         y = torch.from_numpy(labels.astype(np.int64))
         return x, y, torch.from_numpy(class_ids[labels].astype(np.int64))

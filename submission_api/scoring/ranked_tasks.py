@@ -97,9 +97,10 @@ def compute_metric_ci95(summary: Mapping[str, Any], metric: str) -> float | None
     if metric == "wAcc-A":
         return half("wacc_per_group", FEWSTAB_BIASED)
     if metric == "BaseGen+NovelGen":
-        parts = [half("per_group", "BaseGen"), half("per_group", "NovelGen")]
-        return None if None in parts else math.sqrt(sum(p * p for p in parts)) / 2
+        base, novel = half("per_group", "BaseGen"), half("per_group", "NovelGen")
+        return None if base is None or novel is None else math.sqrt(base * base + novel * novel) / 2
     if metric == "wAcc-gap":
-        parts = [half("wacc_per_group", FEWSTAB_BIASED), half("wacc_per_group", FEWSTAB_RANDOM)]
-        return None if None in parts else math.sqrt(sum(p * p for p in parts))
+        biased = half("wacc_per_group", FEWSTAB_BIASED)
+        unbiased = half("wacc_per_group", FEWSTAB_RANDOM)
+        return None if biased is None or unbiased is None else math.sqrt(biased * biased + unbiased * unbiased)
     return None
