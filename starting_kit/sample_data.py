@@ -16,6 +16,7 @@ import csv
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -124,9 +125,9 @@ def _glyphs(rng: np.random.Generator, key: int, c: int, n_classes: int, m: int) 
     own = np.random.default_rng([key, c]).uniform(-.6, .6, (2, 2, 2))
     seg = np.concatenate([base, own])[None] + rng.normal(0, .06, (m, 4, 2, 2))
     seg = seg * rng.uniform(.8, 1.15, (m, 1, 1, 1)) + rng.uniform(-.15, .15, (m, 1, 1, 2))
-    seg = seg.astype(np.float32)[..., None, None]  # [m, stroke, end, xy, 1, 1]
+    ends = seg.astype(np.float32)[..., None, None]  # [m, stroke, end, xy, 1, 1]
     x, y = _grid()
-    ax, ay, bx, by = seg[:, :, 0, 0], seg[:, :, 0, 1], seg[:, :, 1, 0], seg[:, :, 1, 1]
+    ax, ay, bx, by = ends[:, :, 0, 0], ends[:, :, 0, 1], ends[:, :, 1, 0], ends[:, :, 1, 1]
     dx, dy, abx, aby = x - ax, y - ay, bx - ax, by - ay
     t = np.clip((dx * abx + dy * aby) / (abx * abx + aby * aby + 1e-6), 0, 1)
     d = np.sqrt(((dx - t * abx) ** 2 + (dy - t * aby) ** 2).min(1))
@@ -137,11 +138,11 @@ def _glyphs(rng: np.random.Generator, key: int, c: int, n_classes: int, m: int) 
 
 def _spectra(rng: np.random.Generator, key: int, c: int, n_classes: int, m: int) -> Rendered:
     cls = np.random.default_rng([key, c])
-    k0, bw, theta = cls.uniform(4, 30), cls.uniform(2, 8), cls.uniform(0, np.pi)
+    k_mean, bw, theta = cls.uniform(4, 30), cls.uniform(2, 8), cls.uniform(0, np.pi)
     aniso = cls.random()
     ky, kx = np.meshgrid(np.fft.fftfreq(SIZE) * SIZE, np.fft.rfftfreq(SIZE) * SIZE, indexing="ij")
     k, phi = np.hypot(kx, ky), np.arctan2(ky, kx)
-    k0 = k0 * rng.uniform(.85, 1.15, (m, 1, 1))
+    k0 = k_mean * rng.uniform(.85, 1.15, (m, 1, 1))
     gain = np.exp(-(k - k0) ** 2 / (2 * bw**2)) * (1 + aniso * np.cos(2 * (phi - theta))) ** 2
     field = np.fft.irfft2(np.fft.rfft2(rng.normal(size=(m, SIZE, SIZE))) * gain, s=(SIZE, SIZE))
     field = field.astype(np.float32)
@@ -173,12 +174,12 @@ def _spurious(rng: np.random.Generator, key: int, c: int, n_classes: int, m: int
     x, y = _grid()
     tints = {"red": PALETTE[0], "green": PALETTE[1], "blue": PALETTE[2], "gray": PALETTE[6]}
     attrs: list[list[str]] = [[] for _ in range(m)]
-    for key, values in ATTRIBUTE_VALUES.items():
+    for attribute, values in ATTRIBUTE_VALUES.items():
         pick = np.where(rng.random(m) < ATTRIBUTE_AGREEMENT, prefer.integers(len(values)),
                         rng.integers(len(values), size=m))
         for i, k in enumerate(pick):
-            attrs[i].append(f"{key}={values[k]}")
-            images[i] = _attribute_overlay(images[i], key, values[k], tints, x, y)
+            attrs[i].append(f"{attribute}={values[k]}")
+            images[i] = _attribute_overlay(images[i], attribute, values[k], tints, x, y)
     return images, [""] * m, [";".join(a) for a in attrs]
 
 
@@ -218,9 +219,9 @@ def write_domain(out_dir: Path, domain: str, rng: np.random.Generator, n_classes
         pixels = (np.clip(images, 0, 1) * 255 + 0.5).astype(np.uint8)
         for j in range(n_images):
             fname = f"{domain}_{c:03d}_{j:03d}.{'jpg' if image_format == 'jpeg' else 'png'}"
-            Image.fromarray(pixels[j]).save(root / "images" / fname,
-                                            **({"quality": 90} if image_format == "jpeg"
-                                               else {"compress_level": 1}))
+            options: dict[str, Any] = ({"quality": 90} if image_format == "jpeg"
+                                       else {"compress_level": 1})
+            Image.fromarray(pixels[j]).save(root / "images" / fname, **options)
             rows.append([fname, f"{domain}_{c:02d}", supers[j], attrs[j] if attrs else ""])
         has_super, has_attrs = bool(supers[0]), attrs is not None
     _write_tables(root, domain, rows, has_super, has_attrs)

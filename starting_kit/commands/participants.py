@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.table import Table
 
@@ -25,7 +27,8 @@ def _connect(server: str | None, token: str | None, ref: str) -> tuple[ArenaClie
         raise typer.Exit(1) from exc
 
 
-def _call(client: ArenaClient, method: str, url: str, **kwargs) -> object:
+def _call(client: ArenaClient, method: str, url: str, **kwargs: Any) -> Any:
+    """The decoded JSON answer; on an error, say it and exit 1."""
     try:
         return client.call(method, url, **kwargs).json()
     except RemoteError as exc:

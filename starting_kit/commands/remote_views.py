@@ -93,8 +93,9 @@ def phases_table(competitions: list[dict[str, Any]], quotas: dict[int, dict[str,
 
 
 def status_table(submissions: list[dict[str, Any]], phase_names: dict[int, str],
-                 boards: dict[int, dict[str, Any]]) -> Table:
-    """Your submissions: id, phase, state (and why), score ± CI, rank, submitted."""
+                 boards: dict[int, dict[str, Any] | None]) -> Table:
+    """Your submissions: id, phase, state (and why), score ± CI, rank, submitted; a phase
+    whose board is None (hidden) shows no ranks."""
     table = Table(title="Your submissions")
     for column in ("id", "phase", "state", "score ± 95% CI", "rank", "submitted"):
         table.add_column(column, justify="right" if column in ("id", "rank") else "left")

@@ -100,7 +100,8 @@ def compute_metric_ci95(summary: Mapping[str, Any], metric: str) -> float | None
         base, novel = half("per_group", "BaseGen"), half("per_group", "NovelGen")
         return None if base is None or novel is None else math.sqrt(base * base + novel * novel) / 2
     if metric == "wAcc-gap":
-        biased = half("wacc_per_group", FEWSTAB_BIASED)
-        unbiased = half("wacc_per_group", FEWSTAB_RANDOM)
-        return None if biased is None or unbiased is None else math.sqrt(biased * biased + unbiased * unbiased)
+        biased, random = half("wacc_per_group", FEWSTAB_BIASED), half("wacc_per_group",
+                                                                       FEWSTAB_RANDOM)
+        return None if biased is None or random is None else math.sqrt(biased * biased
+                                                                        + random * random)
     return None
