@@ -15,12 +15,20 @@ Pure Python: used by the worker before it sends and by the server before it writ
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, overload
 
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 MAX_JSON_DEPTH = 32
 """Nesting the worker's own bodies never reach; deeper values are cut (replaced by None)."""
+
+
+@overload
+def storable_text(text: str) -> str: ...
+
+
+@overload
+def storable_text(text: None) -> None: ...
 
 
 def storable_text(text: str | None) -> str | None:

@@ -12,7 +12,7 @@ commits.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse
@@ -55,7 +55,8 @@ from submission_api.contract.resources import RunResources
 
 router = APIRouter(prefix="/internal", tags=["internal"])
 Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
-_CONFLICT = {409: {"description": "finished, leased by another worker, or stale fencing token"}}
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"description": "finished, leased by another worker, or stale fencing token"}}
 
 
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
@@ -69,7 +70,7 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
     data = PhaseData.model_validate(phase.data or {})
     return ClaimedRun(
         run_id=run.id, submission_id=submission.id, fencing_token=run.fencing_token,
-        lease_expires_at=run.lease_expires_at, submission_sha256=submission.sha256,
+        lease_expires_at=claimed.lease_expires_at, submission_sha256=submission.sha256,
         submission_size=submission.size_bytes, submission_root=submission.zip_root,
         phase_id=phase.id, protocol=phase.protocol or {},
         test_seed=compute_test_seed(settings.seed_secret_for(phase.id), phase.id, phase.seed),
@@ -85,7 +86,7 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
 def submission_zip(run: RunAuth, session: SessionDep, storage: Annotated[
         Storage, Depends(get_storage)]) -> FileResponse:
     """The submission zip of this run."""
-    submission = session.get(Submission, run.submission_id)
+    submission = session.get_one(Submission, run.submission_id)
     return FileResponse(storage.absolute(submission.storage_path), media_type="application/zip",
                         filename=f"submission-{submission.id}.zip")
 

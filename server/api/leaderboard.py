@@ -73,8 +73,9 @@ def compare(submission_id: int, other_submission_id: int, session: SessionDep,
     """Submission `a` against `b` (same phase) over their shared test tasks. Participants may
     compare their own submissions and those on the board, when the phase shows statistics."""
     a, b = submission_id, other_submission_id
-    subs = [session.get(Submission, sid) for sid in (a, b)]
-    if any(s is None or s.state != "finished" for s in subs):
+    found = [session.get(Submission, sid) for sid in (a, b)]
+    subs = [s for s in found if s is not None and s.state == "finished"]
+    if len(subs) != 2:
         raise NotFoundError(f"submissions {a} and {b}: expected two finished submissions; "
                             "`arena status` lists yours", code="compare.not_found")
     if subs[0].phase_id != subs[1].phase_id:

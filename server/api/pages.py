@@ -191,6 +191,7 @@ async def login(request: Request, db: Annotated[Database, Depends(get_db)],
     token, username = str(form.get("token", "")).strip(), str(form.get("username", "")).strip()
     next_path = str(form.get("next", ""))
     with db.session(write=True) as session:
+        user: User | None
         if username:
             try:
                 user = password_login(session, username, str(form.get("password", "")),
@@ -318,7 +319,7 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
         query = query.where(Submission.phase_id == phase)
     rows = session.execute(query.order_by(Submission.id.desc()).limit(200)).all()
     on_board = boarded_submissions(session, {s.phase_id for s, *_ in rows}, user)
-    views = {pid: view_for(session, session.get(Phase, pid), user)
+    views = {pid: view_for(session, session.get_one(Phase, pid), user)
              for pid in {s.phase_id for s, *_ in rows}}
     items = [{"s": s, "phase_name": name, "competition": title, "competition_id": comp_id,
               "on_board": s.id in on_board,
@@ -326,7 +327,7 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
               "position": None if s.state in TERMINAL_STATES
               else queue_position(session, s, settings.default_queue)}
              for s, name, title, comp_id in rows]
-    active = any(item["s"].state not in TERMINAL_STATES for item in items)
+    active = any(s.state not in TERMINAL_STATES for s, *_ in rows)
     notes = participant_close_notes(session, user.id, {s.phase_id for s, *_ in rows})
     return render(request, "my.html", user, settings, submissions=items, active=active,
                   close_notes=notes)
@@ -338,7 +339,7 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
     if user is None:
         return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
-    phase = session.get(Phase, submission.phase_id)
+    phase = session.get_one(Phase, submission.phase_id)
     sees_all = organizes(session, phase, user)
     hidden = not sees_all and phase.hide_logs
     owner = submission_owner(session, submission) if sees_all else None
@@ -371,7 +372,7 @@ def run_report(submission_id: int, run_index: int, request: Request, user: Optio
         return login_redirect(request)
     submission = get_visible_submission(session, submission_id, user)
     run = next((r for r in submission.runs if r.index == run_index), None)
-    phase = session.get(Phase, submission.phase_id)
+    phase = session.get_one(Phase, submission.phase_id)
     if not view_for(session, phase, user).details:
         raise ForbiddenError(f"the detailed results of phase {phase.id} are withheld until its "
                              "organizers publish them; its page says when",

@@ -36,7 +36,7 @@ def cancel(submission_id: int, user: CurrentUser, session: WriteSessionDep, now:
            settings: SettingsDep) -> SubmissionOut:
     """Queued runs are cancelled now; running ones stop at their worker's next heartbeat."""
     actions.cancel(session, submission_id, user, now)
-    return submission_out(session, session.get(Submission, submission_id), settings, user)
+    return submission_out(session, session.get_one(Submission, submission_id), settings, user)
 
 
 @router.post("/submissions/{submission_id}/rerun", response_model=RerunOut)

@@ -72,7 +72,7 @@ def submission_out(session, submission: Submission, settings: Settings,
     organize its competition)."""
     out = SubmissionOut.model_validate(submission)
     out.queue_position = queue_position(session, submission, settings.default_queue)
-    view = view_for(session, session.get(Phase, submission.phase_id), user)
+    view = view_for(session, session.get_one(Phase, submission.phase_id), user)
     if view is FULL:
         return out
     if not view.meta_test_text:
@@ -117,7 +117,7 @@ async def create_submission(phase_id: int, request: Request, user: BriefUser,
 
     def view(submission_id: int) -> SubmissionOut:
         with db.session() as session:
-            return submission_out(session, session.get(Submission, submission_id), settings,
+            return submission_out(session, session.get_one(Submission, submission_id), settings,
                                   user)
 
     await run_in_threadpool(check_phase)
@@ -136,7 +136,7 @@ def get_submission(submission_id: int, user: CurrentUser, session: SessionDep,
 @router.get("/submissions/{submission_id}/logs", response_model=SubmissionLogs)
 def get_logs(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionLogs:
     submission = get_visible_submission(session, submission_id, user)
-    phase = session.get(Phase, submission.phase_id)
+    phase = session.get_one(Phase, submission.phase_id)
     if phase.hide_logs and not organizes_phase(session, user, phase):
         raise ForbiddenError(f"logs are hidden in phase {phase.id} by its organizers; your "
                              "submission's state and reason are still shown",
@@ -154,7 +154,7 @@ def get_results(submission_id: int, user: CurrentUser,
     """Per-run summary and per-task results (withheld from the owner while the phase hides
     scores or, with secret test data, until the organizers publish them)."""
     submission = get_visible_submission(session, submission_id, user)
-    view = view_for(session, session.get(Phase, submission.phase_id), user)
+    view = view_for(session, session.get_one(Phase, submission.phase_id), user)
     runs = [RunResultOut.model_validate(r) for r in submission.runs]
     if view is not FULL:
         runs = [RunResultOut(**redact_run(r.model_dump(), view)) for r in runs]

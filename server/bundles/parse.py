@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from server.bundles.lines import LineMap, Path, load_with_lines
 from server.bundles.schema import NAME, SLUG, BundleSpec, DataRef, DataSpec
@@ -86,7 +87,8 @@ def parse_bundle(text: str, resolved: dict[str, Any] | None = None) -> ParsedBun
                                      if not (duplicates and err["loc"] == ()
                                              and "more than once" in err["msg"])])
     raise_problems(duplicates)
-    data, problems = {}, []
+    data: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
     for index, phase in enumerate(spec.phases):
         data[phase.name] = _resolve_data(phase.data, ("phases", index, "data"), lines,
                                          resolved or {}, problems)
@@ -122,7 +124,7 @@ def _duplicate_names(raw: dict[str, Any], lines: LineMap) -> list[Problem]:
     return problems
 
 
-def _problem(err: dict[str, Any], lines: LineMap) -> Problem:
+def _problem(err: ErrorDetails, lines: LineMap) -> Problem:
     path = tuple(err["loc"])
     received = err.get("input")
     shown = "" if isinstance(received, dict | list) or received is None else (

@@ -43,9 +43,10 @@ def resource_field(name: str, **extra: Any) -> Any:
     """A pydantic field with the default and bounds of resource `name`
     (`submission_api.contract.resources.RESOURCE_BOUNDS`, their one definition)."""
     bound = RESOURCE_BOUNDS[name]
-    low = {"gt": bound.least} if bound.exclusive_least else {"ge": bound.least}
+    limits: dict[str, Any] = {"gt" if bound.exclusive_least else "ge": bound.least,
+                              "le": bound.most}
     default = int(bound.default) if bound.integer else bound.default
-    return Field(default=default, le=bound.most, **low, **extra)
+    return Field(default=default, **limits, **extra)
 
 
 def parse_memory_mb(value: Any) -> int:

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -84,6 +85,12 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+
+def count_changed(session: Session, statement: Executable) -> int:
+    """Execute an UPDATE or DELETE; the number of rows it matched. `Session.execute` is typed
+    as returning a `Result`; for DML it is a `CursorResult`, which has the row count."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount
 
 
 def make_database(url: str, pool: PoolSize = PoolSize()) -> Database:

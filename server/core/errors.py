@@ -182,10 +182,11 @@ def install_error_handlers(app: FastAPI) -> None:
             headers = {"Retry-After": str(retry_after)}
         return JSONResponse(body, status_code=status, headers=headers)
 
-    async def handle_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        ]
+    async def handle_validation(_request: Request, exc: Exception) -> JSONResponse:
+        # Registered for RequestValidationError alone; Starlette types every handler's `exc`
+        # as Exception.
+        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+        problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in errors]
         message = "the request does not match the expected shape: " + "; ".join(problems)
         body = {"code": "request.invalid", "message": message, "family": "participant",
                 "details": {"errors": problems}}

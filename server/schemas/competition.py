@@ -157,13 +157,16 @@ class PhaseOut(PhaseFields):
     `data` its content hashes (server/services/seeds.py says why)."""
 
     model_config = ConfigDict(from_attributes=True)
-    seed: int | None = Field(default=None, description="staff only")
-    data: PhaseDataOut = Field(default_factory=PhaseDataOut)
+    # The response widens three of the input's fields (seed withheld, hashes cut, effective
+    # status), on purpose and in place: pydantic keeps an overridden field where the base
+    # put it, so the JSON keeps its order. Nothing passes a PhaseOut as PhaseFields.
+    seed: int | None = Field(default=None, description="staff only")  # type: ignore[assignment]
+    data: PhaseDataOut = Field(default_factory=PhaseDataOut)  # type: ignore[assignment]
     id: int
     competition_id: int
     name: str
     closed_at: datetime | None = None
-    status: Literal["draft", "upcoming", "open", "closed"] = Field(
+    status: Literal["draft", "upcoming", "open", "closed"] = Field(  # type: ignore[assignment]
         default="draft", description="effective status: an open phase whose end date has "
         "passed is 'closed', one whose start date is ahead is 'upcoming'")
     accepting_submissions: bool = Field(

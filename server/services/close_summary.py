@@ -25,7 +25,7 @@ def compute_close_summary(session: Session, phase: Phase, finals: list[Phase],
 
     Each line: user_id, username, league, outcome (one of OUTCOMES), submission_id (the entry
     considered, if any), final_id, carried_id, score, threshold, reason."""
-    comp = session.get(Competition, phase.competition_id)
+    comp = session.get_one(Competition, phase.competition_id)
     thresholds = {lg["name"]: lg.get("final_threshold") for lg in (comp.leagues or [])}
     names = dict(session.execute(select(User.id, User.username).join(
         Submission, Submission.user_id == User.id).where(Submission.phase_id == phase.id)).all())
@@ -46,7 +46,7 @@ def compute_close_summary(session: Session, phase: Phase, finals: list[Phase],
             if origin is not None and not origin.is_baseline:
                 put(origin, "carried", final_id=final.id, carried_id=copy.id)
         for origin_id in skipped.get(final.id, []):
-            origin = session.get(Submission, origin_id)
+            origin = session.get_one(Submission, origin_id)
             put(origin, "below_threshold", final_id=final.id,
                 threshold=thresholds.get(origin.league))
     rest = session.execute(select(Submission).where(
@@ -102,7 +102,7 @@ def participant_close_notes(session: Session, user_id: int,
     """The close-summary lines about `user_id` in the given phases, in words, for /my."""
     notes = []
     for pid, details in sorted(latest_close_summaries(session, sorted(phase_ids)).items()):
-        phase = session.get(Phase, pid)
+        phase = session.get_one(Phase, pid)
         final_names = {p.id: p.name for p in phase.competition.phases}
         for line in details["summary"]:
             if line["user_id"] == user_id:

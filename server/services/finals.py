@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from server.core.db import count_changed
 from server.core.errors import ConflictError
 from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
@@ -68,7 +69,7 @@ def carry_into(session: Session, source: Phase, final: Phase, now: datetime,
                default_queue: str) -> tuple[list[int], list[int], list[Job]]:
     """Carry the chosen submissions of `source` into `final`; returns new ids, skipped ids
     and jobs."""
-    thresholds = _thresholds(session.get(Competition, source.competition_id))
+    thresholds = _thresholds(session.get_one(Competition, source.competition_id))
     present = session.execute(select(Submission.carried_from_id, Submission.user_id,
                                      Submission.league).where(
         Submission.phase_id == final.id, Submission.carried_from_id.is_not(None))).all()
@@ -83,7 +84,7 @@ def carry_into(session: Session, source: Phase, final: Phase, now: datetime,
             continue
         if row.id in already or (not row.is_baseline and (row.user_id, row.league) in entered):
             continue
-        new, new_jobs = _copy(session, session.get(Submission, row.id), final, now,
+        new, new_jobs = _copy(session, session.get_one(Submission, row.id), final, now,
                               final.queue or default_queue)
         carried.append(new.id)
         jobs += new_jobs
@@ -117,11 +118,10 @@ def close_phase(session: Session, phase: Phase, actor: User | None, now: datetim
     for final in session.execute(select(Phase).where(Phase.carry_from_id == phase.id)
                                  .order_by(Phase.id)).scalars():
         check_phase_data(session, final, actor)
-    closed = session.execute(
+    closed = count_changed(session,
         update(Phase).where(Phase.id == phase.id,
                             or_(Phase.closed_at.is_(None), Phase.status != "closed"))
-        .values(closed_at=now, status="closed").execution_options(synchronize_session=False)
-    ).rowcount
+        .values(closed_at=now, status="closed").execution_options(synchronize_session=False))
     if not closed:
         raise ConflictError(f"phase {phase.id} was already closed at "
                             f"{phase.closed_at.isoformat() if phase.closed_at else '?'}; its "

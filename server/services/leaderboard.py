@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import BindParameter, bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, Team, User
@@ -122,7 +122,7 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
     by_submission: dict[int, list[Any]] = {}
     for start in range(0, len(submission_ids), SUMMARY_CHUNK):
         chunk = submission_ids[start:start + SUMMARY_CHUNK]
-        ids = bindparam("ids", chunk, expanding=True, literal_execute=True)
+        ids: BindParameter[int] = bindparam("ids", chunk, expanding=True, literal_execute=True)
         runs = session.execute(
             select(Run.submission_id, Run.score, Run.index,
                    Run.summary["ci95"].as_float().label("ci95"),

@@ -62,11 +62,13 @@ class FingerprintCache(Generic[T]):
                     boards.move_to_end(key)
                     return hit[1]
                 flights = self._flights.setdefault(engine, {})
-                flight = flights.get(key)
-                leader = flight is None or flight[0] != fingerprint
-                if leader:
+                found = flights.get(key)
+                leader = found is None or found[0] != fingerprint
+                if found is None or leader:
                     flight = (fingerprint, threading.Event())
                     flights[key] = flight
+                else:
+                    flight = found
             if leader:
                 break
             flight[1].wait(FLIGHT_WAIT_S)  # then look again; compute ourselves if it failed

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, select
+from sqlalchemy import BindParameter, bindparam, select
 from sqlalchemy.orm import Session
 
 from server.models import Phase, Run, Submission, TaskResult, utcnow
@@ -77,7 +77,8 @@ def read_task_matrix(session: Session, submission_ids: list[int], metric: str = 
     from its worst current finished run (the whole worst run under `min_of_run_means`)."""
     if not submission_ids:
         return {}
-    ids = bindparam("ids", submission_ids, expanding=True, literal_execute=True)
+    ids: BindParameter[int] = bindparam("ids", submission_ids, expanding=True,
+                                        literal_execute=True)
     rows = session.execute(
         select(Run.submission_id, Run.id, TaskResult.group, TaskResult.task_id,
                TaskResult.dataset, TaskResult.score, TaskResult.worst_class_accuracy)
@@ -238,7 +239,7 @@ def compare_with_previous(session: Session, submission: Any) -> dict | None:
             Submission.state == "finished", Submission.id != submission.id,
             Submission.created_at <= submission.created_at)
         .order_by(Submission.created_at.desc(), Submission.id.desc()).limit(1)).scalar()
-    phase = session.get(Phase, submission.phase_id)
+    phase = session.get_one(Phase, submission.phase_id)
     diff = compare_submissions(session, phase, submission.id, previous) if previous else None
     if diff is None:
         return None

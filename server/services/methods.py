@@ -43,6 +43,6 @@ def store_method(db: Database, submission_id: int, method: Method) -> None:
     if method == Method():
         return
     with db.session(write=True) as session:
-        row = session.get(Submission, submission_id)
+        row = session.get_one(Submission, submission_id)
         row.method_name, row.method_description = method.name, method.description
         row.code_url = method.code_url

@@ -45,7 +45,8 @@ def get_operable_submission(session: Session, submission_id: int, user: User,
         raise missing
     if not organizer_only and submission.user_id == user.id:
         return submission
-    if not tenancy.organizes(session, user, session.get(Phase, submission.phase_id).competition_id):
+    phase = session.get_one(Phase, submission.phase_id)
+    if not tenancy.organizes(session, user, phase.competition_id):
         raise missing
     return submission
 
@@ -90,7 +91,7 @@ def rerun_submission(session: Session, submission: Submission, actor: User, now:
 
     Raises InvalidInputError when the phase names data its organizer may not use (whatever
     the phase's status), ConflictError while a run is still busy."""
-    check_phase_data(session, session.get(Phase, submission.phase_id), actor)
+    check_phase_data(session, session.get_one(Phase, submission.phase_id), actor)
     runs = current_runs(session, submission.id)
     if any(r.state not in TERMINAL_STATES for r in runs):
         raise ConflictError(f"submission {submission.id} still has runs waiting or running; "
@@ -119,7 +120,7 @@ def rerun_submission(session: Session, submission: Submission, actor: User, now:
 def select_submission(session: Session, submission: Submission, user: User, selected: bool,
                       now: datetime) -> Submission:
     """Make (or stop making) `submission` the one representing its owner in its phase."""
-    phase = session.get(Phase, submission.phase_id)
+    phase = session.get_one(Phase, submission.phase_id)
     if phase.closed_at is not None or phase.status == "closed":
         raise ConflictError(f"phase {phase.id} is closed; the selection can no longer change",
                             code="phase.closed")

@@ -34,7 +34,7 @@ def password_login(session: Session, username: str, password: str, address: str,
     ok = user is not None and user.is_active and verify_password(password, user.password_hash)
     record_attempt(session, username.strip(), address, ok, now, limit)
     session.commit()
-    if not ok:
+    if user is None or not ok:
         raise BadCredentialsError("unknown username or wrong password; check both, or use "
                                   "'Forgot your password?' (or ask an organizer for a "
                                   "reset link)")
@@ -78,7 +78,7 @@ def reset_password(session: Session, token: str, password: str, now: datetime) -
     """Set a new password with a reset link (committed); the link dies, web sessions end."""
     row = reset_for(session, token, now)
     check_password(password)
-    user = session.get(User, row.user_id)
+    user = session.get_one(User, row.user_id)
     user.password_hash = hash_password(password)
     row.used_at = now
     session.execute(delete(ApiToken).where(ApiToken.user_id == user.id,

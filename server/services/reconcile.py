@@ -62,7 +62,9 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
     loop keeps it); without it (a one-off pass) a missing run is resent at once.
     """
     jobs: list[tuple[int, str, str]] = []
-    requeued, expired, failed = [], [], []
+    requeued: list[int] = []
+    expired: list[int] = []
+    failed: list[int] = []
     for run, queue_name in lost_runs(session, now, queue, policy, suspects):
         token = new_token()
         unchanged = [Run.state == "queued", Run.enqueued_at == run.enqueued_at]
@@ -75,12 +77,12 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
     ]):
         guard = [Run.fencing_token == run.fencing_token, Run.state.in_(ACTIVE_STATES),
                  Run.lease_expires_at < now]
-        token = requeue_or_fail(session, run, guard, f"lease of {run.lease_owner!r} expired",
+        resent = requeue_or_fail(session, run, guard, f"lease of {run.lease_owner!r} expired",
                                  now, policy.lease)
-        if token:
-            jobs.append((run.id, token, queue_name))
+        if resent:
+            jobs.append((run.id, resent, queue_name))
             expired.append(run.id)
-        elif token is None:
+        elif resent is None:
             failed.append(run.id)
     jobs += _close_due_phases(session, now, policy)
     session.commit()
@@ -104,10 +106,11 @@ def lost_runs(session: Session, now: datetime, queue: JobQueue, policy: Reconcil
     lost, missing = [], {}
     fallback_before = now - timedelta(seconds=policy.requeue_after_s)
     for run, name in old:
-        if held[name] is None:
+        pending = held[name]
+        if pending is None:
             if run.enqueued_at < fallback_before:
                 lost.append((run, name))
-        elif run.id not in held[name]:
+        elif run.id not in pending:
             missing[run.id] = run.enqueued_at
             if suspects is None or suspects.get(run.id) == run.enqueued_at:
                 lost.append((run, name))

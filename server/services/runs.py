@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from server.core.db import count_changed
 from server.core.errors import InvalidInputError, NotClaimableError, StaleLeaseError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, Submission, TaskResult
@@ -80,7 +81,7 @@ def guarded_update(session: Session, run_id: int, conditions: list, values: dict
     """Apply `values` to the run only if every condition holds; True if a row changed."""
     stmt = (update(Run).where(Run.id == run_id, *conditions).values(**values)
             .execution_options(synchronize_session=False))
-    return session.execute(stmt).rowcount == 1
+    return count_changed(session, stmt) == 1
 
 
 def _load(session: Session, run_id: int) -> Run:
@@ -262,11 +263,13 @@ def _check_outcome(outcome: RunOutcome) -> float | None:
             f"state {outcome.state!r} cannot end a run; expected one of {list(FINISH_STATES)}"
         )
     raw = outcome.summary.get("score", outcome.summary.get("mean"))
-    if outcome.state == "finished" and not isinstance(raw, int | float):
+    if outcome.state != "finished":
+        return None
+    if not isinstance(raw, int | float):
         raise InvalidInputError(
             f"a finished run needs a numeric summary['score'] or summary['mean']; got {raw!r}"
         )
-    return float(raw) if outcome.state == "finished" else None
+    return float(raw)
 
 
 def _task_rows(run_id: int, tasks: list[dict[str, Any]]) -> list[TaskResult]:

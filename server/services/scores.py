@@ -41,7 +41,7 @@ def _parse_scoring(key: str) -> tuple[str, str]:
         log.error("scores.protocol.unparsable", extra={"protocol": key[:500],
                                                        "error": str(error)})
         return "score", DEFAULT_AGGREGATION
-    return str(params.metric), params.aggregation
+    return params.ranking
 
 
 def compute_run_cells(summary: Mapping[str, Any] | None, score: float | None) -> dict:

@@ -62,7 +62,7 @@ def rerun(session: Session, submission_id: int, user: User, now: datetime, defau
     `reason` (why) is audited and shown on the submission's page. Their jobs are sent after the
     commit: a worker never sees an uncommitted run."""
     submission = ops.get_operable_submission(session, submission_id, user, organizer_only=True)
-    phase = session.get(Phase, submission.phase_id)
+    phase = session.get_one(Phase, submission.phase_id)
     jobs = ops.rerun_submission(session, submission, user, now, phase.queue or default_queue,
                                 reason)
     session.commit()

@@ -14,7 +14,7 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -130,8 +130,9 @@ def join_team(session: Session, comp: Competition, user: User, code: str,
 
 
 def _drop(session: Session, team: Team, user_id: int) -> None:
-    session.execute(TeamMember.__table__.delete().where(
-        TeamMember.team_id == team.id, TeamMember.user_id == user_id))
+    session.execute(delete(TeamMember).where(
+        TeamMember.team_id == team.id, TeamMember.user_id == user_id)
+        .execution_options(synchronize_session=False))
     left = [m["user_id"] for m in members(session, team)]
     if team.captain_id == user_id:
         team.captain_id = left[0] if left else None  # the longest-standing member leads

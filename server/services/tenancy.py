@@ -14,7 +14,9 @@ row, a request to join); every other account is invisible to them.
 
 from __future__ import annotations
 
-from sqlalchemy import Select, select, union
+from typing import TypeGuard
+
+from sqlalchemy import ColumnElement, Select, select, union
 from sqlalchemy.orm import Session
 
 from server.core.errors import NotFoundError
@@ -33,7 +35,7 @@ def is_admin(user: User | None) -> bool:
     return user is not None and user.role == "admin"
 
 
-def is_staff(user: User | None) -> bool:
+def is_staff(user: User | None) -> TypeGuard[User]:
     """An organizer or admin: may use staff routes, but sees only what `organizes` allows."""
     return user is not None and user.role in ("organizer", "admin")
 
@@ -53,10 +55,10 @@ def visible_competitions_query(user: User | None) -> Select:
     """Competitions `user` may see, by id: those with a phase past draft, and the ones they
     organize (drafts and all). The same rule as `organizes_competition`, in SQL, so a listing
     can be paginated (issue 21)."""
-    shown = select(Phase.id).where(Phase.competition_id == Competition.id,
-                                   Phase.status != "draft").exists()
+    shown: ColumnElement[bool] = select(Phase.id).where(Phase.competition_id == Competition.id,
+                                                        Phase.status != "draft").exists()
     if is_staff(user):
-        shown = shown | Competition.id.in_(organized_competition_ids(user))  # type: ignore[arg-type]
+        shown = shown | Competition.id.in_(organized_competition_ids(user))
     return select(Competition).where(shown).order_by(Competition.id)
 
 

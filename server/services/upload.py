@@ -107,8 +107,8 @@ def _check_may_upload(session: Session, user_id: int, phase_id: int, now: dateti
     if phase is None:
         raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
     check_phase_open(phase, now)
-    comp = session.get(Competition, phase.competition_id)
-    check_may_submit(session, comp, session.get(User, user_id))
+    comp = session.get_one(Competition, phase.competition_id)
+    check_may_submit(session, comp, session.get_one(User, user_id))
     league = check_league(comp, league)
     team_id = team_id_of(session, user_id, comp.id)
     if lock and team_id is not None:

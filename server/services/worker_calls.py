@@ -43,6 +43,7 @@ class Claimed:
     run: Run
     submission: Submission
     phase: Phase
+    lease_expires_at: datetime
 
 
 def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
@@ -61,10 +62,12 @@ def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
     run = run_service.claim_run(session, run_id, worker, now, policy)
     record_worker(session, worker, now, run_id=run.id, stage="preparing", claimed=True,
                   gpus=gpus, images=images)
-    submission = session.get(Submission, run.submission_id)
-    phase = session.get(Phase, submission.phase_id)
+    submission = session.get_one(Submission, run.submission_id)
+    phase = session.get_one(Phase, submission.phase_id)
+    expires = run.lease_expires_at
+    assert expires is not None  # claim_run has just set it
     session.commit()
-    return Claimed(run, submission, phase)
+    return Claimed(run, submission, phase, expires)
 
 
 def heartbeat(session: Session, run: Run, body: HeartbeatBody, now: datetime,
@@ -115,7 +118,7 @@ def release(session: Session, run: Run, body: ReleaseBody, now: datetime,
     phase_queue = session.execute(
         select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
         .where(Submission.id == run.submission_id)).scalar_one()
-    released = session.get(Run, run_id)
+    released = session.get_one(Run, run_id)
     state, failures = released.state, released.platform_failures
     session.commit()
     if token:

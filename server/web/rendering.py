@@ -23,6 +23,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
 from markupsafe import Markup
+from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.api.deps import SESSION_COOKIE
@@ -90,10 +91,12 @@ def render(request: Request, name: str, user, settings: Settings, status: int = 
     return response
 
 
-def check_csrf(request: Request, settings: Settings, sent: str | None) -> None:
-    """Raise CsrfError unless `sent` is the token of this request's session cookie."""
+def check_csrf(request: Request, settings: Settings, sent: str | UploadFile | None) -> None:
+    """Raise CsrfError unless `sent` is the token of this request's session cookie (a form
+    field, which a forged form may send as a file: never a token)."""
     expected = session_csrf(request, settings)
-    if not expected or not sent or not hmac.compare_digest(str(sent), expected):
+    if not expected or not isinstance(sent, str) or not sent or not hmac.compare_digest(
+            sent, expected):
         raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
 
 

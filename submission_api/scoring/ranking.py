@@ -15,26 +15,29 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from submission_api.scoring.rank_intervals import compute_dataset_ranks
 
+EntryId = TypeVar("EntryId", bound=Hashable)
+"""What names an entry (a submission id): handed back as given."""
+
 
 @dataclass(frozen=True)
-class RankedEntry:
+class RankedEntry(Generic[EntryId]):
     """One leaderboard row: 1-based `position` (unique), and the `value` it was ordered by
     (the score for `rank_by_score`, the average rank for `compute_average_rank`)."""
 
     position: int
-    entry_id: Hashable
+    entry_id: EntryId
     value: float
     submitted_at: Any
 
 
-def rank_by_score(entries: Sequence[tuple[Hashable, Any, float]],
-                  higher_is_better: bool = True) -> list[RankedEntry]:
+def rank_by_score(entries: Sequence[tuple[EntryId, Any, float]],
+                  higher_is_better: bool = True) -> list[RankedEntry[EntryId]]:
     """Order `(entry_id, submitted_at, score)` by score, best first; ties to the earlier."""
     for entry_id, _, score in entries:
         _check_number(entry_id, "score", score)
@@ -47,9 +50,9 @@ def rank_by_score(entries: Sequence[tuple[Hashable, Any, float]],
 
 
 def compute_average_rank(
-    entries: Sequence[tuple[Hashable, Any, Mapping[str, float]]],
+    entries: Sequence[tuple[EntryId, Any, Mapping[str, float]]],
     higher_is_better: bool = True,
-) -> list[RankedEntry]:
+) -> list[RankedEntry[EntryId]]:
     """Order `(entry_id, submitted_at, per_dataset_scores)` by average rank across datasets.
 
     Per dataset, the best score gets rank 1 and tied scores share their average rank; an entry
