@@ -24,7 +24,7 @@ def serve_command(
     from server.core.config import InsecureSecretsError, Settings
     from server.core.http_bounds import uvicorn_bounds
 
-    settings = Settings(**({"insecure_dev_secrets": True} if dev else {}))
+    settings = Settings(insecure_dev_secrets=True) if dev else Settings()
     try:
         settings.check_secrets()
     except InsecureSecretsError as exc:

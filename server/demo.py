@@ -17,11 +17,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from server.core.config import Settings
 from server.demo_launch import LaunchError, check_port_free, decide_fresh, stop_worker, wipe_state
+
+if TYPE_CHECKING:
+    import uvicorn
 
 SANDBOX_IMAGE = "metadl-arena/sandbox:cpu"
 BASELINES = {"alice": "protonet", "bob": "random"}
@@ -61,7 +65,7 @@ def choose_executor(requested: str) -> str:
         return "local"
 
 
-def start_server(settings: Settings, port: int) -> tuple[threading.Thread, object]:
+def start_server(settings: Settings, port: int) -> tuple[threading.Thread, uvicorn.Server]:
     import uvicorn
 
     from server.app import create_app

@@ -26,6 +26,7 @@ from server.schemas.competition import (
     PhaseCreate,
     PhaseOut,
     PhaseUpdate,
+    QuotaLeft,
     QuotaOut,
 )
 from server.services import competitions as service
@@ -172,13 +173,16 @@ def my_quota(phase_id: int, session: SessionDep, user: CurrentUser, now: NowDep)
     flight — before you upload, rather than a 429 after."""
     phase = visible_phase(session, phase_id, user)
     left = quota_left(session, user.id, phase, now) or {}
+
+    def part(key: str) -> QuotaLeft | None:
+        value = left.get(key)
+        return None if value is None else QuotaLeft(left=value[0], limit=value[1])
+
     return QuotaOut(phase_id=phase.id, accepting_submissions=accepts_uploads(phase, now),
                     resets_at=left.get("resets_at") if left.get("per_day") else None,
                     resets_in_s=int((left["resets_at"] - now).total_seconds())
                     if left.get("per_day") else None,
-                    **{k: {"left": v[0], "limit": v[1]} for k in ("per_day", "total",
-                                                                     "in_flight")
-                       if (v := left.get(k)) is not None})
+                    per_day=part("per_day"), total=part("total"), in_flight=part("in_flight"))
 
 
 @router.patch("/phases/{phase_id}", response_model=PhaseOut)

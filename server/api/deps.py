@@ -102,7 +102,8 @@ def bearer_token(request: Request) -> str | None:
 
 def current_user_optional(request: Request, session: SessionDep, now: NowDep) -> User | None:
     """The authenticated user, or None for anonymous requests."""
-    token, kind = bearer_token(request), "api"  # a web session is not a bearer token
+    kind: str | None = "api"  # a web session is not a bearer token
+    token = bearer_token(request)
     if token is None and request.method in SAFE_METHODS:
         token, kind = request.cookies.get(SESSION_COOKIE), None
     if token is None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from server.api.competitions import find_competition
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
 from server.api.paging import PageDep, paged
+from server.models import Competition
 from server.services import participation as service
 from server.services.competitions import get_owned_competition
 
@@ -26,6 +27,12 @@ class ParticipationOut(BaseModel):
     mode: Literal["open", "approval"]
     status: Literal["approved", "pending", "denied", "none"]
     terms: bool = False  # the competition has terms to accept before taking part
+
+    @classmethod
+    def of(cls, comp: Competition, status: str, terms: bool) -> ParticipationOut:
+        """From the stored strings (mode, status), which the model checks."""
+        return cls.model_validate({"competition_id": comp.id, "mode": comp.participation,
+                                   "status": status, "terms": terms})
 
 
 class JoinIn(BaseModel):
@@ -49,9 +56,7 @@ def my_participation(competition_id: int, user: CurrentUser,
                      session: SessionDep) -> ParticipationOut:
     """Whether the caller may submit: the competition's mode and the caller's status."""
     comp = find_competition(session, str(competition_id), user)
-    return ParticipationOut(competition_id=comp.id, mode=comp.participation,
-                            status=service.status_of(session, comp, user),
-                            terms=bool(comp.terms))
+    return ParticipationOut.of(comp, service.status_of(session, comp, user), bool(comp.terms))
 
 
 @router.post("/{competition_id}/participation", response_model=ParticipationOut)
@@ -63,8 +68,7 @@ def request_participation(competition_id: int, user: CurrentUser, session: Write
     status = service.request_participation(session, comp, user, now,
                                            accept_terms=body is not None and body.accept_terms)
     session.commit()
-    return ParticipationOut(competition_id=comp.id, mode=comp.participation, status=status,
-                            terms=bool(comp.terms))
+    return ParticipationOut.of(comp, status, bool(comp.terms))
 
 
 @router.put("/{competition_id}/participation/mode", response_model=ParticipationOut)
@@ -74,7 +78,7 @@ def set_mode(competition_id: int, body: ModeIn, user: Organizer, session: WriteS
     comp = get_owned_competition(session, competition_id, user)
     service.set_mode(session, comp, body.mode, user, now)
     session.commit()
-    return ParticipationOut(competition_id=comp.id, mode=comp.participation, status="approved")
+    return ParticipationOut.of(comp, "approved", terms=False)
 
 
 @router.get("/{competition_id}/participants", response_model=list[MemberOut])

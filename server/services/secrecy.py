@@ -26,7 +26,7 @@ import builtins
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
@@ -69,7 +69,11 @@ class OwnerView:
 FULL = OwnerView(meta_test_text=True, scores=True, details=True)
 
 
-def test_data_level(phase: Phase) -> str:
+TestDataLevel = Literal["public", "feedback", "secret"]
+ResultsState = Literal["shown", "withheld", "published"]
+
+
+def test_data_level(phase: Phase) -> TestDataLevel:
     """`public`, `feedback` or `secret` (see the module docstring for the default)."""
     level = (phase.leaderboard or {}).get("test_data")
     if level in TEST_DATA_LEVELS:
@@ -81,7 +85,7 @@ def published_at(phase: Phase) -> str | None:
     return (phase.leaderboard or {}).get("published_at")
 
 
-def results_state(phase: Phase) -> str:
+def results_state(phase: Phase) -> ResultsState:
     """In words, for pages: whether the owners' scores are shown, withheld or published."""
     if published_at(phase):
         return "published"

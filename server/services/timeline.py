@@ -14,17 +14,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy import inspect
 
 from server.models import Phase
 
+EffectiveStatus = Literal["draft", "upcoming", "open", "closed"]
 
-def effective_status(phase: Phase, now: datetime) -> str:
+
+def effective_status(phase: Phase, now: datetime) -> EffectiveStatus:
     """`draft`, `upcoming`, `open` or `closed` at `now` (dates override a stored `open`; a
     final phase whose entries were carried is open)."""
-    if phase.status != "open":
-        return phase.status
+    if phase.status == "draft":
+        return "draft"
+    if phase.status == "closed":
+        return "closed"
+    if phase.status != "open":  # the schemas admit only these three
+        raise ValueError(f"phase {phase.id} has status {phase.status!r}; expected draft, open "
+                         "or closed")
     if phase.ends_at is not None and now >= phase.ends_at:
         return "closed"
     if entries_carried(phase):

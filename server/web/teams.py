@@ -104,7 +104,7 @@ def invite_page(code: str, request: Request, user: OptionalUser, settings: Setti
         return login_redirect(request)
     with db.session() as session:
         team = _team_by_code(session, code)
-        comp = session.get(Competition, team.competition_id)
+        comp = session.get_one(Competition, team.competition_id)
         mine = service.team_of(session, comp, user)
         return render(request, "team_invite.html", user, settings, team=team, competition=comp,
                       size=len(service.members(session, team)), code=code, mine=mine)
@@ -116,6 +116,6 @@ async def join(code: str, request: Request, settings: SettingsDep, now: NowDep,
     with db.session(write=True) as session:
         user = await _signed_in(request, settings, session, now)
         team = _team_by_code(session, code)
-        comp = session.get(Competition, team.competition_id)
+        comp = session.get_one(Competition, team.competition_id)
         service.join_team(session, comp, user, code, now)
     return RedirectResponse(f"/competitions/{comp.id}/team", status_code=303)

@@ -55,9 +55,9 @@ def visible_competitions(session: Session, user: User | None, now: datetime | No
         query = query.where(Competition.id == competition_id)
     if limit is not None:
         query = query.limit(limit).offset(offset)
-    shown = [(c, organizes_competition(user, c)) for c in session.execute(query).scalars()]
+    organized = [(c, organizes_competition(user, c)) for c in session.execute(query).scalars()]
     shown = [(c, [p for p in c.phases if staff or p.status != "draft"], staff)
-             for c, staff in shown]
+             for c, staff in organized]
     return [{"competition": c, "phases": ps, "steps": competition_timeline(ps, now or utcnow()),
              "may_submit": may_submit(session, c, user)}
             for c, ps, staff in shown if ps or staff]
@@ -181,7 +181,7 @@ def boarded_submissions(session: Session, phase_ids: set[int], user: User) -> se
     selected one, else the best or latest by the phase's rule), as the board computes it."""
     found: set[int] = set()
     for phase_id in phase_ids:
-        phase = session.get(Phase, phase_id)
+        phase = session.get_one(Phase, phase_id)
         board = view_leaderboard(session, phase, phase.competition, None, True, offset=0,
                                  limit=0, user_id=user.id)
         found |= {row["submission_id"] for row in board["pinned"]}
