@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: set up, start the services the tests need, lint, run every test tier.
+# The test command: set up, start the services the tests need, lint, type-check, run every test
+# tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,4 +10,6 @@ bash scripts/services.sh
 set -a; . .arena/test-services.env; set +a
 export PATH="$ARENA_TEST_PG_BIN:$PATH"
 .venv/bin/ruff check .
+# The packages of pyproject.toml's [tool.mypy], incrementally (.mypy_cache: ~2 s warm).
+.venv/bin/mypy
 .venv/bin/python -m pytest "$@"
