@@ -131,10 +131,10 @@ def _redis_pending(url: str, queue: str, unacked_grace_s: float = UNACKED_GRACE_
         raw = [m for suffix in _REDIS_PRIORITY_SUFFIXES for m in client.lrange(queue + suffix,
                                                                                 0, -1)]
         unacked = client.hgetall(_REDIS_UNACKED)
-        # redis-py types zrange's answer as a union over its options; with scores it is a
-        # list of (member, score) pairs.
-        delivered = dict(client.zrange(_REDIS_UNACKED_INDEX, 0, -1,  # type: ignore[arg-type]
-                                       withscores=True))
+        # redis-py types zrange's answer as a union over its options (with scores it is a
+        # list of (member, score) pairs); a later redis-py may type it exactly.
+        delivered = dict(client.zrange(  # type: ignore[arg-type, unused-ignore]
+            _REDIS_UNACKED_INDEX, 0, -1, withscores=True))
     finally:
         client.close()
     now = time.time()
