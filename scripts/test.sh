@@ -9,4 +9,4 @@ bash scripts/services.sh
 set -a; . .arena/test-services.env; set +a
 export PATH="$ARENA_TEST_PG_BIN:$PATH"
 .venv/bin/ruff check .
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=25 "$@"  # the slowest 25, then the time per folder
