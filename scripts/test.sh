@@ -12,4 +12,4 @@ export PATH="$ARENA_TEST_PG_BIN:$PATH"
 .venv/bin/ruff check .
 # The packages of pyproject.toml's [tool.mypy], incrementally (.mypy_cache: ~2 s warm).
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=25 "$@"  # the slowest 25, then the time per folder

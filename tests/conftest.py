@@ -13,6 +13,7 @@ and the tiers themselves: each test is marked by the folder it lives in, so that
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             tiers = (*tiers, "docker")
         for tier in tiers:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+_SPENT: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+"""Per test folder: [tests, seconds (setup + call + teardown)], for the summary below."""
+
+
+def _folder(nodeid: str) -> str:
+    """tests/integration/server/test_x.py::t -> integration/server; tests/e2e/... -> e2e."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    parts = parts[1:] if parts[0] == "tests" else parts
+    return "/".join(parts[:2] if parts[0] == "integration" else parts[:1])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    spent = _SPENT[_folder(report.nodeid)]
+    spent[0] += report.when == "call"
+    spent[1] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's own type
+    """Where the time went, per tier folder: the breakdown docs/testing.md keeps."""
+    if not _SPENT:
+        return
+    terminalreporter.section("time per test folder")
+    for folder, (count, seconds) in sorted(_SPENT.items(), key=lambda kv: -kv[1][1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {count:5d} tests  {folder}")
+    terminalreporter.write_line(f"{sum(s for _, s in _SPENT.values()):8.1f} s  "
+                                f"{sum(c for c, _ in _SPENT.values()):5d} tests  all")
 
 
 # At import, not in pytest_configure: the conftests of the folders named on the command line

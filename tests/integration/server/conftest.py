@@ -1,15 +1,26 @@
-"""Fixtures for server integration tests: real Postgres (a throwaway database per session,
-migrated with Alembic, truncated between tests) and SQLite (a migrated template file copied
-per test). Without Postgres the tests skip locally but FAIL when CI is set."""
+"""Fixtures for server integration tests, on both backends: real Postgres (one throwaway database
+per session, migrated with Alembic, emptied before each test) and SQLite (a migrated template
+file copied per test). Without Postgres the tests skip locally but FAIL when CI is set.
+
+Emptying is one round trip of DELETEs (children before parents) and a reset of every sequence:
+~12 ms, where the TRUNCATE it replaces took ~0.35 s a test (TRUNCATE rewrites each table's files
+and catalog entries). The app keeps its own engine and real connections, as in production: the
+tests that race threads on the quota or lock rows see the real engine. (A rolled-back transaction
+per test was tried and rejected: a request's auth session is closed after the write session it
+encloses, and rolling back the outer savepoint discards the inner commit.)
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from graphlib import TopologicalSorter
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 from _server_support import Clock, Env
 from fastapi.testclient import TestClient
 from job_queue_fake import RecordingJobQueue
@@ -19,8 +30,14 @@ from server.core.config import Settings
 from server.core.db import upgrade_database
 
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-TABLES = ("login_attempts, task_results, runs, submissions, participations, datasets, phases, "
-          "competitions, audit_log, api_tokens, users")
+_FOREIGN_KEYS = """
+SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM pg_constraint c
+WHERE c.contype = 'f' AND c.connamespace = 'public'::regnamespace"""
+_TABLES = """
+SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'alembic_version'"""
+_RESTART_SEQUENCES = """
+SELECT setval(c.oid, 1, false) FROM pg_class c
+WHERE c.relkind = 'S' AND c.relnamespace = 'public'::regnamespace"""
 
 
 def _unavailable(what: str, exc: Exception) -> None:
@@ -30,8 +47,29 @@ def _unavailable(what: str, exc: Exception) -> None:
     pytest.skip(message)
 
 
+class PostgresDatabase:
+    """The session's database with one engine of its own, for emptying it between tests."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = sqlalchemy.create_engine(url, pool_size=1)
+        with self.engine.connect() as conn:
+            tables = conn.exec_driver_sql(_TABLES).scalars().all()
+            graph: dict[str, set[str]] = {t: set() for t in tables}
+            for child, parent in conn.exec_driver_sql(_FOREIGN_KEYS):
+                if child != parent:  # a self-reference empties in one statement
+                    graph[parent].add(child)  # the parent waits for its children
+        order = list(TopologicalSorter(graph).static_order())
+        self._empty = "; ".join([f'DELETE FROM "{t}"' for t in order] + [_RESTART_SEQUENCES])
+
+    def empty(self) -> None:
+        """Every table emptied and every id restarted at 1, as TRUNCATE ... RESTART IDENTITY."""
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(self._empty)
+
+
 @pytest.fixture(scope="session")
-def pg_url():
+def pg_database() -> Iterator[PostgresDatabase]:
     """A fresh migrated Postgres database for this test session, dropped afterwards."""
     try:
         import psycopg
@@ -43,12 +81,21 @@ def pg_url():
     admin.execute(f'CREATE DATABASE "{name}"')
     url = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
     url = f"{url}/{name}"
+    database = None
     try:
         upgrade_database(url)
-        yield url
+        database = PostgresDatabase(url)
+        yield database
     finally:
+        if database is not None:
+            database.engine.dispose()
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_database: PostgresDatabase) -> str:
+    return pg_database.url
 
 
 @pytest.fixture(scope="session")
@@ -66,14 +113,9 @@ def database_url(request, tmp_path) -> str:
         target.parent.mkdir()
         shutil.copy(request.getfixturevalue("sqlite_template"), target)
         return f"sqlite:///{target}"
-    url = request.getfixturevalue("pg_url")
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
-    engine.dispose()
-    return url
+    database: PostgresDatabase = request.getfixturevalue("pg_database")
+    database.empty()
+    return database.url
 
 
 @pytest.fixture
