@@ -133,7 +133,8 @@ def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
     world = None
     if config.private_namespaces:
         try:
-            world = namespaces.enter(config.scratch, (config.submission, config.learner))
+            folders = (config.submission, config.learner)
+            world = namespaces.enter(config.scratch, folders, copies=folders)
         except OSError as error:  # the task's process refuses to run (task_process.run_task)
             sys.stderr.write(f"the task's namespaces were refused: {error}\n")
     try:

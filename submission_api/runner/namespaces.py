@@ -19,8 +19,10 @@ outer pids there, but cannot act on them.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,18 +31,27 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = \
     0x20000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
 TASK_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID
 """Exactly what the sandbox's seccomp profile lets `unshare` take (worker/sandbox_seccomp.py)."""
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
 PR_SET_DUMPABLE = 4
 FIXED_PLACES = (Path("/tmp"), Path("/dev/shm"))
 TMPFS_DEFAULT_SHARE = 2
 """Without a size of its own to copy, a fresh tmpfs takes the kernel's default: half of RAM."""
 
 
+COPY_MAX_BYTES = 16 << 20
+COPY_MAX_FILES = 2000
+"""A folder the task reads (the submission, the learner) is copied into its tmpfs only up to
+this size (code and small weights: well under a millisecond a MiB); a larger one is read in
+place, through the page cache all tasks share (docs/internals.md)."""
+
+
 @dataclass(frozen=True)
 class TaskWorld:
-    """What `enter` made: the places now on a fresh tmpfs (the task may write there)."""
+    """What `enter` made: the places now on a fresh tmpfs (the task may write there), and the
+    folders now read from a private copy on it."""
 
     fresh: tuple[Path, ...]
+    copied: tuple[Path, ...] = ()
 
 
 def _libc() -> ctypes.CDLL:
@@ -72,9 +83,11 @@ def choose_places(scratch: Iterable[Path], visible: Iterable[Path]) -> list[Path
             and not any(q != p and q.is_relative_to(p) for q in places)]
 
 
-def enter(scratch: Iterable[Path], visible: Iterable[Path]) -> TaskWorld:
-    """Enter the task's namespaces and mount a fresh tmpfs on each place; call in a process
-    that will fork the task's process next (the PID namespace is its children's).
+def enter(scratch: Iterable[Path], visible: Iterable[Path],
+          copies: Iterable[Path] = ()) -> TaskWorld:
+    """Enter the task's namespaces, mount a fresh tmpfs on each place and give the task a
+    private copy of each of `copies` that is small enough; call in a process that will fork
+    the task's process next (the PID namespace is its children's).
 
     Raises:
         OSError: a step was refused (nothing of a task has run: the caller decides).
@@ -102,7 +115,40 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path]) -> TaskWorld:
         if libc.mount(b"tmpfs", str(place).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                       options) != 0:
             raise _fail(f"cannot mount a fresh tmpfs on {place}")
-    return TaskWorld(tuple(places))
+    copied = tuple(folder for i, folder in enumerate(copies)
+                   if places and _copy_over(folder, places[0] / f".arena-private-{i}"))
+    with contextlib.suppress(OSError):
+        os.chdir(os.getcwd())  # a folder now covered by a mount: see the mount's
+    return TaskWorld(tuple(places), copied)
+
+
+def _small_tree(folder: Path) -> bool:
+    total, count = 0, 0
+    for root, dirs, files in os.walk(folder):
+        count += len(dirs) + len(files)
+        total += sum(os.lstat(os.path.join(root, name)).st_size for name in files)
+        if total > COPY_MAX_BYTES or count > COPY_MAX_FILES:
+            return False
+    return True
+
+
+def _copy_over(folder: Path, copy: Path) -> bool:
+    """Copy `folder` to `copy` (on a fresh tmpfs) and bind the copy over it (read-only later,
+    with the rest: `isolation.make_read_only_view`); False, and nothing changed, when it is
+    too large or the copy fails (a full tmpfs)."""
+    folder = Path(folder).resolve()
+    try:
+        if not folder.is_dir() or not _small_tree(folder):
+            return False
+        shutil.copytree(folder, copy, symlinks=True)
+    except OSError:
+        shutil.rmtree(copy, ignore_errors=True)
+        return False
+    if _libc().mount(str(copy).encode(), str(folder).encode(), None, MS_BIND | MS_REC,
+                     None) != 0:
+        shutil.rmtree(copy, ignore_errors=True)
+        return False
+    return True
 
 
 def probe(scratch: Iterable[Path], visible: Iterable[Path]) -> bool:

@@ -76,6 +76,10 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
     # as processes, died with it.
     assert report.isolation.startswith("own user, mount, IPC, network and PID"), report.isolation
     assert shared_with_init(reports) == []
+    # The submission and the learner (small here) are read from a private copy per task: a
+    # mount over Docker's own bind mount of each.
+    assert all(r["world"]["copies"] == {"/submission": 2, "/learner": 2} for r in reports), \
+        [r["world"]["copies"] for r in reports]
 
 
 def test_under_dockers_default_profile_tasks_share_namespaces_and_the_sweep_holds(
