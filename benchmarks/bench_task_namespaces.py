@@ -3,7 +3,8 @@
 1. Start-up alone, in one meta-test container (our seccomp profile; torch imported, as in the
    fork server): the fork server's double fork of an empty task, with `runner/namespaces.enter`
    (user, mount, IPC, network, PID namespaces, tmpfs on /tmp and /dev/shm) in the middle child
-   against without, alternating, `--forks` each.
+   against without, and with a private copy of a submission at the copy's size bound,
+   alternating, `--forks` each.
 2. The whole meta-test stage of a trivial submission over `--tasks` tasks, as the worker runs it
    (`make_docker_executor`), with the tasks' namespaces against Docker's default profile (shared
    namespaces, swept): the task server's meta-test seconds per task, side by side.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from benchlib import scratch_dir
 import docker
 from starting_kit.sample_data import generate_collection
 from submission_api.data import load_collection
+from submission_api.runner.namespaces import COPY_MAX_BYTES
 from submission_api.runner.prepare import prepare_run
 from submission_api.runner.task_server import read_report
 from worker.pipeline.execute import ExecutionRequest, make_docker_executor
@@ -41,7 +44,9 @@ def start(private):
     middle = os.fork()
     if middle == 0:
         if private:
-            namespaces.enter([Path("/tmp")], [Path("/submission")])
+            copies = [Path("/submission")] if private == "copy" else []
+            world = namespaces.enter([Path("/tmp")], [Path("/submission")], copies)
+            assert len(world.copied) == len(copies)
         task = os.fork()
         if task == 0:
             os._exit(0)
@@ -51,9 +56,9 @@ def start(private):
     return time.perf_counter() - begun
 
 n = int(sys.argv[1])
-times = {True: [], False: []}
+times = {"copy": [], True: [], False: []}
 for _ in range(n):
-    for private in (True, False):
+    for private in times:
         times[private].append(start(private))
 print(json.dumps({str(k): sorted(v)[len(v) // 2] for k, v in times.items()}))
 '''
@@ -63,6 +68,8 @@ def time_forks(client: docker.DockerClient, root: Path, forks: int) -> dict[str,
     submission = root / "forks"
     submission.mkdir(exist_ok=True)
     (submission / "main.py").write_text(FORKS)
+    # At the copy's bound: what a submission with small weights costs each task.
+    (submission / "weights.bin").write_bytes(os.urandom(COPY_MAX_BYTES - (64 << 10)))
     spec = SandboxSpec(image=IMAGE, command=("python3", "/submission/main.py", str(forks)),
                        submission_dir=submission, bundle_dir=None, output_dir=root / "out",
                        task_namespaces=True)
@@ -103,7 +110,9 @@ def main() -> None:
     added = (private - shared) * 1000
     print(f"start-up of an empty task (median of {args.forks}): with its namespaces and tmpfs "
           f"{private * 1000:.2f} ms, without {shared * 1000:.2f} ms: +{added:.2f} ms "
-          f"({private / shared:.2f}x)")
+          f"({private / shared:.2f}x); with a private copy of a "
+          f"{COPY_MAX_BYTES >> 20} MiB submission {forks['copy'] * 1000:.2f} ms "
+          f"({forks['copy'] / shared:.2f}x)")
 
     collection_dir, cache = root / "collection", root / "cache"
     generate_collection(collection_dir, n_classes=20, n_images=40)

@@ -38,11 +38,12 @@ TMPFS_DEFAULT_SHARE = 2
 """Without a size of its own to copy, a fresh tmpfs takes the kernel's default: half of RAM."""
 
 
-COPY_MAX_BYTES = 16 << 20
+COPY_MAX_BYTES = 2 << 20
 COPY_MAX_FILES = 2000
 """A folder the task reads (the submission, the learner) is copied into its tmpfs only up to
-this size (code and small weights: well under a millisecond a MiB); a larger one is read in
-place, through the page cache all tasks share (docs/internals.md)."""
+this size: code and configuration, not weights (a 16 MiB copy added ~100 ms a task on a loaded
+2-core host, benchmarks/bench_task_namespaces.py); a larger one is read in place, through the
+page cache all tasks share (docs/internals.md)."""
 
 
 @dataclass(frozen=True)
