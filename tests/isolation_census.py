@@ -4,7 +4,10 @@ then writes a fresh nonce into every channel it can reach and reads each one bac
 counts as written only when the probe's own reader finds its nonce there: the census cannot pass
 by writing nothing). It answers valid predictions and prints one `CENSUS {json}` line to stderr
 per task: `found` (nonces of earlier tasks: must stay empty), `start` (attributes a task starts
-with: must be the same in every task) and `wrote` (channels it wrote and read back).
+with: must be the same in every task), `wrote` (channels it wrote and read back) and `world`
+(its pid, namespaces and writable places beside init's: where tasks get namespaces and fresh
+tmpfs mounts of their own, `shared_with_init` must find nothing, which shows that what a task
+left cannot reach the next even without the supervisor's sweep).
 
 Channels: files, mode-000 folders and socket files in every writable folder; a `user.*` xattr on
 each writable folder's own inode; a System V segment and queue handed to uid 65534; a daemon
@@ -258,14 +261,44 @@ def write_all(nonce):
             pass
 
 
+def world():
+    """Where this task runs: its pid, its namespaces and those of the container's (or the
+    machine's) init, and the devices of its writable places and of init's (a fresh tmpfs has
+    a device number of its own)."""
+    def ns(pid):
+        found = {}
+        for kind in ("user", "mnt", "ipc", "net", "pid"):
+            try:
+                found[kind] = os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+            except OSError:
+                pass
+        return found
+    def devices(root):
+        found = {}
+        for place in ("/tmp", "/dev/shm"):
+            try:
+                found[place] = os.stat(root + place).st_dev
+            except OSError:
+                pass
+        return found
+    mounts = [line.split()[4] for line in open("/proc/self/mountinfo")]
+    return {"pid": os.getpid(), "ns": ns("self"), "init_ns": ns(1), "dev": devices(""),
+            "init_dev": devices("/proc/1/root"),
+            "uid_map": open("/proc/self/uid_map").read().split(),
+            "mounts": {place: mounts.count(place) for place in ("/tmp", "/dev/shm")},
+            "copies": {place: mounts.count(place) for place in ("/submission", "/learner")}}
+
+
 def census():
     found = read_all()
     start = start_state()
+    where = world()
     nonce = "cns" + os.urandom(4).hex()
     write_all(nonce)
     here = read_all()
     wrote = sorted(channel for channel, nonces in here.items() if nonce in nonces)
-    print("CENSUS " + json.dumps({"found": found, "start": start, "wrote": wrote}),
+    print("CENSUS " + json.dumps({"found": found, "start": start, "wrote": wrote,
+                                  "world": where}),
           file=sys.stderr, flush=True)
 
 
@@ -314,4 +347,28 @@ def crossings(reports: list[dict]) -> list[str]:
         problems += [f"task {i} started with another {key}: {report['start'][key]} "
                      f"(task 0: {first[key]})" for key in first
                      if report["start"].get(key) != first[key]]
+    return problems
+
+
+def shared_with_init(reports: list[dict]) -> list[str]:
+    """Every namespace and writable place a task shared with init (the container's, or the
+    machine's): where the task's own namespaces and fresh tmpfs mounts are the guarantee, none.
+    The task must be pid 1 (its own PID namespace), map only its own uid (its own user
+    namespace: init's namespaces are then unreadable to it, and are compared where readable),
+    and see /tmp and /dev/shm each mounted over the container's (a fresh tmpfs)."""
+    problems = []
+    for i, report in enumerate(reports):
+        where = report["world"]
+        if where["pid"] != 1:
+            problems.append(f"task {i} is pid {where['pid']}, not the first of its own PID "
+                            "namespace")
+        if len(where["uid_map"]) != 3 or where["uid_map"][0] == "0":
+            problems.append(f"task {i} maps uids {where['uid_map']}: not a user namespace of "
+                            "its own")
+        problems += [f"task {i} sees {place} mounted {count} time(s): no fresh tmpfs on it"
+                     for place, count in where["mounts"].items() if count < 2]
+        problems += [f"task {i} shares init's {kind} namespace" for kind, inode
+                     in where["ns"].items() if where["init_ns"].get(kind) == inode]
+        problems += [f"task {i} shares init's {place}" for place, device
+                     in where["dev"].items() if where["init_dev"].get(place) == device]
     return problems

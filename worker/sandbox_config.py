@@ -10,6 +10,8 @@ Security choices worth knowing:
   project folder: that one may hold caches, answers of other runs, or configuration.
 - The environment is an allowlist: the host's variables never reach the container, and a spec may
   only add variables named in `ALLOWED_ENV` or starting with `ARENA_` (secret-like names refused).
+- The meta-test container's seccomp profile is ours (`worker/sandbox_seccomp.py`): Docker's
+  default rules plus the namespace and tmpfs setup of each test task, argument-filtered.
 - /tmp is a size-bounded tmpfs *with* exec: torch.compile / Triton write shared objects there and
   dlopen them; noexec would buy little, since participant code already runs arbitrary Python.
 """
@@ -23,6 +25,7 @@ from typing import Any
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
 from submission_api.contract.resources import DEFAULT_RESOURCES, RESOURCE_BOUNDS, RunResources
+from worker import sandbox_seccomp
 
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
@@ -121,6 +124,10 @@ class SandboxSpec:
     output_read_only: bool = False
     """The meta-test stage: /output stays mounted (the driver's bound and copy-out need it) but
     read-only, so no test task can leave a file or an xattr on its root for the next."""
+    task_namespaces: bool = False
+    """The meta-test stage: the container's seccomp profile lets the supervisor give every test
+    task namespaces and fresh tmpfs mounts of its own (worker/sandbox_seccomp.py). False: Docker's
+    default profile (meta-train, where participant code runs from the start)."""
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -214,6 +221,8 @@ def build_container_kwargs(spec: SandboxSpec, limits: SandboxLimits,
         "labels": dict(CONTAINER_LABELS), "stdin_open": False, "tty": False,
         "detach": True, "auto_remove": False,
     }
+    if spec.task_namespaces:
+        kwargs["security_opt"].append(sandbox_seccomp.security_option())
     if limits.gpus:
         kwargs["device_requests"] = [
             DeviceRequest(device_ids=list(limits.gpus), capabilities=[["gpu"]])]

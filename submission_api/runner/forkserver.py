@@ -6,8 +6,10 @@ produced. So nothing of task i is in its memory when task i+1 is forked from it:
 status, not the names of the files the sweep found (the supervisor, which does that
 bookkeeping, is a separate process that tasks are never forked from).
 
-Each fork is a double fork: the fork server's child T forks the task's process P, reports P's
-pid to the supervisor and exits at once with a fixed status (T runs only our code). P is then
+Each fork is a double fork: the fork server's child T enters the task's own namespaces and
+fresh tmpfs mounts where the supervisor found them possible (`runner/namespaces.py`), forks the
+task's process P (the first process of the new PID namespace), reports P's pid to the
+supervisor and exits at once with a fixed status (T runs only our code). P is then
 orphaned and reparented to the supervisor, the subreaper, which waits for it, kills what it
 left and checks. P resets every inherited attribute to the baseline the fork server recorded
 before any task ran (`runner/inherited.py`), then runs `task_process.run_task`.
@@ -26,7 +28,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from submission_api.runner import inherited
+from submission_api.runner import inherited, namespaces
 from submission_api.runner.channel import ChannelError, receive_control, send_control
 
 PRELOAD = ("numpy", "torch", "torchvision", "submission_api.api", "submission_api.data",
@@ -126,7 +128,15 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
 
 def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
                 baseline: inherited.TaskBaseline) -> None:
-    """In T: fork the task's process and report it, then exit (never returns)."""
+    """In T: enter the task's namespaces, fork the task's process (the first of its PID
+    namespace) and report it, then exit (never returns)."""
+    world = None
+    if config.private_namespaces:
+        try:
+            folders = (config.submission, config.learner)
+            world = namespaces.enter(config.scratch, folders, copies=folders)
+        except OSError as error:  # the task's process refuses to run (task_process.run_task)
+            sys.stderr.write(f"the task's namespaces were refused: {error}\n")
     try:
         task = os.fork()
     except OSError as error:
@@ -143,7 +153,7 @@ def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
         inherited.reset_task_process(baseline, {fd})
         code = run_task(fd, task_id, config.submission, config.learner, list(config.scratch),
                         config.seed, config.threads, config.sandboxed,
-                        config.private_namespaces)
+                        config.private_namespaces, world)
     except BaseException:  # noqa: BLE001 - never fall back into the fork server's loop
         traceback.print_exc()
     finally:

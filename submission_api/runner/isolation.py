@@ -106,43 +106,10 @@ def drop_capabilities() -> bool:
     return True
 
 
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x20000, 0x8000000, 0x10000000, \
-    0x40000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 0x40000
+MS_BIND, MS_REC = 0x1000, 0x4000
 
 
-def enter_private_namespaces(visible: Iterable[Path] = (), shm_mb: int = 256) -> bool:
-    """Give this task its own IPC objects, /dev/shm and network (none): a user namespace (no
-    privilege needed where the kernel allows unprivileged ones) with new IPC, mount and network
-    namespaces, and a fresh tmpfs on /dev/shm. System V and POSIX IPC, shared memory files and
-    sockets of every kind then die with the task. Where namespaces are refused (the platform's
-    sandbox: its seccomp profile; there the container is the run's own and the supervisor sweeps
-    it), returns False and changes nothing. Returns whether /dev/shm is now private: it is not
-    replaced when one of the `visible` folders (submission, learner, scratch) lies inside it.
-    """
-    libc = _libc()
-    if libc is None:
-        return False
-    uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) != 0:
-        return False
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as handle:
-            handle.write(text)
-    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        raise OSError(ctypes.get_errno(), "cannot make the task's mounts private")
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or any(Path(p).resolve().is_relative_to(shm) for p in visible):
-        return False
-    if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV,
-                  f"mode=1777,size={shm_mb}m".encode()) != 0:
-        raise OSError(ctypes.get_errno(), "cannot mount a private /dev/shm for the task")
-    return True
-
-
-SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY, MS_BIND = 442, -100, 0x8000, 1, \
-    0x1000
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1
 
 
 class _MountAttr(ctypes.Structure):
@@ -151,7 +118,7 @@ class _MountAttr(ctypes.Structure):
 
 
 def make_read_only_view(writable: Iterable[Path]) -> bool:
-    """In the task's own mount namespace (after `enter_private_namespaces`): every mount
+    """In the task's own mount namespace (after `runner/namespaces.enter`): every mount
     read-only except `writable` and /dev. Landlock bounds writes of file contents, not of
     extended attributes: without this a task could leave a `user.*` xattr on any folder it owns
     (its home, /tmp on a machine where it runs as root) for the next one. Returns False where

@@ -31,7 +31,7 @@ import socket
 import sys
 from pathlib import Path
 
-from submission_api.runner import inherited, isolation, sweep
+from submission_api.runner import inherited, isolation, namespaces, sweep
 from submission_api.runner.channel import ChannelError, receive_control, send_control
 from submission_api.runner.forkserver import ForkServer, TaskConfig
 
@@ -42,15 +42,11 @@ def _exit_description(status: int) -> dict[str, int | None]:
     return {"exit_code": os.WEXITSTATUS(status), "signal": None}
 
 
-def can_unshare() -> bool:
-    """Whether a task's process will get namespaces of its own (probed in a throwaway child)."""
-    pid = os.fork()
-    if pid == 0:
-        libc = isolation._libc()
-        flags = isolation.CLONE_NEWUSER | isolation.CLONE_NEWIPC | isolation.CLONE_NEWNS
-        os._exit(0 if libc is not None and libc.unshare(flags) == 0 else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+def can_unshare(scratch: list[Path] | None = None, visible: list[Path] | None = None) -> bool:
+    """Whether a task's process will get namespaces and fresh tmpfs mounts of its own (the
+    whole setup, tried in a throwaway child: a host whose AppArmor profile denies mount
+    refuses it half-way, and its tasks then share namespaces)."""
+    return namespaces.probe(scratch or [], visible or [])
 
 
 def _ancestors() -> set[int]:
@@ -160,13 +156,14 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
           seed: int, threads: int, sandboxed: bool = False) -> int:
     """Serve tasks until the trusted side says `end` or goes away; return the exit code."""
     isolation.protect_supervisor()
+    private = can_unshare(scratch, [submission, learner])
     config = TaskConfig(submission, learner, tuple(scratch), seed, threads, sandboxed,
-                        private_namespaces=can_unshare())
+                        private_namespaces=private)
     supervisor = Supervisor(config)
     control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     control.connect(str(control_path))
     send_control(control, {"type": "hello", "pid": os.getpid(),
-                           "isolation": isolation.describe()})
+                           "isolation": f"{namespaces.describe(private)}; {isolation.describe()}"})
     try:
         while True:
             try:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from submission_api.runner.channel import ChannelError, receive_message, send_message
+from submission_api.runner.namespaces import TaskWorld
 
 TASK_MAX_BYTES = 1 << 31
 """The trusted side is the only peer; this bounds a corrupted stream, not an attacker."""
@@ -62,29 +63,29 @@ def _answer_error(sock: socket.socket, stage: str, error: BaseException) -> None
 
 def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch: list[Path],
              seed: int, threads: int, sandboxed: bool = False,
-             private_namespaces: bool = False) -> int:
+             private_namespaces: bool = False, world: TaskWorld | None = None) -> int:
     """Everything one task's process does; returns its exit code (0: predictions sent).
 
     `private_namespaces`: the supervisor found that namespaces can be made here and sweeps
-    this machine's IPC no more, so a task that cannot enter them must not run.
+    this machine's IPC no more, so a task whose namespaces (`world`, entered by the fork
+    server's child before this process was forked) are missing must not run.
     """
     from submission_api.runner import isolation, seccomp
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
-    # Namespaces first: mapping root needs root's capabilities, which are dropped next.
-    shared_ipc = isolation.ipc_namespace()
-    private = isolation.enter_private_namespaces([submission, learner_dir, *scratch])
-    if private_namespaces and isolation.ipc_namespace() in (0, shared_ipc):
-        raise RuntimeError("the task's process could not enter its own IPC namespace")
-    # /dev/shm may be written where it is this task's own (a private tmpfs) or the sandbox's,
-    # which the supervisor empties after every task; never the shared one of a workstation.
-    writable = [*scratch, Path("/dev/shm")] if private or sandboxed else scratch
-    if isolation.ipc_namespace() not in (0, shared_ipc):
+    if private_namespaces and world is None:
+        raise RuntimeError("the task's process could not enter its own namespaces")
+    # Writable: the scratch folders, and the places on a fresh tmpfs of this task's own; the
+    # sandbox's /dev/shm, which the supervisor empties after every task, even when shared;
+    # never the shared /dev/shm of a workstation.
+    fresh = list(world.fresh) if world is not None else []
+    writable = list(dict.fromkeys([*scratch, *fresh, *([Path("/dev/shm")] if sandboxed else [])]))
+    if world is not None:
         isolation.make_read_only_view(writable)
     isolation.drop_capabilities()
     isolation.confine(writable)
-    seccomp.deny_page_cache_control()  # inherited by all it starts; see runner/seccomp.py
+    seccomp.deny_page_cache_control()  # and namespaces, mounts; see runner/seccomp.py
     import torch
 
     from submission_api.data import images_to_tensor

@@ -285,9 +285,12 @@ def _make_readable(tree: Path) -> None:
             path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Executor:
+def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
+                         task_namespaces: bool = True) -> Executor:
     """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
-    `code_dir` is the host folder of `submission_api` to mount (default: the worker's own)."""
+    `code_dir` is the host folder of `submission_api` to mount (default: the worker's own).
+    `task_namespaces=False`: the meta-test container keeps Docker's default seccomp profile,
+    and its tasks share namespaces (the fallback of a host that refuses them; tests)."""
     from worker.sandbox import SandboxPlatformError, run_sandbox
     from worker.sandbox_config import SandboxSpec, build_limits
 
@@ -302,6 +305,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None) -> Ex
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
                 code_dir=code_dir, read_only_mounts=mounts,
                 output_read_only=stage == "meta-test",
+                task_namespaces=task_namespaces and stage == "meta-test",
                 env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
             limits = build_limits(request.run_resources, wall_time_s=limit_s,
                                   gpus=request.gpu_ids, log_cap_bytes=request.log_cap_bytes)

@@ -24,7 +24,12 @@ from submission_api.runner.task_server import read_report
 from worker.pipeline.execute import ExecutionRequest, make_docker_executor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from isolation_census import crossings, parse_census, write_census  # noqa: E402 - path above
+from isolation_census import (  # noqa: E402 - path above
+    crossings,
+    parse_census,
+    shared_with_init,
+    write_census,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -34,7 +39,7 @@ SANDBOX_CHANNELS = ("frames", "heap", "System V segment", "abstract socket")
 
 
 def run_in_sandbox(docker_client, tmp_path: Path, collection_dir: Path, cache: Path,
-                   submission: Path):
+                   submission: Path, task_namespaces: bool = True):
     collection = load_collection(collection_dir, cache)
     work = tmp_path / "run"
     prepare_run(collection, FOUR_TASKS, (0, 0), work / "bundle", work / "answers")
@@ -44,7 +49,8 @@ def run_in_sandbox(docker_client, tmp_path: Path, collection_dir: Path, cache: P
         bundle_dir=work / "bundle", output_dir=work / "output", time_limit_s=600, cpus=1,
         memory_mb=2048, log_cap_bytes=4 << 20, answers_dir=work / "answers",
         name=f"arena-census-{uuid.uuid4().hex[:8]}")
-    result = make_docker_executor(docker_client)(request, threading.Event())
+    executor = make_docker_executor(docker_client, task_namespaces=task_namespaces)
+    result = executor(request, threading.Event())
     return result, read_report(work / "answers")
 
 
@@ -64,6 +70,32 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
     assert not [c for c in wrote if "/output" in c], wrote
     assert any(c.startswith("process") for c in wrote), wrote
     assert crossings(reports) == []
+    # By construction, not by the sweep: every task ran as the first process of namespaces of
+    # its own (user, mount, IPC, network, PID, entered in one unshare), on a fresh tmpfs
+    # mounted over /tmp and /dev/shm, so what it left there, in its IPC or abstract sockets, or
+    # as processes, died with it.
+    assert report.isolation.startswith("own user, mount, IPC, network and PID"), report.isolation
+    assert shared_with_init(reports) == []
+    # The submission and the learner (small here) are read from a private copy per task: a
+    # mount over Docker's own bind mount of each.
+    assert all(r["world"]["copies"] == {"/submission": 2, "/learner": 2} for r in reports), \
+        [r["world"]["copies"] for r in reports]
+
+
+def test_under_dockers_default_profile_tasks_share_namespaces_and_the_sweep_holds(
+        docker_client, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+    """The fallback of a host that refuses the tasks' namespaces (Docker's default seccomp
+    profile here; an AppArmor profile that denies mount elsewhere): the run says so, and the
+    sweep still keeps every nonce from crossing."""
+    result, report = run_in_sandbox(docker_client, tmp_path, tiny_collection, arena_cache,
+                                    write_census(tmp_path / "census"), task_namespaces=False)
+
+    assert report is not None and report.ok, (report, result.stderr[-3000:])
+    assert report.isolation.startswith("shared namespaces"), report.isolation
+    reports = parse_census(result.stderr)
+    assert len(reports) == 4, result.stderr[-3000:]
+    assert crossings(reports) == []
+    assert shared_with_init(reports), "the tasks were expected to share init's namespaces"
 
 
 LOWERING_MODEL = """
@@ -100,7 +132,9 @@ def test_a_change_the_supervisor_cannot_undo_fails_the_run_naming_it(
     submission.mkdir()
     (submission / "model.py").write_text(LOWERING_MODEL)
 
-    _, report = run_in_sandbox(docker_client, tmp_path, tiny_collection, arena_cache, submission)
+    # Shared namespaces: the task can name its parent (in its own PID namespace it cannot).
+    _, report = run_in_sandbox(docker_client, tmp_path, tiny_collection, arena_cache, submission,
+                               task_namespaces=False)
 
     assert report is not None and (report.reason, report.failed_task) == ("crashed", 0), report
     assert "test task 0 left behind" in report.message

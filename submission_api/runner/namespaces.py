@@ -1,0 +1,192 @@
+"""A test task's own namespaces and its fresh writable places (issue 19, items 3 and 4).
+
+The fork server's short-lived child (`runner/forkserver.py`, our code only) enters, before it
+forks the task's process: a new user namespace (mapping only the run's own uid and gid: nothing
+else exists there), and in it new mount, IPC, network and PID namespaces. Then it mounts a new,
+empty tmpfs on every writable place (/tmp, /dev/shm, the scratch folders). The task's process
+is the first process of its PID namespace: when it ends, the kernel kills every process it
+left, and its mounts, IPC objects, sockets (abstract ones included) and files die with the
+namespaces; nothing the task could write survives it by construction. It cannot name any
+process outside (no signal, prlimit, ptrace, setpriority reaches the supervisor or the fork
+server). The supervisor's sweep and verification after each task stay, as the second line.
+
+Where the kernel or the sandbox refuses (Docker's default seccomp profile, an AppArmor profile
+that denies mount, a kernel without unprivileged user namespaces), `probe` says so at start-up
+and the tasks run in the shared namespaces, swept after each task; `describe` says which.
+/proc stays the container's (a new procfs is refused under Docker's masked paths): a task sees
+outer pids there, but cannot act on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = \
+    0x20000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
+TASK_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID
+"""Exactly what the sandbox's seccomp profile lets `unshare` take (worker/sandbox_seccomp.py)."""
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
+PR_SET_DUMPABLE = 4
+FIXED_PLACES = (Path("/tmp"), Path("/dev/shm"))
+TMPFS_DEFAULT_SHARE = 2
+"""Without a size of its own to copy, a fresh tmpfs takes the kernel's default: half of RAM."""
+
+
+COPY_MAX_BYTES = 2 << 20
+COPY_MAX_FILES = 2000
+"""A folder the task reads (the submission, the learner) is copied into its tmpfs only up to
+this size: code and configuration, not weights (a 16 MiB copy added ~100 ms a task on a loaded
+2-core host, benchmarks/bench_task_namespaces.py); a larger one is read in place, through the
+page cache all tasks share (docs/internals.md)."""
+
+
+@dataclass(frozen=True)
+class TaskWorld:
+    """What `enter` made: the places now on a fresh tmpfs (the task may write there), and the
+    folders now read from a private copy on it."""
+
+    fresh: tuple[Path, ...]
+    copied: tuple[Path, ...] = ()
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _fail(what: str) -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _size_bytes(place: Path) -> int:
+    """The size of the file system now at `place` (so a fresh tmpfs keeps the sandbox's bound),
+    at most the kernel's tmpfs default."""
+    info = os.statvfs(place)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1 << 20, min(info.f_blocks * info.f_frsize, memory // TMPFS_DEFAULT_SHARE))
+
+
+def choose_places(scratch: Iterable[Path], visible: Iterable[Path]) -> list[Path]:
+    """The writable places to cover with a fresh tmpfs: the scratch folders, /tmp and /dev/shm,
+    but not one that holds a folder the task must still see (the submission or the learner
+    under /tmp on a workstation) or another place (which a mount on top would hide)."""
+    places = list(dict.fromkeys(Path(p).resolve() for p in [*scratch, *FIXED_PLACES]
+                                if Path(p).is_dir()))
+    keep = [Path(p).resolve() for p in visible]
+    return [p for p in places
+            if not any(k.is_relative_to(p) for k in keep)
+            and not any(q != p and q.is_relative_to(p) for q in places)]
+
+
+def enter(scratch: Iterable[Path], visible: Iterable[Path],
+          copies: Iterable[Path] = ()) -> TaskWorld:
+    """Enter the task's namespaces, mount a fresh tmpfs on each place and give the task a
+    private copy of each of `copies` that is small enough; call in a process that will fork
+    the task's process next (the PID namespace is its children's).
+
+    Raises:
+        OSError: a step was refused (nothing of a task has run: the caller decides).
+    """
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    places = choose_places(scratch, visible)
+    sizes = {place: _size_bytes(place) for place in places}  # before: the old mounts' sizes
+    if libc.unshare(TASK_NAMESPACES) != 0:
+        raise _fail("cannot enter the task's namespaces (unshare)")
+    # A process that is not dumpable (the supervisor's protection, inherited by every fork)
+    # has /proc/self owned by root: it could not write its own maps.
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(text)
+    finally:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise _fail("cannot make the task's mounts private")
+    for place in places:
+        options = f"mode=1777,size={sizes[place]}".encode()
+        if libc.mount(b"tmpfs", str(place).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                      options) != 0:
+            raise _fail(f"cannot mount a fresh tmpfs on {place}")
+    copied = tuple(folder for i, folder in enumerate(copies)
+                   if places and _copy_over(folder, places[0] / f".arena-private-{i}"))
+    with contextlib.suppress(OSError):
+        os.chdir(os.getcwd())  # a folder now covered by a mount: see the mount's
+    return TaskWorld(tuple(places), copied)
+
+
+def _small_tree(folder: Path) -> bool:
+    total, count = 0, 0
+    for root, dirs, files in os.walk(folder):
+        count += len(dirs) + len(files)
+        total += sum(os.lstat(os.path.join(root, name)).st_size for name in files)
+        if total > COPY_MAX_BYTES or count > COPY_MAX_FILES:
+            return False
+    return True
+
+
+def _copy_over(folder: Path, copy: Path) -> bool:
+    """Copy `folder` to `copy` (on a fresh tmpfs) and bind the copy over it (read-only later,
+    with the rest: `isolation.make_read_only_view`); False, and nothing changed, when it is
+    too large or the copy fails (a full tmpfs)."""
+    folder = Path(folder).resolve()
+    try:
+        if not folder.is_dir() or not _small_tree(folder):
+            return False
+        shutil.copytree(folder, copy, symlinks=True)
+    except OSError:
+        shutil.rmtree(copy, ignore_errors=True)
+        return False
+    if _libc().mount(str(copy).encode(), str(folder).encode(), None, MS_BIND | MS_REC,
+                     None) != 0:
+        shutil.rmtree(copy, ignore_errors=True)
+        return False
+    return True
+
+
+def probe(scratch: Iterable[Path], visible: Iterable[Path]) -> bool:
+    """Whether `enter` works here (tried in a throwaway child, which forks once more: the PID
+    namespace must take a process)."""
+    scratch, visible = list(scratch), list(visible)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            enter(scratch, visible)
+            child = os.fork()
+            if child == 0:
+                os._exit(0 if os.getpid() == 1 else 1)
+            code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+        except BaseException:  # noqa: BLE001, S110 - any refusal means: not here
+            pass
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def namespace_ids() -> dict[str, int]:
+    """This process's namespaces by kind (their inodes; a kind /proc does not show is left out)."""
+    found = {}
+    for kind in ("user", "mnt", "ipc", "net", "pid"):
+        try:
+            found[kind] = os.stat(f"/proc/self/ns/{kind}").st_ino
+        except OSError:
+            continue
+    return found
+
+
+def describe(private: bool) -> str:
+    """The isolation line of a run (reported by the supervisor's `hello`)."""
+    if private:
+        return ("own user, mount, IPC, network and PID namespaces per task, fresh tmpfs on "
+                "every writable place; swept and verified after each task")
+    return ("shared namespaces (refused here: seccomp, AppArmor or the kernel); every task's "
+            "leftovers swept and verified after it")
