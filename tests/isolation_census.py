@@ -286,7 +286,9 @@ def world():
             "init_dev": devices("/proc/1/root"),
             "uid_map": open("/proc/self/uid_map").read().split(),
             "mounts": {place: mounts.count(place) for place in ("/tmp", "/dev/shm")},
-            "copies": {place: mounts.count(place) for place in ("/submission", "/learner")}}
+            "copies": {place: mounts.count(place) for place in ("/submission", "/learner")},
+            "cgroup": sorted(os.listdir("/sys/fs/cgroup")) if os.path.isdir("/sys/fs/cgroup")
+            else []}
 
 
 def census():
@@ -367,6 +369,10 @@ def shared_with_init(reports: list[dict]) -> list[str]:
                             "its own")
         problems += [f"task {i} sees {place} mounted {count} time(s): no fresh tmpfs on it"
                      for place, count in where["mounts"].items() if count < 2]
+        if where.get("cgroup"):
+            problems.append(f"task {i} reads the container's cgroup tree "
+                            f"({', '.join(where['cgroup'][:3])}, ...): its CPU and memory "
+                            "counters carry what earlier tasks used")
         problems += [f"task {i} shares init's {kind} namespace" for kind, inode
                      in where["ns"].items() if where["init_ns"].get(kind) == inode]
         problems += [f"task {i} shares init's {place}" for place, device

@@ -116,11 +116,25 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path],
         if libc.mount(b"tmpfs", str(place).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                       options) != 0:
             raise _fail(f"cannot mount a fresh tmpfs on {place}")
+    _cover_cgroup_counters(libc)
     copied = tuple(folder for i, folder in enumerate(copies)
                    if places and _copy_over(folder, places[0] / f".arena-private-{i}"))
     with contextlib.suppress(OSError):
         os.chdir(os.getcwd())  # a folder now covered by a mount: see the mount's
     return TaskWorld(tuple(places), copied)
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _cover_cgroup_counters(libc: ctypes.CDLL) -> None:
+    """An empty tmpfs over the cgroup tree: its CPU-time and memory counters (`cpu.stat`,
+    `memory.peak`, ...) are the container's, so a task that burns chosen CPU time or memory
+    would leave a message there for the next. Best effort: a kernel or profile that refuses
+    this mount leaves the tree visible (docs/internals.md, "What remains by construction")."""
+    if CGROUP_ROOT.is_dir():
+        libc.mount(b"tmpfs", str(CGROUP_ROOT).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                   b"mode=0555,size=4096")
 
 
 def _small_tree(folder: Path) -> bool:
