@@ -46,8 +46,8 @@ from scipy import sparse
 from submission_api.protocols import ProtocolParams, plan_test_episodes
 from submission_api.scoring.intervals import compute_group_stats
 from submission_api.scoring.paired import compute_stratified_difference
-from submission_api.scoring.ranked_tasks import compute_metric_ci95
 from submission_api.scoring.rank_intervals import compute_rank_intervals, sample_task_weights
+from submission_api.scoring.ranked_tasks import compute_metric_ci95
 
 TASKS = (100, 600)
 DIM = 8
