@@ -8,11 +8,17 @@ as the leave-one-out mean of the other seeds' estimates. An interval covers when
 
 Intervals measured, each per (protocol, tasks per dataset, pool rule):
   - per dataset: the t interval of the dataset's task scores (`scoring.intervals`);
-  - per run: the t interval of all the run's tasks (what `RunSummary.ci95` shows);
+  - per run: the interval of the run's score, the mean over datasets of the dataset means,
+    stratified (`scoring.ranked_tasks.compute_metric_ci95`, what the board and `arena run`
+    show: per-dataset variances, Welch–Satterthwaite degrees of freedom);
+  - pooled tasks: the t interval of all the run's tasks pooled (`RunSummary.ci95`, an interval
+    of the mean over all tasks; as wide or wider than the stratified one);
   - paired difference: two learners' per-task differences, stratified t interval
     (`scoring.paired.compute_stratified_difference`, what compare / tied groups use);
   - rank range: an entry's bootstrap rank range (`scoring.rank_intervals`) contains its rank
-    by expected score (counted per entry and seed).
+    by expected score (counted per entry and seed); "rank ranges, all" counts a seed when every
+    entry's range contains its rank at once; "rank range width" is the mean width (high - low
+    + 1) of the ranges, to read beside their coverage.
 Pool rules: `per_task` (route b: each task draws afresh from the whole class, the default) and
 `per_run` (disjoint pools drawn once per run), for which route (a) is measured too: a crossed
 "pigeonhole" bootstrap (Owen 2007) resampling tasks and query images together from per-query
@@ -41,6 +47,7 @@ from submission_api.protocols import ProtocolParams, plan_test_episodes
 from submission_api.scoring.intervals import compute_group_stats
 from submission_api.scoring.paired import compute_stratified_difference
 from submission_api.scoring.rank_intervals import compute_rank_intervals, sample_task_weights
+from submission_api.scoring.ranked_tasks import compute_metric_ci95
 
 TASKS = (100, 600)
 DIM = 8
@@ -85,11 +92,12 @@ def predict(learner: str, xs: np.ndarray, ys: np.ndarray, xq: np.ndarray, n: int
     return distance.argmin(axis=1)
 
 
-def evaluate_seed(job: tuple[str, str, int]) -> dict:
-    """One test seed: per learner and dataset, task scores and per-query outcomes."""
-    protocol, pools, seed = job
+def evaluate_seed(job: tuple[str, str, int, int]) -> dict:
+    """One test seed: per learner and dataset, task scores and per-query outcomes of the first
+    `tasks` tasks of each dataset (the first 100 of a 600-task plan are a 100-task plan)."""
+    protocol, pools, seed, tasks = job
     collection, features = make_collection(protocol)
-    params = ProtocolParams(name=protocol, tasks_per_dataset=max(TASKS), test_pools=pools)
+    params = ProtocolParams(name=protocol, tasks_per_dataset=tasks, test_pools=pools)
     out: dict = {}
     for episode in plan_test_episodes(params, collection, test_seed=seed):
         f = features[episode.dataset]
@@ -156,9 +164,11 @@ def study(protocol: str, pools: str, runs: list[dict], n_tasks: int, pigeonhole_
     def loo(x: np.ndarray) -> np.ndarray:
         return (x.sum(axis=0, keepdims=True) - x) / (seeds - 1)
 
-    rows: dict[str, list] = {k: [] for k in ("per dataset", "per run", "paired difference",
-                                             "rank range", "pigeonhole dataset",
+    rows: dict[str, list] = {k: [] for k in ("per dataset", "per run", "pooled tasks",
+                                             "paired difference", "rank range",
+                                             "rank ranges, all", "pigeonhole dataset",
                                              "pigeonhole difference")}
+    widths: list[float] = []
     spread: dict[str, list] = {k: [] for k in rows}
     target_d, target_t = loo(dataset_means), loo(totals)
     diff_tasks = scores[:, :, 0] - scores[:, :, 1]  # (S, D, T)
@@ -167,15 +177,21 @@ def study(protocol: str, pools: str, runs: list[dict], n_tasks: int, pigeonhole_
     collection, _ = make_collection(protocol)
     rng = np.random.default_rng([n_tasks, len(pools)])
     for s in range(seeds):
-        for d in range(len(names)):
+        table = {}
+        for d, name in enumerate(names):
             stats = compute_group_stats(scores[s, d, 0])
+            table[name] = stats.to_dict()
             rows["per dataset"].append(covers(stats.mean - stats.ci95, stats.mean + stats.ci95,
                                               target_d[s, d, 0]))
             spread["per dataset"].append(stats.ci95 / 1.96)
+        half = compute_metric_ci95({"per_dataset": table}, "score")
+        assert half is not None
+        rows["per run"].append(covers(totals[s, 0] - half, totals[s, 0] + half, target_t[s, 0]))
+        spread["per run"].append(half / 1.96)
         pooled = compute_group_stats(scores[s, :, 0].ravel())
-        rows["per run"].append(covers(pooled.mean - pooled.ci95, pooled.mean + pooled.ci95,
-                                      target_t[s, 0]))
-        spread["per run"].append(pooled.ci95 / 1.96)
+        rows["pooled tasks"].append(covers(pooled.mean - pooled.ci95, pooled.mean + pooled.ci95,
+                                           target_t[s, 0]))
+        spread["pooled tasks"].append(pooled.ci95 / 1.96)
         diff = compute_stratified_difference(diff_tasks[s].ravel(), strata)
         rows["paired difference"].append(covers(diff.low, diff.high, target_diff[s]))
         spread["paired difference"].append((diff.high - diff.low) / 2 / 1.96)
@@ -183,7 +199,10 @@ def study(protocol: str, pools: str, runs: list[dict], n_tasks: int, pigeonhole_
         order = np.argsort(-totals[s], kind="stable")  # the board order of this seed
         true_rank = np.argsort(np.argsort(-target_t[s][order], kind="stable")) + 1
         low, high = compute_rank_intervals(values[order], sample_task_weights(strata, rng))
-        rows["rank range"] += ((low <= true_rank) & (true_rank <= high)).tolist()
+        inside = (low <= true_rank) & (true_rank <= high)
+        rows["rank range"] += inside.tolist()
+        rows["rank ranges, all"].append(bool(inside.all()))
+        widths += (high - low + 1).tolist()
         if pools == "per_run" and s < pigeonhole_seeds:
             for d, name in enumerate(names):
                 n_images = collection.datasets[name].labels.size
@@ -200,6 +219,7 @@ def study(protocol: str, pools: str, runs: list[dict], n_tasks: int, pigeonhole_
     observed = {"per dataset": dataset_means[:, :, 0].std(axis=0, ddof=1).mean(),
                 "pigeonhole dataset": dataset_means[:, :, 0].std(axis=0, ddof=1).mean(),
                 "per run": totals[:, 0].std(ddof=1),
+                "pooled tasks": totals[:, 0].std(ddof=1),
                 "paired difference": diff_tasks.mean(axis=(1, 2)).std(ddof=1),
                 "pigeonhole difference": diff_tasks.mean(axis=2).std(axis=0, ddof=1).mean()}
     out = []
@@ -211,6 +231,9 @@ def study(protocol: str, pools: str, runs: list[dict], n_tasks: int, pigeonhole_
         out.append({"protocol": protocol, "tasks": n_tasks, "pools": pools, "interval": kind,
                     "coverage": float(np.mean(hits)), "n": n, "spread": float(ratio),
                     "margin": 1.96 * math.sqrt(0.95 * 0.05 / n)})
+    out.append({"protocol": protocol, "tasks": n_tasks, "pools": pools,
+                "interval": "rank range width", "coverage": float(np.mean(widths)),
+                "n": len(widths), "spread": math.nan, "margin": math.nan})
     return out
 
 
@@ -222,21 +245,27 @@ def main() -> None:
     parser.add_argument("--protocols", nargs="+", default=["cross-domain", "meta-dataset"])
     parser.add_argument("--pools", nargs="+", default=["per_task", "per_run"])
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--tasks", type=int, nargs="+", default=list(TASKS),
+                        help="tasks per dataset to study (default: 100 and 600)")
     args = parser.parse_args()
     print("| protocol | tasks/dataset | pools | interval | coverage | spread | seeds (±margin) |")
     print("|---|---|---|---|---|---|---|")
     with ProcessPoolExecutor(args.workers) as pool:
         for protocol in args.protocols:
             for rule in args.pools:
-                jobs = [(protocol, rule, 1_000 + s) for s in range(args.seeds)]
+                jobs = [(protocol, rule, 1_000 + s, max(args.tasks)) for s in range(args.seeds)]
                 runs = list(pool.map(evaluate_seed, jobs, chunksize=4))
-                for n_tasks in TASKS:
+                for n_tasks in sorted(args.tasks):
                     for row in study(protocol, rule, runs, n_tasks, args.pigeonhole_seeds,
                                      args.resamples):
                         spread = "" if math.isnan(row["spread"]) else f"{row['spread']:.2f}x"
+                        if math.isnan(row["margin"]):  # a mean width, in ranks
+                            value, seeds = f"{row['coverage']:.2f} ranks", f"{row['n']}"
+                        else:
+                            value = f"{100 * row['coverage']:.1f}%"
+                            seeds = f"{row['n']} (±{100 * row['margin']:.1f})"
                         print(f"| {row['protocol']} | {row['tasks']} | {row['pools']} | "
-                              f"{row['interval']} | {100 * row['coverage']:.1f}% | {spread} | "
-                              f"{row['n']} (±{100 * row['margin']:.1f}) |", flush=True)
+                              f"{row['interval']} | {value} | {spread} | {seeds} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -118,6 +118,11 @@ class LeaderboardEntry(BaseModel):
     flips: list[int] | None = Field(
         default=None, description="id-ood: submission ids whose order against this one differs "
         "between BaseGen and NovelGen")
+    flip_stats: list[dict[str, Any]] | None = Field(
+        default=None, description="id-ood: per flip, {other, base, novel, significant}: the "
+        "paired difference this − other on BaseGen and on NovelGen (mean, 95% interval low/high, "
+        "p_value, n tasks) over the tasks both have; significant when both sides are, in "
+        "opposite directions")
     rank_low: int | None = Field(
         default=None, description="95% rank interval over bootstrap resamples (when the phase "
         "shows statistics)")

@@ -18,6 +18,10 @@ official score; only tasks every entry has are compared (one test seed per phase
   board's fingerprint (`leaderboard_cache.compute_fingerprint`) holds — a finished run moves it.
 - Shown per the phase's `leaderboard.statistics`: `during` the phase, `after_close`, or `never`;
   never when the board hides scores from the viewer.
+- Flips on id-ood boards (`compute_flip_statistics`): wherever the board marks two entries as
+  swapping order between BaseGen and NovelGen, each flip carries both sides' paired differences
+  and whether it is significant (`scoring.flips`), whatever `leaderboard.statistics` says: a
+  flip is shown with its uncertainty or not at all.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from server.services.leaderboard import Ranked
 from server.services.leaderboard_cache import FingerprintCache, cached_rank_leaderboard
 from server.services.scores import compute_phase_scoring, lower_is_better
 from server.services.timeline import effective_status
+from submission_api.scoring.flips import compute_flip_difference
 from submission_api.scoring.groups import compute_rank_tied_groups, compute_tied_groups
 from submission_api.scoring.paired import (
     MIN_CLUSTERS,
@@ -159,6 +164,36 @@ def compute_board_statistics(session: Session, phase: Phase,
         groups = compute_tied_groups(board.values, board.strata, board.weight)
     return {sid: EntryStats(int(lo), int(hi), int(g))
             for sid, lo, hi, g in zip(ids, low, high, groups, strict=True)}
+
+
+def compute_flip_statistics(session: Session, phase: Phase, flips: dict[int, list[int]]
+                            ) -> dict[int, dict[int, dict]]:
+    """submission id -> {other id: `FlipDifference.to_dict()` of id − other} for each flipped
+    pair of `flips` (`aggregate.compute_order_flips`' answer); a pair without shared tasks on
+    a side (summaries stored without per-task results) is left out."""
+    ids = sorted({sid for sid, others in flips.items() if others}
+                 | {o for others in flips.values() for o in others})
+    if not ids:
+        return {}
+    aggregation = compute_phase_scoring(phase.protocol)[1]
+    tasks = {side: read_task_matrix(session, ids, side, aggregation)
+             for side in ("BaseGen", "NovelGen")}
+
+    def shared(side: str, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        mine, theirs = tasks[side].get(a, {}), tasks[side].get(b, {})
+        keys = sorted(mine.keys() & theirs.keys())
+        if not keys:
+            return None
+        return (np.array([mine[k][1] for k in keys]), np.array([theirs[k][1] for k in keys]),
+                np.array([mine[k][0] for k in keys]))
+
+    out: dict[int, dict[int, dict]] = {}
+    for sid, others in flips.items():
+        for other in others:
+            base, novel = shared("BaseGen", sid, other), shared("NovelGen", sid, other)
+            if base is not None and novel is not None:
+                out.setdefault(sid, {})[other] = compute_flip_difference(base, novel).to_dict()
+    return out
 
 
 def cached_board_statistics(session: Session, phase: Phase, league: str | None,

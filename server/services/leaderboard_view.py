@@ -18,7 +18,11 @@ import pydantic_core
 from server.models import Competition, Phase
 from server.services.leaderboard import Entry, Ranked, build_entries
 from server.services.leaderboard_cache import cached_rank_leaderboard
-from server.services.leaderboard_stats import cached_board_statistics, shows_statistics
+from server.services.leaderboard_stats import (
+    cached_board_statistics,
+    compute_flip_statistics,
+    shows_statistics,
+)
 from server.services.scores import explain_phase_score
 from server.services.secrecy import board_hidden
 from submission_api.scoring.aggregate import compute_order_flips
@@ -66,7 +70,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
         row |= {"rank_low": own.rank_low, "rank_high": own.rank_high,
                 "tied_group": own.tied_group} if own else {}
     if hidden == "none" and (phase.protocol or {}).get("name") == "id-ood":
-        _mark_flips(rows)
+        _mark_flips(session, phase, rows)
     datasets = sorted({d for e in entries for d in e.per_dataset}) if hidden == "none" else []
     return {"phase_id": phase.id, "rule": phase.leaderboard_rule,
             "ranking": settings.get("ranking", "score"),
@@ -78,14 +82,18 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
             "entries": rows[:len(window)], "pinned": rows[len(window):]}
 
 
-def _mark_flips(rows: list[dict[str, Any]]) -> None:
+def _mark_flips(session: Any, phase: Phase, rows: list[dict[str, Any]]) -> None:
     """Each id-ood row's `flips`: the shown entries it passes on one of BaseGen / NovelGen and
-    trails on the other (Setlur et al. 2021)."""
+    trails on the other (Setlur et al. 2021); `flip_stats`: for each, the paired differences
+    row − other on both sides and whether the flip is significant (`scoring.flips`)."""
     both = [(r["submission_id"], r["sides"]["BaseGen"], r["sides"]["NovelGen"]) for r in rows
             if {"BaseGen", "NovelGen"} <= set(r["sides"] or {})]
     flips = compute_order_flips(both)
+    stats = compute_flip_statistics(session, phase, flips)
     for row in rows:
         row["flips"] = flips.get(row["submission_id"], [])
+        own = stats.get(row["submission_id"], {})
+        row["flip_stats"] = [{"other": o, **own[o]} for o in row["flips"] if o in own]
 
 
 def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
@@ -94,6 +102,7 @@ def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
            "ci95": entry.ci95, "per_dataset": entry.per_dataset,
            "average_rank": entry.average_rank, "is_baseline": entry.is_baseline,
            "is_selected": entry.is_selected, "sides": entry.sides or None, "flips": None,
+           "flip_stats": None,
            "team": entry.team, "method": entry.method}
     if hide_numbers:
         row |= {"rank": None, "score": None, "ci95": None, "per_dataset": None,

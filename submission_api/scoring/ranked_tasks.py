@@ -11,8 +11,13 @@ value — NovelGen on an id-ood board, wAcc-A on a FewSTAB board — not of ever
   1 over strata, so that the weighted mean of a row of per-task values is the metric's value
   (wAcc-gap carries its sign in the value: +wAcc on fewstab-R tasks, −wAcc on fewstab-A).
 - `compute_metric_ci95(summary, metric)`: the 95% half-width of one run's metric value from its
-  stored summary (the t interval of the metric's tasks; a two-sided metric combines its sides'
-  intervals as independent).
+  stored summary. "score" (the mean over datasets of each dataset's mean) takes the stratified
+  interval: se^2 = sum_d se_d^2 / D^2 from the per-dataset t intervals, Welch–Satterthwaite
+  degrees of freedom (`compute_stratified_ci95`) — an interval of that mean, not of the mean over
+  all tasks pooled, whose variance counts the spread *between* datasets (a fixed part of the
+  score, not noise) and is too wide when datasets differ in difficulty. One side (NovelGen,
+  wAcc-A) takes the t interval of its tasks; a two-sided metric combines its sides' intervals
+  as independent.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from submission_api.scoring.paired import compute_stratified_test
+from submission_api.scoring.student_t import compute_t_quantile
 from submission_api.scoring.summary import FEWSTAB_BIASED, FEWSTAB_RANDOM
 
 _GROUPS: dict[str, dict[str, float] | None] = {
@@ -91,7 +98,8 @@ def compute_metric_ci95(summary: Mapping[str, Any], metric: str) -> float | None
         return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
     if metric == "score":
-        return half("ci95")
+        stratified = compute_stratified_ci95(summary.get("per_dataset"))
+        return stratified if stratified is not None else half("ci95")
     if metric in ("NovelGen", "BaseGen"):
         return half("per_group", metric)
     if metric == "wAcc-A":
@@ -105,3 +113,33 @@ def compute_metric_ci95(summary: Mapping[str, Any], metric: str) -> float | None
         return None if biased is None or random is None else math.sqrt(biased * biased
                                                                         + random * random)
     return None
+
+
+def compute_stratified_ci95(per_dataset: Any) -> float | None:
+    """95% half-width of the equally weighted mean of per-dataset means, from a summary's
+    `per_dataset` table (dataset -> {"mean", "ci95", "n"}): each dataset's squared standard
+    error is recovered as (ci95 / t_{n-1})^2, then combined with Welch–Satterthwaite degrees of
+    freedom (`paired.compute_stratified_test`). None when the table is missing or a dataset of
+    more than one task has no interval (summaries written without one)."""
+    if not isinstance(per_dataset, Mapping) or not per_dataset:
+        return None
+    means, var, sizes = [], [], []
+    for stats in per_dataset.values():
+        if not isinstance(stats, Mapping):
+            return None
+        n, mean, ci95 = stats.get("n"), stats.get("mean"), stats.get("ci95")
+        if not isinstance(n, int) or n < 1 or not isinstance(mean, int | float):
+            return None
+        if n == 1:
+            var.append(0.0)  # one task: no variance term, as compute_stratified_test
+        elif isinstance(ci95, int | float) and math.isfinite(ci95):
+            se = float(ci95) / float(compute_t_quantile(0.95, n - 1))
+            var.append(se * se * n)
+        else:
+            return None
+        means.append(float(mean))
+        sizes.append(float(n))
+    size = np.array(sizes)
+    _, half, _ = compute_stratified_test(np.array([means]), np.array([var]), size,
+                                         np.full(size.size, 1.0 / size.size))
+    return float(half[0])

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from test_pages import login
 
-from server.models import Phase, Run
+from server.models import Phase, Run, TaskResult
 from server.services.runs import LeasePolicy, RunOutcome, claim_run, finish_run
 from submission_api.scoring import TaskRecord, summarize_run
 
@@ -137,6 +137,11 @@ def finish_groups(env, submission_id: int, groups: dict[str, tuple[float, float]
                                       n_shots=1, score=float(s), accuracy=float(s),
                                       worst_class_accuracy=float(w)))
             next_id += 1
+    finish_records(env, submission_id, records)
+
+
+def finish_records(env, submission_id: int, records: list[TaskRecord]) -> None:
+    """Finish every queued run of a submission with these task records."""
     outcome = RunOutcome(state="finished", summary=summarize_run(records).to_dict(),
                          tasks=[{**r.to_dict(), "task_id": r.id} for r in records], log="ok")
     with env.db.session(write=True) as s:
@@ -189,3 +194,38 @@ def test_fewstab_statistics_are_of_wacc_a_not_of_the_score(env):
     assert [e["username"] for e in entries] == ["bob", "ann"]
     assert [(e["rank_low"], e["rank_high"], e["tied_group"]) for e in entries] == [
         (1, 1, 1), (2, 2, 2)]
+
+
+def test_id_ood_flips_carry_both_sides_paired_intervals_and_say_whether_significant(env):
+    # ann vs bob: a real flip (0.4 apart on BaseGen, 0.2 on NovelGen); carl is bob + 0.003 on
+    # BaseGen and bob − 0.003 on NovelGen with ±0.05 per-task jitter: an observed flip within
+    # the noise of 60 tasks
+    phase_id, ids = two_sided_board(env, {"name": "id-ood"}, {
+        "ann": {"BaseGen": (0.9, 0.9), "NovelGen": (0.2, 0.2)},
+        "bob": {"BaseGen": (0.5, 0.5), "NovelGen": (0.4, 0.4)}})
+    with env.db.session() as s:
+        run_id = s.execute(select(Run.id).where(Run.submission_id == ids["bob"])).scalar()
+        bob_tasks = s.execute(select(TaskResult).where(TaskResult.run_id == run_id)
+                              .order_by(TaskResult.task_id)).scalars().all()
+        jitter = np.tile([0.05, -0.05], len(bob_tasks) // 2)
+        carl_records = [TaskRecord(t.task_id, t.dataset, t.group, 5, 1, score, score, score)
+                        for t, j in zip(bob_tasks, jitter, strict=True)
+                        for score in [float(t.score + j + (0.003 if t.group == "BaseGen"
+                                                           else -0.003))]]
+    _, headers = env.user("carl")
+    ids["carl"] = env.submit(phase_id, headers).json()["id"]
+    finish_records(env, ids["carl"], carl_records)
+    entries = {e["username"]: e for e in env.client.get(
+        f"/api/v1/phases/{phase_id}/leaderboard").json()["entries"]}
+    bob = {f["other"]: f for f in entries["bob"]["flip_stats"]}
+    assert set(bob) == set(entries["bob"]["flips"]) == {ids["ann"], ids["carl"]}
+    real = bob[ids["ann"]]
+    assert real["significant"] and real["base"]["n"] == real["novel"]["n"] == 60
+    assert real["base"]["high"] < 0 < real["novel"]["low"]  # bob − ann: behind, then ahead
+    assert real["base"]["mean"] == pytest.approx(
+        entries["bob"]["sides"]["BaseGen"] - entries["ann"]["sides"]["BaseGen"])
+    noise = bob[ids["carl"]]
+    assert noise["base"]["mean"] == pytest.approx(-0.003) and not noise["significant"]
+    assert noise["base"]["low"] < 0 < noise["base"]["high"]
+    page = env.client.get(f"/phases/{phase_id}/leaderboard").text
+    assert "&#8645; 2, 1 significant" in page and "not significant" in page

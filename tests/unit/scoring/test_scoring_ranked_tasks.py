@@ -74,7 +74,6 @@ def test_the_printed_interval_is_the_ranked_quantitys():
     assert compute_metric_ci95(summary, "NovelGen") != pytest.approx(summary["ci95"])
     assert compute_metric_ci95(summary, "BaseGen+NovelGen") == pytest.approx(
         math.hypot(novel.ci95, base.ci95) / 2)
-    assert compute_metric_ci95(summary, "score") == summary["ci95"]
     fewstab = summarize_run(records({"fewstab-A": {"a": 30}, "fewstab-R": {"a": 30}}))
     wacc_a = compute_group_stats([t.worst_class_accuracy for t in records(
         {"fewstab-A": {"a": 30}, "fewstab-R": {"a": 30}}) if t.group == "fewstab-A"])
@@ -90,3 +89,24 @@ def test_arena_run_prints_the_ranked_quantitys_interval():
     scores = {"metric": "NovelGen", "ci95": summary["ci95"], "summary": summary}
     assert _metric_interval(scores, "NovelGen") == pytest.approx(
         summary["per_group"]["NovelGen"]["ci95"])
+
+
+def test_the_score_interval_is_stratified_over_datasets_not_pooled_over_tasks():
+    """The run's score is the mean of its dataset means: its interval adds the datasets'
+    standard errors (Welch–Satterthwaite df) and is not widened by the gap between an easy and
+    a hard dataset, which is part of the score, not noise (issue 22)."""
+    rng = np.random.default_rng(3)
+    tasks = [TaskRecord(i, d, "test", 5, 1, s, s, s)
+             for i, (d, s) in enumerate([("easy", v) for v in rng.normal(0.8, 0.05, 30)]
+                                        + [("hard", v) for v in rng.normal(0.2, 0.1, 70)])]
+    summary = summarize_run(tasks).to_dict()
+    values = np.array([t.score for t in tasks])
+    strata = np.array([t.dataset for t in tasks])
+    direct = compute_stratified_difference(values, strata)
+    assert compute_metric_ci95(summary, "score") == pytest.approx(direct.high - direct.mean,
+                                                                  rel=1e-9)
+    assert compute_metric_ci95(summary, "score") < 0.5 * summary["ci95"]
+    one_task = {"per_dataset": {"a": {"mean": 0.5, "ci95": None, "n": 1}}, "ci95": None}
+    assert compute_metric_ci95(one_task, "score") == 0.0
+    old = {"ci95": 0.04}  # a summary stored without per_dataset intervals: the pooled one
+    assert compute_metric_ci95(old, "score") == 0.04
