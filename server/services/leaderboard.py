@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, Team, User
 from server.services.scores import aggregate_runs, compute_phase_sides, lower_is_better
-from submission_api.scoring.ranked_tasks import compute_metric_ci95
+from submission_api.scoring.ranked_tasks import compute_metric_ci95s
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
 
@@ -139,13 +139,17 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
                 {"metric_cells": run.metric_cells, "per_dataset": run.per_dataset,
                  "ci95": run.ci95, "per_group": run.per_group,
                  "wacc_per_group": run.wacc_per_group}))
-    out = {}
+    out: dict[int, dict[str, Any]] = {}
+    worst: dict[int, tuple[dict, str]] = {}
     for sid, runs in by_submission.items():
         result = aggregate_runs(runs, protocol)
-        # the interval of the quantity ranked (NovelGen, wAcc-A, ...), of the worst run
-        ci95 = compute_metric_ci95(runs[result.worst_run].summary, result.metric)
-        out[sid] = {"ci95": ci95, "per_dataset": result.per_dataset,
+        worst[sid] = (runs[result.worst_run].summary, result.metric)
+        out[sid] = {"per_dataset": result.per_dataset,
                     "sides": compute_phase_sides(runs, protocol)}
+    # the interval of the quantity ranked (NovelGen, wAcc-A, ...), of the worst run; all at
+    # once: one t quantile per entry made this most of a 1,000-entry board's time
+    for sid, ci95 in zip(worst, compute_metric_ci95s(list(worst.values())), strict=True):
+        out[sid]["ci95"] = ci95
     return out
 
 

@@ -22,13 +22,13 @@ value — NovelGen on an id-ood board, wAcc-A on a FewSTAB board — not of ever
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from submission_api.scoring.paired import compute_stratified_test
 from submission_api.scoring.student_t import compute_t_quantile
 from submission_api.scoring.summary import FEWSTAB_BIASED, FEWSTAB_RANDOM
 
@@ -115,15 +115,53 @@ def compute_metric_ci95(summary: Mapping[str, Any], metric: str) -> float | None
     return None
 
 
+def compute_metric_ci95s(runs: Sequence[tuple[Mapping[str, Any], str]]) -> list[float | None]:
+    """`compute_metric_ci95` of many (summary, metric) pairs, the run scores' stratified
+    intervals with one vectorized t quantile (a board asks for one per entry)."""
+    scores = [i for i, (_, metric) in enumerate(runs) if metric == "score"]
+    stratified = compute_stratified_ci95s([runs[i][0].get("per_dataset") for i in scores])
+    out = [None if metric == "score" else compute_metric_ci95(summary, metric)
+           for summary, metric in runs]
+    for i, half in zip(scores, stratified, strict=True):
+        out[i] = half if half is not None else compute_metric_ci95(runs[i][0], "score")
+    return out
+
+
 def compute_stratified_ci95(per_dataset: Any) -> float | None:
     """95% half-width of the equally weighted mean of per-dataset means, from a summary's
     `per_dataset` table (dataset -> {"mean", "ci95", "n"}): each dataset's squared standard
     error is recovered as (ci95 / t_{n-1})^2, then combined with Welch–Satterthwaite degrees of
-    freedom (`paired.compute_stratified_test`). None when the table is missing or a dataset of
-    more than one task has no interval (summaries written without one)."""
+    freedom (as `paired.compute_stratified_test`). None when the table is missing or a dataset
+    of more than one task has no interval (summaries written without one)."""
+    return compute_stratified_ci95s([per_dataset])[0]
+
+
+def compute_stratified_ci95s(tables: Sequence[Any]) -> list[float | None]:
+    """`compute_stratified_ci95` of many `per_dataset` tables with one vectorized t quantile:
+    a board computes one per entry, and a quantile per entry (Newton on the incomplete beta)
+    cost ~15 ms each, 16 s for a board of 1,000 entries."""
+    parts = [_stratified_parts(table) for table in tables]
+    out: list[float | None] = [None if part is None else 0.0 for part in parts]
+    live = [(i, part) for i, part in enumerate(parts) if part is not None and part[0] > 0]
+    if live:
+        quantiles = compute_t_quantile(0.95, np.array([df for _, (_, df) in live]))
+        for (i, (se2, _)), quantile in zip(live, quantiles, strict=True):
+            out[i] = float(quantile * math.sqrt(se2))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _t95(df: int) -> float:
+    return float(compute_t_quantile(0.95, df))
+
+
+def _stratified_parts(per_dataset: Any) -> tuple[float, float] | None:
+    """(squared standard error, Welch–Satterthwaite df) of the equally weighted mean of a
+    `per_dataset` table; None where `compute_stratified_ci95` answers None."""
     if not isinstance(per_dataset, Mapping) or not per_dataset:
         return None
-    means, var, sizes = [], [], []
+    terms, dofs = [], []
+    share = 1.0 / len(per_dataset)
     for stats in per_dataset.values():
         if not isinstance(stats, Mapping):
             return None
@@ -131,15 +169,14 @@ def compute_stratified_ci95(per_dataset: Any) -> float | None:
         if not isinstance(n, int) or n < 1 or not isinstance(mean, int | float):
             return None
         if n == 1:
-            var.append(0.0)  # one task: no variance term, as compute_stratified_test
-        elif isinstance(ci95, int | float) and math.isfinite(ci95):
-            se = float(ci95) / float(compute_t_quantile(0.95, n - 1))
-            var.append(se * se * n)
-        else:
+            continue  # one task: no variance term, as compute_stratified_test
+        if not (isinstance(ci95, int | float) and math.isfinite(ci95)):
             return None
-        means.append(float(mean))
-        sizes.append(float(n))
-    size = np.array(sizes)
-    _, half, _ = compute_stratified_test(np.array([means]), np.array([var]), size,
-                                         np.full(size.size, 1.0 / size.size))
-    return float(half[0])
+        se = float(ci95) / _t95(n - 1)
+        terms.append(share * share * se * se)
+        dofs.append(float(n - 1))
+    se2 = sum(terms)
+    if se2 <= 0:
+        return 0.0, 1.0
+    df = se2 * se2 / sum(term * term / dof for term, dof in zip(terms, dofs, strict=True))
+    return se2, max(df, 1.0)

@@ -110,3 +110,31 @@ def test_the_score_interval_is_stratified_over_datasets_not_pooled_over_tasks():
     assert compute_metric_ci95(one_task, "score") == 0.0
     old = {"ci95": 0.04}  # a summary stored without per_dataset intervals: the pooled one
     assert compute_metric_ci95(old, "score") == 0.04
+
+
+def test_a_boards_intervals_at_once_equal_each_computed_alone_and_the_stratified_test():
+    import numpy as np
+
+    from submission_api.scoring.paired import compute_stratified_test
+    from submission_api.scoring.ranked_tasks import compute_metric_ci95s, compute_stratified_ci95
+    from submission_api.scoring.student_t import compute_t_quantile
+
+    rng = np.random.default_rng(3)
+    tables = []
+    for _ in range(40):
+        sizes = rng.integers(1, 60, size=rng.integers(1, 6))
+        tables.append({f"d{j}": {"n": int(n), "mean": float(rng.random()),
+                                 "ci95": float(rng.random() / 5)} for j, n in enumerate(sizes)})
+    tables.append({"d0": {"n": 1, "mean": 0.5, "ci95": None}})  # one task: no spread
+    together = compute_metric_ci95s([({"per_dataset": t, "ci95": 0.3}, "score") for t in tables])
+    for table, half in zip(tables, together, strict=True):
+        n = np.array([s["n"] for s in table.values()], dtype=float)
+        se = np.array([s["ci95"] / float(compute_t_quantile(0.95, s["n"] - 1)) if s["n"] > 1
+                       else 0.0 for s in table.values()])
+        _, want, _ = compute_stratified_test(np.array([[s["mean"] for s in table.values()]]),
+                                             np.array([se * se * n]), n,
+                                             np.full(n.size, 1.0 / n.size))
+        assert half == pytest.approx(float(want[0]), rel=1e-9, abs=1e-12)
+        assert compute_stratified_ci95(table) == pytest.approx(half, rel=1e-9, abs=1e-12)
+    # a summary without per-dataset intervals falls back to its pooled interval
+    assert compute_metric_ci95s([({"per_dataset": None, "ci95": 0.3}, "score")]) == [0.3]
