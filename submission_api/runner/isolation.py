@@ -145,14 +145,6 @@ def make_read_only_view(writable: Iterable[Path]) -> bool:
     return True
 
 
-def ipc_namespace() -> int:
-    """This process's IPC namespace (its inode; 0 where /proc does not say)."""
-    try:
-        return os.stat("/proc/self/ns/ipc").st_ino
-    except OSError:
-        return 0
-
-
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when it has none (or forbids it, e.g. seccomp)."""
     libc = _libc()

@@ -186,17 +186,6 @@ def probe(scratch: Iterable[Path], visible: Iterable[Path]) -> bool:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-def namespace_ids() -> dict[str, int]:
-    """This process's namespaces by kind (their inodes; a kind /proc does not show is left out)."""
-    found = {}
-    for kind in ("user", "mnt", "ipc", "net", "pid"):
-        try:
-            found[kind] = os.stat(f"/proc/self/ns/{kind}").st_ino
-        except OSError:
-            continue
-    return found
-
-
 def describe(private: bool) -> str:
     """The isolation line of a run (reported by the supervisor's `hello`)."""
     if private:

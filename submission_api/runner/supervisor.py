@@ -42,13 +42,6 @@ def _exit_description(status: int) -> dict[str, int | None]:
     return {"exit_code": os.WEXITSTATUS(status), "signal": None}
 
 
-def can_unshare(scratch: list[Path] | None = None, visible: list[Path] | None = None) -> bool:
-    """Whether a task's process will get namespaces and fresh tmpfs mounts of its own (the
-    whole setup, tried in a throwaway child: a host whose AppArmor profile denies mount
-    refuses it half-way, and its tasks then share namespaces)."""
-    return namespaces.probe(scratch or [], visible or [])
-
-
 def _ancestors() -> set[int]:
     found, pid = set(), os.getpid()
     while pid > 1:
@@ -156,7 +149,9 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
           seed: int, threads: int, sandboxed: bool = False) -> int:
     """Serve tasks until the trusted side says `end` or goes away; return the exit code."""
     isolation.protect_supervisor()
-    private = can_unshare(scratch, [submission, learner])
+    # the whole setup, tried in a throwaway child: a host whose AppArmor profile denies mount
+    # refuses it half-way, and its tasks then share namespaces
+    private = namespaces.probe(scratch, [submission, learner])
     config = TaskConfig(submission, learner, tuple(scratch), seed, threads, sandboxed,
                         private_namespaces=private)
     supervisor = Supervisor(config)
