@@ -58,6 +58,9 @@ def test_a_baseline_uploaded_over_http_scores_as_arena_run_does(platform, compet
     assert final["score"] == pytest.approx(local.scores["score"], abs=1e-9)
 
 
+QUICK_SWITCH = 'QUICK = os.environ.get("ARENA_BASELINE_QUICK") == "1"'
+
+
 def quick_protonet(folder: Path) -> Path:
     """The protonet baseline with its quick meta-training written in (the sandbox passes no
     environment through): what is compared is the platform's score against `arena run`'s on
@@ -68,9 +71,6 @@ def quick_protonet(folder: Path) -> Path:
     assert source.count(QUICK_SWITCH) == 1, "the protonet baseline's quick switch moved"
     model.write_text(source.replace(QUICK_SWITCH, "QUICK = True"))
     return folder
-
-
-QUICK_SWITCH = 'QUICK = os.environ.get("ARENA_BASELINE_QUICK") == "1"'
 
 
 def phase_test_seed(phase_id: int) -> int:
