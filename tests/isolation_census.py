@@ -68,11 +68,24 @@ def other_pids():
     return found
 
 
+def outer_parent(pid):
+    """The parent's pid as /proc numbers it (getppid() is 0 in a PID namespace of one's own)."""
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
 def targets():
-    """The processes a task can change that later tasks come from: its parent (the supervisor),
-    the parent's other children (the fork server) and, in a container, its init. Never the rest
-    of the machine: under `arena run` as root that would be every root process on it."""
-    parent, me, found = os.getppid(), os.getpid(), [os.getppid()]
+    """The processes a task can change that later tasks come from: the fork server (the
+    parent of its parent, which was made for this task alone and ends with it), the
+    supervisor above it and the supervisor's other children, and, in a container, its init.
+    Never the rest of the machine: under `arena run` as root that would be every root process
+    on it."""
+    me, found = os.getpid(), []
+    try:
+        forks = outer_parent(outer_parent("self"))
+        parent = outer_parent(forks)
+        found += [forks, parent]
+    except (OSError, ValueError, IndexError):
+        parent = 0
     try:
         for task in os.listdir(f"/proc/{parent}/task"):
             found += [int(c) for c in open(f"/proc/{parent}/task/{task}/children").read().split()]
@@ -171,12 +184,40 @@ def start_state():
                                 [resource.prlimit(pid, getattr(resource, n)) for n in limits]]
         except OSError:
             pass
-    return {"others": others, "rlimits": limits, "nice": os.getpriority(0, 0),
+    return {"others": others, "counters": trusted_counters(), "rlimits": limits,
+            "nice": os.getpriority(0, 0),
             "affinity": sorted(os.sched_getaffinity(0)), "umask": umask, "fds": len(fds),
             "stdio": stdio, "environ": sorted(os.environ),
             "signals": [str(signal.getsignal(s)) for s in sorted(signal.valid_signals())
                         if s not in (signal.SIGKILL, signal.SIGSTOP)],
             "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))}
+
+
+def trusted_counters():
+    """The children's counters (minor and major faults, user and system time of the children
+    it reaped) of the trusted processes that outlive tasks, found by their command line: a
+    task's own faults and CPU time, if they reached one of them, would tell the next task how
+    much its predecessor chose to burn. Not the task's outer parent (made for this task)."""
+    def fields(pid):
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+
+    me = fields("self")
+    skip, found = {me[1]}, {}  # the outer parent's pid, in the procfs's own numbering
+    uid = os.getuid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name in skip or os.path.realpath("/proc/self") == f"/proc/{name}":
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid not in (uid, 0):
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                if b"submission_api.runner.supervisor" not in handle.read():
+                    continue
+            rest = fields(name)
+            found[name] = [int(rest[i]) for i in (8, 10, 13, 14)]  # cminflt cmajflt cutime cstime
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
 
 
 def daemon(nonce):

@@ -8,28 +8,43 @@ bookkeeping, is a separate process that tasks are never forked from).
 
 Each fork is a double fork: the fork server's child T enters the task's own namespaces and
 fresh tmpfs mounts where the supervisor found them possible (`runner/namespaces.py`), forks the
-task's process P (the first process of the new PID namespace), reports P's pid to the
-supervisor and exits at once with a fixed status (T runs only our code). P is then
-orphaned and reparented to the supervisor, the subreaper, which waits for it, kills what it
-left and checks. P resets every inherited attribute to the baseline the fork server recorded
-before any task ran (`runner/inherited.py`), then runs `task_process.run_task`.
+task's process P (the first process of the new PID namespace) and reports P's pid to the
+supervisor. T (our code only) then waits for P, reports P's wait status and exits. P resets
+every inherited attribute to the baseline the fork server recorded before any task ran
+(`runner/inherited.py`), then runs `task_process.run_task`; the supervisor, the subreaper,
+ends P when its answer is in, kills what it left and checks.
+
+Why T waits rather than the supervisor: the process that reaps a child adds the child's CPU
+time and page faults to its own children's counters (`cutime`, `cstime`, `cminflt`, `cmajflt` in
+/proc/<pid>/stat), which every later task can read. A task that burns chosen CPU time or touches
+a chosen number of pages would leave a number there for the next. T, a subreaper, reaps P and
+whatever P left (in shared namespaces; in its own PID namespace P's processes die with it),
+takes their counters and dies with them; the fork server ignores SIGCHLD, so the kernel reaps T
+without adding its counters to anyone's (the census checks that the trusted processes'
+counters never move).
 
 Protocol (SOCK_SEQPACKET, supervisor <-> fork server): `ready` once preloaded; then per task the
-supervisor sends `fork` {id} with the task's socket attached; T answers `forked` {pid}, and the
-fork server `reaped` once T is gone (P is then the supervisor's child).
+supervisor sends `fork` {id} with the task's socket attached; T answers `forked` {pid} and, when
+P has ended, `exited` {id, status} (P's wait status).
 """
 
 from __future__ import annotations
 
 import os
+import select
+import signal
 import socket
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from submission_api.runner import inherited, namespaces
+from submission_api.runner import inherited, isolation, namespaces, sweep
 from submission_api.runner.channel import ChannelError, receive_control, send_control
+
+EXIT_REPORT_S = 30.0
+"""How long the supervisor waits for T's report once P has ended (T only reaps it)."""
 
 PRELOAD = ("numpy", "torch", "torchvision", "submission_api.api", "submission_api.data",
            "submission_api.runner.participant", "submission_api.runner.task_process")
@@ -65,6 +80,7 @@ class ForkServer:
 
     def __init__(self, pid: int, sock: socket.socket, baseline: inherited.Attributes) -> None:
         self.pid, self.sock, self.baseline = pid, sock, baseline
+        self._reaper: int | None = None  # a pidfd of the running task's T
 
     @classmethod
     def start(cls, config: TaskConfig) -> ForkServer:
@@ -90,14 +106,39 @@ class ForkServer:
         return cls(pid, ours, inherited.read_attributes(pid))
 
     def fork_task(self, task_id: int, task_fd: int) -> int:
-        """Start the process of `task_id` on `task_fd`; return its pid (now our child)."""
+        """Start the process of `task_id` on `task_fd`; return its pid (T's child)."""
         send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
         forked, _ = receive_control(self.sock)
-        reaped, _ = receive_control(self.sock)
-        if forked.get("type") != "forked" or reaped.get("type") != "reaped":
+        if forked.get("type") != "forked" or forked.get("pid") is None:
             raise ChannelError(f"the fork server could not start test task {task_id}: "
                                f"{forked.get('error') or forked}")
+        self._reaper = os.pidfd_open(int(forked["reaper"]))
         return int(forked["pid"])
+
+    def exit_status(self, task_id: int, wait_s: float = EXIT_REPORT_S) -> int:
+        """P's wait status, as T reports it once P has ended.
+
+        Raises:
+            ChannelError: no report within `wait_s` (T was killed: the memory bound).
+        """
+        deadline = time.monotonic() + wait_s
+        exited, _ = receive_control(self.sock, deadline)
+        if exited.get("type") != "exited" or exited.get("id") != task_id:
+            raise ChannelError(f"the fork server reported {str(exited)[:200]} for test task "
+                               f"{task_id}; expected its exit status")
+        self._await_reaper(deadline)
+        return int(exited["status"])
+
+    def _await_reaper(self, deadline: float) -> None:
+        """Until T, which exits right after its report, is gone (the sweep then finds nothing
+        of it; the kernel reaps it at once)."""
+        if self._reaper is None:
+            return
+        try:
+            select.select([self._reaper], [], [], max(0.0, deadline - time.monotonic()))
+        finally:
+            os.close(self._reaper)
+            self._reaper = None
 
     def stop(self) -> None:
         self.sock.close()  # it exits on EOF; the supervisor's sweep reaps it
@@ -106,6 +147,9 @@ class ForkServer:
 def _serve(sock: socket.socket, config: TaskConfig) -> int:
     preload()
     baseline = inherited.capture_baseline()
+    # The kernel reaps each T: no task's counters are added to ours (the module's docstring).
+    # After the baseline: the tasks' dispositions are reset to fixed values anyway.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     send_control(sock, {"type": "ready"})
     while True:
         try:
@@ -121,15 +165,15 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
         child = os.fork()
         if child == 0:
             _start_task(sock, fds[0], int(message["id"]), config, baseline)
-        os.close(fds[0])
-        os.waitpid(child, 0)  # T exits at once with a fixed status: nothing of the task
-        send_control(sock, {"type": "reaped"})
+        os.close(fds[0])  # T reports to the supervisor itself; the kernel reaps it
 
 
 def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
                 baseline: inherited.TaskBaseline) -> None:
     """In T: enter the task's namespaces, fork the task's process (the first of its PID
-    namespace) and report it, then exit (never returns)."""
+    namespace) and report it, wait for it and report how it ended, then exit (never returns)."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # T waits for P (the fork server ignores it)
+    isolation.become_subreaper()  # and for what P leaves (shared namespaces): not the supervisor
     world = None
     if config.private_namespaces:
         try:
@@ -143,7 +187,11 @@ def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
         send_control(sock, {"type": "forked", "pid": None, "error": str(error)})
         os._exit(1)
     if task:
-        send_control(sock, {"type": "forked", "pid": task})
+        os.close(fd)  # only P holds the task's socket: its end is the trusted side's EOF
+        send_control(sock, {"type": "forked", "pid": task, "reaper": os.getpid()})
+        status = os.waitpid(task, 0)[1]
+        sweep.kill_descendants()  # reaped here, so their counters die with T too
+        send_control(sock, {"type": "exited", "id": task_id, "status": status})
         os._exit(0)
     from submission_api.runner.task_process import run_task
 

@@ -55,6 +55,11 @@ def protect_supervisor() -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
+def become_subreaper() -> None:
+    """Orphans of this process's descendants become its children (not an ancestor's)."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
 def set_dumpable(dumpable: bool) -> None:
     """The trusted side drops this while it serves tasks (same protection, same reason)."""
     _prctl(PR_SET_DUMPABLE, int(dumpable))

@@ -85,19 +85,21 @@ class Supervisor:
             pid = self.forks.fork_task(task_id, task_fd)
         finally:
             os.close(task_fd)
-        status, killed = self._wait(control, pid)
+        status, killed = self._wait(control, task_id, pid)
         left = self.sweep()
         return {"type": "ended", "id": task_id, **_exit_description(status),
                 "killed_by_supervisor": killed, "left": left}
 
-    def _wait(self, control: socket.socket, pid: int) -> tuple[int, bool]:
-        """Until the trusted side's `collect` and the process's end; (wait status, killed)."""
+    def _wait(self, control: socket.socket, task_id: int, pid: int) -> tuple[int, bool]:
+        """Until the trusted side's `collect` and the process's end; (wait status, killed).
+        The process is T's child, not ours: T reaps it and reports the status
+        (`runner/forkserver.py`, why)."""
         pidfd = os.pidfd_open(pid)
         status: int | None = None
         try:
             ready, _, _ = select.select([control.fileno(), pidfd], [], [])
             if pidfd in ready:  # ended by itself: end what it left, which may hold its socket
-                status = os.waitpid(pid, 0)[1]
+                status = self.forks.exit_status(task_id)
                 sweep.kill_descendants(keep={self.forks.pid})
             collect, _ = receive_control(control)
             if collect.get("type") != "collect":
@@ -109,7 +111,7 @@ class Supervisor:
             if not ended:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            return os.waitpid(pid, 0)[1], not ended
+            return self.forks.exit_status(task_id), not ended
         finally:
             os.close(pidfd)
 

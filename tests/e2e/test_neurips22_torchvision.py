@@ -6,7 +6,7 @@ the tiny generated collection."""
 
 from __future__ import annotations
 
-import textwrap
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,128 +19,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
 IMAGE = "metadl-arena/sandbox:torchvision"
 
-# The starting kit's api.py of 2022, as participants copied it next to their model.py.
-API = '''
-import numpy as np
-from cdmetadl.ingestion.data_generator import Task
-
-
-class Predictor():
-    def __init__(self) -> None:
-        pass
-
-    def predict(self, query_set):
-        raise NotImplementedError
-
-
-class Learner():
-    def __init__(self) -> None:
-        pass
-
-    def fit(self, support_set):
-        raise NotImplementedError
-
-    def save(self, path_to_save: str) -> None:
-        raise NotImplementedError
-
-    def load(self, path_to_load: str) -> None:
-        raise NotImplementedError
-
-
-class MetaLearner():
-    def __init__(self, train_classes, total_classes, logger) -> None:
-        self.train_classes = train_classes
-        self.total_classes = total_classes
-        self.log = logger.log
-
-    def meta_fit(self, meta_train_generator, meta_valid_generator):
-        raise NotImplementedError
-'''
-
-# A prototypical network on torchvision's ResNet-18, written as the 2022 baselines were.
-MODEL = '''
-import os
-import random
-
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torchvision.models import resnet18
-
-from api import MetaLearner, Learner, Predictor
-
-random.seed(98)
-np.random.seed(98)
-torch.manual_seed(98)
-
-
-def backbone():
-    net = resnet18(weights=None, num_classes=64)
-    return net
-
-
-def prototypes(net, x, y, n_ways):
-    embeddings = net(x)
-    return torch.stack([embeddings[y == c].mean(0) for c in range(n_ways)])
-
-
-class MyMetaLearner(MetaLearner):
-    def __init__(self, train_classes, total_classes, logger):
-        super().__init__(train_classes, total_classes, logger)
-        self.net = backbone()
-
-    def meta_fit(self, meta_train_generator, meta_valid_generator):
-        optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3)
-        self.net.train()
-        for task in meta_train_generator(2):
-            x_s, y_s, _ = task.support_set
-            x_q, y_q, _ = task.query_set
-            protos = prototypes(self.net, x_s, y_s, task.num_ways)
-            loss = F.cross_entropy(-torch.cdist(self.net(x_q), protos), y_q)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        return MyLearner(self.net.state_dict())
-
-
-class MyLearner(Learner):
-    def __init__(self, state=None):
-        super().__init__()
-        self.net = backbone()
-        if state is not None:
-            self.net.load_state_dict(state)
-
-    def fit(self, support_set):
-        x, y, _, n_ways, _ = support_set
-        self.net.eval()
-        with torch.no_grad():
-            return MyPredictor(self.net, prototypes(self.net, x, y, n_ways))
-
-    def save(self, path_to_save):
-        torch.save(self.net.state_dict(), os.path.join(path_to_save, "learner.pt"))
-
-    def load(self, path_to_load):
-        self.net.load_state_dict(torch.load(os.path.join(path_to_load, "learner.pt")))
-
-
-class MyPredictor(Predictor):
-    def __init__(self, net, protos):
-        super().__init__()
-        self.net, self.protos = net, protos
-
-    def predict(self, query_set):
-        with torch.no_grad():
-            return F.softmax(-torch.cdist(self.net(query_set), self.protos), dim=1).numpy()
-'''
-
-CONFIG = '{"train_data_format": "task", "train_config": {"N": 3, "k": 1, ' \
-         '"query_images_per_class": 2}}'
+# A prototypical network on torchvision's ResNet-18, written as the 2022 baselines were, beside
+# the starting kit's api.py of 2022 (benchmarks/bench_isolation_protonet.py runs it too).
+SUBMISSION = Path(__file__).resolve().parents[2] / "examples" / "neurips22" / "resnet18_protonet"
 
 
 def neurips22_zip(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    for name, text in (("api.py", API), ("model.py", MODEL), ("config.json", CONFIG)):
-        (folder / name).write_text(textwrap.dedent(text).lstrip())
+    shutil.copytree(SUBMISSION, folder)
     return build_submission_zip(folder, folder.with_suffix(".zip"))
 
 
