@@ -220,6 +220,24 @@ def trusted_counters():
     return found
 
 
+MACHINE = ("stat", "vmstat", "loadavg", "meminfo", "uptime", "interrupts", "softirqs",
+           "schedstat", "diskstats", "pressure/cpu", "sys/fs/file-nr", "sys/fs/dentry-state")
+
+
+def machine_counters():
+    """A digest of the machine's own counters in /proc (CPU time, forks and page faults since
+    boot, ...): each task burns CPU, forks and touches pages (`census`), so where a task reads
+    the live files they differ from one task to the next."""
+    import hashlib
+    found = {}
+    for name in MACHINE:
+        try:
+            found[name] = hashlib.sha256(open(f"/proc/{name}", "rb").read()).hexdigest()[:16]
+        except OSError:
+            pass
+    return found
+
+
 def daemon(nonce):
     ready, done = os.pipe()
     if os.fork():
@@ -332,16 +350,31 @@ def world():
             else []}
 
 
+def move_machine_counters():
+    """Burn CPU time, fork and touch fresh pages: what would move the machine's counters."""
+    until = time.perf_counter() + 0.02
+    while time.perf_counter() < until:
+        pass
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    bytearray(8 << 20)
+
+
 def census():
     found = read_all()
     start = start_state()
+    machine = machine_counters()
     where = world()
     nonce = "cns" + os.urandom(4).hex()
     write_all(nonce)
+    move_machine_counters()
     here = read_all()
     wrote = sorted(channel for channel, nonces in here.items() if nonce in nonces)
-    print("CENSUS " + json.dumps({"found": found, "start": start, "wrote": wrote,
-                                  "world": where}),
+    print("CENSUS " + json.dumps({"found": found, "start": start, "machine": machine,
+                                  "wrote": wrote, "world": where}),
           file=sys.stderr, flush=True)
 
 
@@ -391,6 +424,15 @@ def crossings(reports: list[dict]) -> list[str]:
                      f"(task 0: {first[key]})" for key in first
                      if report["start"].get(key) != first[key]]
     return problems
+
+
+def moved_machine_counters(reports: list[dict]) -> list[str]:
+    """The machine's counters in /proc that a task read differently from the first task: where
+    tasks have their own mount namespace, each reads them as they were before the first task
+    (`runner/namespaces.MACHINE_COUNTERS`), so none."""
+    first = reports[0]["machine"] if reports else {}
+    return [f"task {i} read another /proc/{name}" for i, report in enumerate(reports[1:], 1)
+            for name in first if report["machine"].get(name) != first[name]]
 
 
 def shared_with_init(reports: list[dict]) -> list[str]:

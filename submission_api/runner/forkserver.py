@@ -147,6 +147,7 @@ class ForkServer:
 def _serve(sock: socket.socket, config: TaskConfig) -> int:
     preload()
     baseline = inherited.capture_baseline()
+    counters = namespaces.snapshot_counters() if config.private_namespaces else {}
     # The kernel reaps each T: no task's counters are added to ours (the module's docstring).
     # After the baseline: the tasks' dispositions are reset to fixed values anyway.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -164,12 +165,12 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
         sys.stderr.flush()
         child = os.fork()
         if child == 0:
-            _start_task(sock, fds[0], int(message["id"]), config, baseline)
+            _start_task(sock, fds[0], int(message["id"]), config, baseline, counters)
         os.close(fds[0])  # T reports to the supervisor itself; the kernel reaps it
 
 
 def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
-                baseline: inherited.TaskBaseline) -> None:
+                baseline: inherited.TaskBaseline, counters: dict[Path, bytes]) -> None:
     """In T: enter the task's namespaces, fork the task's process (the first of its PID
     namespace) and report it, wait for it and report how it ended, then exit (never returns)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # T waits for P (the fork server ignores it)
@@ -178,7 +179,7 @@ def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
     if config.private_namespaces:
         try:
             folders = (config.submission, config.learner)
-            world = namespaces.enter(config.scratch, folders, copies=folders)
+            world = namespaces.enter(config.scratch, folders, copies=folders, frozen=counters)
         except OSError as error:  # the task's process refuses to run (task_process.run_task)
             sys.stderr.write(f"the task's namespaces were refused: {error}\n")
     try:

@@ -23,7 +23,7 @@ import contextlib
 import ctypes
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,18 @@ FIXED_PLACES = (Path("/tmp"), Path("/dev/shm"))
 TMPFS_DEFAULT_SHARE = 2
 """Without a size of its own to copy, a fresh tmpfs takes the kernel's default: half of RAM."""
 
+
+MACHINE_COUNTERS = tuple(Path("/proc") / name for name in (
+    "stat", "vmstat", "schedstat", "diskstats", "interrupts", "softirqs", "uptime", "loadavg",
+    "meminfo", "zoneinfo", "buddyinfo", "pagetypeinfo", "pressure/cpu", "pressure/memory",
+    "pressure/io", "pressure/irq", "sys/fs/dentry-state", "sys/fs/inode-nr",
+    "sys/fs/inode-state", "sys/fs/file-nr"))
+"""The machine's own counters in /proc (not namespaced: the container's /proc shows them): CPU
+time of every CPU and forks since boot, page faults, interrupts, pressure stalls, the page
+cache's size. A task that burns chosen CPU time, forks or touches pages a chosen number of
+times would move them for the next task to read. Each task reads them as they were before the
+first task (`snapshot_counters`, taken by the fork server), bound over the live files."""
+COUNTER_MAX_BYTES = 1 << 20
 
 COPY_MAX_BYTES = 2 << 20
 COPY_MAX_FILES = 2000
@@ -84,11 +96,22 @@ def choose_places(scratch: Iterable[Path], visible: Iterable[Path]) -> list[Path
             and not any(q != p and q.is_relative_to(p) for q in places)]
 
 
+def snapshot_counters() -> dict[Path, bytes]:
+    """`MACHINE_COUNTERS` as they read now (call before any task runs)."""
+    found = {}
+    for path in MACHINE_COUNTERS:
+        with contextlib.suppress(OSError):
+            with path.open("rb") as handle:
+                found[path] = handle.read(COUNTER_MAX_BYTES)
+    return found
+
+
 def enter(scratch: Iterable[Path], visible: Iterable[Path],
-          copies: Iterable[Path] = ()) -> TaskWorld:
-    """Enter the task's namespaces, mount a fresh tmpfs on each place and give the task a
-    private copy of each of `copies` that is small enough; call in a process that will fork
-    the task's process next (the PID namespace is its children's).
+          copies: Iterable[Path] = (), frozen: Mapping[Path, bytes] | None = None) -> TaskWorld:
+    """Enter the task's namespaces, mount a fresh tmpfs on each place, give the task a
+    private copy of each of `copies` that is small enough and bind `frozen` (a
+    `snapshot_counters`) over the live counters; call in a process that will fork the task's
+    process next (the PID namespace is its children's).
 
     Raises:
         OSError: a step was refused (nothing of a task has run: the caller decides).
@@ -117,6 +140,8 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path],
                       options) != 0:
             raise _fail(f"cannot mount a fresh tmpfs on {place}")
     _cover_cgroup_counters(libc)
+    if places and frozen:
+        _freeze_counters(libc, places[0] / ".arena-private-counters", frozen)
     copied = tuple(folder for i, folder in enumerate(copies)
                    if places and _copy_over(folder, places[0] / f".arena-private-{i}"))
     with contextlib.suppress(OSError):
@@ -135,6 +160,17 @@ def _cover_cgroup_counters(libc: ctypes.CDLL) -> None:
     if CGROUP_ROOT.is_dir():
         libc.mount(b"tmpfs", str(CGROUP_ROOT).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                    b"mode=0555,size=4096")
+
+
+def _freeze_counters(libc: ctypes.CDLL, folder: Path, frozen: Mapping[Path, bytes]) -> None:
+    """Bind each snapshot (written to `folder`, on the task's own tmpfs) over its live file.
+    Best effort, like the cgroup cover: the census fails where a task sees them move."""
+    folder.mkdir(mode=0o755)
+    for i, (path, content) in enumerate(frozen.items()):
+        copy = folder / f"{i}-{path.name}"
+        copy.write_bytes(content)
+        # MS_REC: the one bind the sandbox's seccomp profile allows (a file has no submounts)
+        libc.mount(str(copy).encode(), str(path).encode(), None, MS_BIND | MS_REC, None)
 
 
 def _small_tree(folder: Path) -> bool:

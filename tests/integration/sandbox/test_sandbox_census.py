@@ -26,6 +26,7 @@ from worker.pipeline.execute import ExecutionRequest, make_docker_executor
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from isolation_census import (  # noqa: E402 - path above
     crossings,
+    moved_machine_counters,
     parse_census,
     shared_with_init,
     write_census,
@@ -76,6 +77,9 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
     # as processes, died with it.
     assert report.isolation.startswith("own user, mount, IPC, network and PID"), report.isolation
     assert shared_with_init(reports) == []
+    # The machine's counters in /proc (CPU time, forks, page faults since boot), which every
+    # task moves, read as they were before the first task.
+    assert moved_machine_counters(reports) == []
     # The submission and the learner (small here) are read from a private copy per task: a
     # mount over Docker's own bind mount of each.
     assert all(r["world"]["copies"] == {"/submission": 2, "/learner": 2} for r in reports), \
@@ -96,6 +100,8 @@ def test_under_dockers_default_profile_tasks_share_namespaces_and_the_sweep_hold
     assert len(reports) == 4, result.stderr[-3000:]
     assert crossings(reports) == []
     assert shared_with_init(reports), "the tasks were expected to share init's namespaces"
+    # What remains on this path (docs/internals.md): the live counters, which the census moves.
+    assert moved_machine_counters(reports), "the shared /proc was expected to show them move"
 
 
 LOWERING_MODEL = """
