@@ -100,9 +100,8 @@ def snapshot_counters() -> dict[Path, bytes]:
     """`MACHINE_COUNTERS` as they read now (call before any task runs)."""
     found = {}
     for path in MACHINE_COUNTERS:
-        with contextlib.suppress(OSError):
-            with path.open("rb") as handle:
-                found[path] = handle.read(COUNTER_MAX_BYTES)
+        with contextlib.suppress(OSError), path.open("rb") as handle:
+            found[path] = handle.read(COUNTER_MAX_BYTES)
     return found
 
 
