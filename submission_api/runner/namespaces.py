@@ -14,7 +14,8 @@ Where the kernel or the sandbox refuses (Docker's default seccomp profile, an Ap
 that denies mount, a kernel without unprivileged user namespaces), `probe` says so at start-up
 and the tasks run in the shared namespaces, swept after each task; `describe` says which.
 /proc stays the container's (a new procfs is refused under Docker's masked paths): a task sees
-outer pids there, but cannot act on them.
+outer pids there, but cannot act on them, and reads the machine's counters in it as they were
+before the first task (`MACHINE_COUNTERS`).
 """
 
 from __future__ import annotations
