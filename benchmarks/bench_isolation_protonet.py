@@ -10,9 +10,10 @@ unchanged: `Learner.load` of a 45 MB state in every task), over `--tasks` test t
   same image and limits, as the NeurIPS'22 kit's ingestion ran it: per task cut, `MyLearner()`,
   `load`, `fit`, `predict`.
 
-Both run `--rounds` times, alternating; the figure is meta-test wall per task (the task
-server's clock; the loop's own), and the container's peak memory (cgroup v1
-`memory.max_usage_in_bytes`, read from the host while it runs).
+Both run `--rounds` times, alternating; the figures are meta-test wall per task (the task
+server's clock; the loop's own), and each container's CPU time and peak memory (cgroup v1
+`cpuacct.usage`, `memory.max_usage_in_bytes`, read from the host while it runs; both include
+the imports, the meta-test container also its supervisor and fork server).
 
     .venv/bin/python benchmarks/bench_isolation_protonet.py [--tasks 50] [--rounds 2]
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import threading
 import time
@@ -70,26 +72,32 @@ print(json.dumps({"seconds": time.perf_counter() - begun, "tasks": len(plan.task
 '''
 
 
-class PeakMemory:
-    """The largest `memory.max_usage_in_bytes` of the containers whose name starts with
-    `prefix`, polled from the host (a container's cgroup goes when it exits)."""
+class ContainerUsage:
+    """Peak memory (`memory.max_usage_in_bytes`) and CPU time (`cpuacct.usage`) of the
+    containers whose name starts with `prefix`, polled from the host's cgroup v1 tree (a
+    container's cgroup goes when it exits: the last reading stands). CPU time is the figure
+    that the host's other load disturbs least."""
 
     def __init__(self, client: docker.DockerClient, prefix: str) -> None:
-        self.client, self.prefix, self.peak = client, prefix, 0
+        self.client, self.prefix = client, prefix
+        self.peak, self.cpu_ns = 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
     def _poll(self) -> None:
-        while not self._stop.wait(0.2):
+        while not self._stop.wait(0.1):
             for container in self.client.containers.list(filters={"name": self.prefix}):
-                path = Path(f"/sys/fs/cgroup/memory/docker/{container.id}"
-                            "/memory.max_usage_in_bytes")
+                root = Path("/sys/fs/cgroup")
                 try:
-                    self.peak = max(self.peak, int(path.read_text()))
+                    self.peak = max(self.peak, int((
+                        root / "memory/docker" / container.id / "memory.max_usage_in_bytes"
+                    ).read_text()))
+                    self.cpu_ns = max(self.cpu_ns, int((
+                        root / "cpuacct/docker" / container.id / "cpuacct.usage").read_text()))
                 except (OSError, ValueError):
                     continue  # gone, or a cgroup v2 host: no figure
 
-    def __enter__(self) -> PeakMemory:
+    def __enter__(self) -> ContainerUsage:
         self._thread.start()
         return self
 
@@ -99,33 +107,33 @@ class PeakMemory:
 
 
 def isolated(client: docker.DockerClient, root: Path, collection_dir: Path, cache: Path,
-             tasks: int, round_: int) -> tuple[float, int, Path, Path]:
-    """Meta-test seconds per task, the meta-test container's peak bytes, the learner folder and
+             tasks: int, round_: int) -> tuple[float, ContainerUsage, Path, Path]:
+    """Meta-test seconds per task, the meta-test container's usage, the learner folder and
     the answers folder (the task plan) of one whole run as the worker makes it."""
     work = root / f"isolated-{round_}"
     prepare_run(load_collection(collection_dir, cache), protocol(tasks), (0, 0),
                 work / "bundle", work / "answers")
     (work / "output").mkdir()
-    name = f"arena-bench-protonet-{round_}"
+    name = f"arena-bench-protonet-{os.getpid()}-{round_}"
     request = ExecutionRequest(
         run_id=round_, image=IMAGE, submission_dir=SUBMISSION, bundle_dir=work / "bundle",
         output_dir=work / "output", time_limit_s=3600, cpus=CPUS, memory_mb=MEMORY_MB,
         answers_dir=work / "answers", name=name)
-    with PeakMemory(client, f"{name}-meta-test") as memory:
+    with ContainerUsage(client, f"{name}-meta-test") as usage:
         result = make_docker_executor(client)(request, threading.Event())
     assert result.ok, result.stderr[-4000:]
     report = read_report(work / "answers")
     assert report is not None and report.ok, report
-    return report.seconds / report.n_tasks, memory.peak, request.learner_dir, work / "answers"
+    return report.seconds / report.n_tasks, usage, request.learner_dir, work / "answers"
 
 
 def one_process(client: docker.DockerClient, root: Path, learner: Path, answers: Path,
-                cache: Path, round_: int) -> tuple[float, int]:
-    """Seconds per task and peak bytes of the same tasks in one process."""
+                cache: Path, round_: int) -> tuple[float, ContainerUsage]:
+    """Seconds per task and the container's usage for the same tasks in one process."""
     submission = root / f"submission-{round_}"
     shutil.copytree(SUBMISSION, submission)
     (submission / "bench_loop.py").write_text(ONE_PROCESS)
-    name = f"arena-bench-protonet-one-{round_}"
+    name = f"arena-bench-protonet-one-{os.getpid()}-{round_}"
     spec = SandboxSpec(
         image=IMAGE, command=("python3", "/submission/bench_loop.py", str(answers), "/learner",
                               str(CPUS)),
@@ -133,12 +141,12 @@ def one_process(client: docker.DockerClient, root: Path, learner: Path, answers:
         name=name, read_only_mounts=((learner, "/learner"), (answers, str(answers)),
                                      (cache, str(cache))),
         env={"OMP_NUM_THREADS": str(CPUS), "MKL_NUM_THREADS": str(CPUS)})
-    with PeakMemory(client, name) as memory:
+    with ContainerUsage(client, name) as usage:
         result = run_sandbox(client, spec, SandboxLimits(cpus=CPUS, memory_mb=MEMORY_MB,
                                                          wall_time_s=3600.0))
     assert result.exit_code == 0, result.stderr[-4000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
-    return figures["seconds"] / figures["tasks"], memory.peak
+    return figures["seconds"] / figures["tasks"], usage
 
 
 def main() -> None:
@@ -154,14 +162,17 @@ def main() -> None:
     generate_collection(collection_dir, n_classes=20, n_images=40)
     for round_ in range(args.rounds):
         started = time.perf_counter()
-        apart, apart_peak, learner, answers = isolated(client, root, collection_dir, cache,
-                                                       args.tasks, round_)
-        shared, shared_peak = one_process(client, root, learner, answers, cache, round_)
-        print(f"round {round_} ({time.perf_counter() - started:.0f} s), {args.tasks} tasks: "
-              f"isolated {apart * 1000:.0f} ms per task, one process {shared * 1000:.0f} ms "
-              f"({apart / shared:.3f}x, {(apart - shared) * 1000:+.0f} ms a task); peak memory "
-              f"{apart_peak / 2**20:.0f} MiB isolated, {shared_peak / 2**20:.0f} MiB one "
-              "process", flush=True)
+        apart, apart_use, learner, answers = isolated(client, root, collection_dir, cache,
+                                                      args.tasks, round_)
+        shared, shared_use = one_process(client, root, learner, answers, cache, round_)
+        cpu = apart_use.cpu_ns / max(1, shared_use.cpu_ns)
+        print(f"round {round_} ({time.perf_counter() - started:.0f} s, load "
+              f"{os.getloadavg()[0]:.1f}), {args.tasks} tasks: meta-test wall per task isolated "
+              f"{apart * 1000:.0f} ms, one process {shared * 1000:.0f} ms ({apart / shared:.3f}x, "
+              f"{(apart - shared) * 1000:+.0f} ms a task); container CPU time "
+              f"{apart_use.cpu_ns / 1e9:.1f} s vs {shared_use.cpu_ns / 1e9:.1f} s ({cpu:.3f}x, "
+              f"imports included); peak memory {apart_use.peak / 2**20:.0f} MiB isolated, "
+              f"{shared_use.peak / 2**20:.0f} MiB one process", flush=True)
 
 
 if __name__ == "__main__":
