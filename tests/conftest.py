@@ -8,6 +8,11 @@ and the tiers themselves: each test is marked by the folder it lives in, so that
   tests/integration/sandbox;
 - e2e: the whole platform or an HTTP client against it (tests/e2e, faults, load, adversarial);
 - browser: headless Chromium (tests/browser).
+
+Under pytest-xdist (`scripts/test.sh` runs `-n auto --maxprocesses 2`), the files in
+`SERIAL_PATHS` (Docker, whole platforms, Redis) form one unit of work that a single worker runs
+in order, while the workers share every other file, a file at a time (docs/testing.md). Without
+xdist, or with `-n 0`, nothing changes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,11 @@ import pytest
 from arena_test_services import load_services_env
 
 from starting_kit.sample_data import generate_collection
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # a dev extra: without it the suite runs in one process, as before
+    LoadScopeScheduling = None
 
 TESTS = Path(__file__).resolve().parent
 TIERS = {"unit": ("unit",), "integration": ("integration",), "authz": ("integration",),
@@ -38,6 +48,19 @@ SPAWNING_UNIT_FILES = frozenset({
 """Files under tests/unit that start processes or open sockets: they run in the integration
 tier until they are split (what they check needs a real process or a real socket)."""
 
+SERIAL_GROUP = "serial: docker, platforms, redis"
+SERIAL_PATHS = ("adversarial/", "faults/", "integration/deploy/", "integration/sandbox/",
+                "integration/worker/", "integration/server/test_celery_queue.py",
+                "e2e/test_neurips22_torchvision.py", "e2e/test_platform_end_to_end.py",
+                "e2e/test_secret_phase_platform.py", "e2e/test_task_isolation_platform.py")
+"""What one xdist worker runs in order, never beside each other: Docker sandboxes (the sandbox
+tests count the host's containers), whole platforms (every e2e platform's workers read queue
+`arena` on Redis db 13: two platforms at once take each other's jobs; the hardened and faulty
+ones add restarts and SIGKILLs), Compose, Celery workers on Redis. Paths under tests/: the
+scheduler sees node ids only. `SERIAL_FIXTURES` keeps the list true."""
+SERIAL_FIXTURES = frozenset({"platform", "hardened_platform", "faulty_platform", "services",
+                             "docker_client", "redis_client"})
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -45,6 +68,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             relative = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
         except ValueError:
             continue
+        check_serial(item, relative)
         tiers = TIERS.get(relative.split("/", 1)[0], ())
         if relative in SPAWNING_UNIT_FILES:
             tiers = ("integration",)
@@ -52,6 +76,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             tiers = (*tiers, "docker")
         for tier in tiers:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+def check_serial(item: pytest.Item, relative: str) -> None:
+    """A test that asks for a platform, Docker or Redis outside `SERIAL_PATHS` would run beside
+    the others under xdist: refuse the collection until its file is listed."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)  # a parametrized argument is no fixture
+    fixtures -= set(callspec.params) if callspec is not None else set()
+    used = sorted(fixtures & SERIAL_FIXTURES)
+    if used and not relative.startswith(SERIAL_PATHS):
+        raise pytest.UsageError(f"{item.nodeid} uses {used}: add {relative!r} to SERIAL_PATHS "
+                                "in tests/conftest.py, or xdist may run it beside a platform")
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The unit of work of a test: `SERIAL_GROUP`, or its file (its module fixtures built once)."""
+    path = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return SERIAL_GROUP if path.startswith(SERIAL_PATHS) else path
+
+
+if LoadScopeScheduling is not None:
+    class SerialGroupScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling (a unit goes whole to one worker; the largest first) over
+        `xdist_unit`. Not `--dist loadgroup` with xdist_group marks: xdist 3.8 renames the
+        marked items by `item._nodeid`, which pytest 9 no longer reads, so marked tests of one
+        group were still spread over both workers."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Every distributed run keeps `SERIAL_PATHS` on one worker, whatever `--dist` says (but
+    `each`, which runs every test on every worker by design)."""
+    if config.getvalue("dist") == "each":
+        return None
+    return SerialGroupScheduling(config, log)
 
 
 _SPENT: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
