@@ -52,7 +52,7 @@ def _prctl(option: int, value: int) -> bool:
 def protect_supervisor() -> None:
     """No same-user process may ptrace this one or read its memory; orphans become its children."""
     _prctl(PR_SET_DUMPABLE, 0)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    become_subreaper()
 
 
 def become_subreaper() -> None:

@@ -98,9 +98,8 @@ class Supervisor:
         status: int | None = None
         try:
             ready, _, _ = select.select([control.fileno(), pidfd], [], [])
-            if pidfd in ready:  # ended by itself: end what it left, which may hold its socket
+            if pidfd in ready:  # ended by itself (T has ended what it left, then reported)
                 status = self.forks.exit_status(task_id)
-                sweep.kill_descendants(keep={self.forks.pid})
             collect, _ = receive_control(control)
             if collect.get("type") != "collect":
                 raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
