@@ -34,6 +34,7 @@ from benchlib import scratch_dir
 import docker
 from starting_kit.sample_data import generate_collection
 from submission_api.data import load_collection
+from submission_api.runner.heap import with_huge_pages
 from submission_api.runner.prepare import prepare_run
 from submission_api.runner.task_server import read_report
 from worker.pipeline.execute import ExecutionRequest, make_docker_executor
@@ -56,6 +57,9 @@ from submission_api.runner.participant import import_submission
 from submission_api.runner.task_process import seed_task, to_prediction_array
 
 answers, learner_dir, threads = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if sys.argv[4:] == ["tuned"]:
+    from submission_api.runner.heap import keep_freed_memory
+    assert keep_freed_memory()
 torch.set_num_threads(threads)
 _, my_learner = import_submission(Path("/submission"))
 plan = read_task_plan(answers)
@@ -128,19 +132,23 @@ def isolated(client: docker.DockerClient, root: Path, collection_dir: Path, cach
 
 
 def one_process(client: docker.DockerClient, root: Path, learner: Path, answers: Path,
-                cache: Path, round_: int) -> tuple[float, ContainerUsage]:
-    """Seconds per task and the container's usage for the same tasks in one process."""
-    submission = root / f"submission-{round_}"
+                cache: Path, round_: int, tuned: bool) -> tuple[float, ContainerUsage]:
+    """Seconds per task and the container's usage for the same tasks in one process; `tuned`:
+    with the heap settings each isolated task gets (`runner/heap.py`), else glibc's defaults
+    as the reference kit has them."""
+    variant = "tuned" if tuned else "plain"
+    submission = root / f"submission-{round_}-{variant}"
     shutil.copytree(SUBMISSION, submission)
     (submission / "bench_loop.py").write_text(ONE_PROCESS)
-    name = f"arena-bench-protonet-one-{os.getpid()}-{round_}"
+    name = f"arena-bench-protonet-one-{os.getpid()}-{round_}-{variant}"
+    env = {"OMP_NUM_THREADS": str(CPUS), "MKL_NUM_THREADS": str(CPUS)}
     spec = SandboxSpec(
         image=IMAGE, command=("python3", "/submission/bench_loop.py", str(answers), "/learner",
-                              str(CPUS)),
+                              str(CPUS), *(("tuned",) if tuned else ())),
         submission_dir=submission, bundle_dir=None, output_dir=root / f"one-out-{round_}",
         name=name, read_only_mounts=((learner, "/learner"), (answers, str(answers)),
                                      (cache, str(cache))),
-        env={"OMP_NUM_THREADS": str(CPUS), "MKL_NUM_THREADS": str(CPUS)})
+        env=with_huge_pages(env) if tuned else env)
     with ContainerUsage(client, name) as usage:
         result = run_sandbox(client, spec, SandboxLimits(cpus=CPUS, memory_mb=MEMORY_MB,
                                                          wall_time_s=3600.0))
@@ -164,15 +172,20 @@ def main() -> None:
         started = time.perf_counter()
         apart, apart_use, learner, answers = isolated(client, root, collection_dir, cache,
                                                       args.tasks, round_)
-        shared, shared_use = one_process(client, root, learner, answers, cache, round_)
-        cpu = apart_use.cpu_ns / max(1, shared_use.cpu_ns)
-        print(f"round {round_} ({time.perf_counter() - started:.0f} s, load "
-              f"{os.getloadavg()[0]:.1f}), {args.tasks} tasks: meta-test wall per task isolated "
-              f"{apart * 1000:.0f} ms, one process {shared * 1000:.0f} ms ({apart / shared:.3f}x, "
-              f"{(apart - shared) * 1000:+.0f} ms a task); container CPU time "
-              f"{apart_use.cpu_ns / 1e9:.1f} s vs {shared_use.cpu_ns / 1e9:.1f} s ({cpu:.3f}x, "
-              f"imports included); peak memory {apart_use.peak / 2**20:.0f} MiB isolated, "
-              f"{shared_use.peak / 2**20:.0f} MiB one process", flush=True)
+        print(f"round {round_}, {args.tasks} tasks: isolated meta-test wall per task "
+              f"{apart * 1000:.0f} ms, container CPU {apart_use.cpu_ns / 1e9:.1f} s, peak "
+              f"memory {apart_use.peak / 2**20:.0f} MiB", flush=True)
+        for tuned, label in ((False, "one process (reference kit: glibc defaults)"),
+                             (True, "one process, the isolated tasks' heap settings")):
+            shared, shared_use = one_process(client, root, learner, answers, cache, round_,
+                                             tuned)
+            cpu = apart_use.cpu_ns / max(1, shared_use.cpu_ns)
+            print(f"  vs {label}: {shared * 1000:.0f} ms a task, isolated/this "
+                  f"{apart / shared:.3f}x ({(apart - shared) * 1000:+.0f} ms a task); CPU "
+                  f"{shared_use.cpu_ns / 1e9:.1f} s ({cpu:.3f}x, imports included); peak memory "
+                  f"{shared_use.peak / 2**20:.0f} MiB", flush=True)
+        print(f"  round took {time.perf_counter() - started:.0f} s, load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

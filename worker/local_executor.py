@@ -19,6 +19,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from submission_api.runner.heap import with_huge_pages
 from submission_api.runner.limited import run_limited
 from worker.pipeline.execute import ExecutionRequest, ExecutionResult, Executor, run_two_stages
 
@@ -41,10 +42,11 @@ def make_local_executor(python: str = sys.executable) -> Executor:
 def build_environment(request: ExecutionRequest, home: Path) -> dict[str, str]:
     """A small, explicit environment: the worker's own (and its secrets) is not passed on."""
     threads = str(request.threads)
-    return {"PATH": os.defpath, "HOME": str(home), "TMPDIR": str(home), "LC_ALL": "C.UTF-8",
-            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-            "CUDA_VISIBLE_DEVICES": ",".join(request.gpu_ids)}
+    return with_huge_pages({
+        "PATH": os.defpath, "HOME": str(home), "TMPDIR": str(home), "LC_ALL": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+        "CUDA_VISIBLE_DEVICES": ",".join(request.gpu_ids)})
 
 
 def run_local(request: ExecutionRequest, cancel: threading.Event,

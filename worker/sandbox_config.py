@@ -34,6 +34,7 @@ MOUNT_TARGETS = {"submission": "/submission", "bundle": "/bundle", "output": "/o
 ALLOWED_ENV = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
     "PYTHONHASHSEED", "PYTHONFAULTHANDLER", "TZ", "LC_ALL", "CUBLAS_WORKSPACE_CONFIG",
+    "GLIBC_TUNABLES",  # runner/heap.py: the platform's own huge-page setting
 })
 ENV_PREFIX = "ARENA_"
 SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")

@@ -13,11 +13,14 @@ some carrying the task's socket as an SCM_RIGHTS file descriptor.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,25 @@ MAX_DIMENSION = 1 << 31
 """Largest length of one array axis accepted, whatever the payload bound (numpy refuses to build
 an empty array `[0, 10**30]` with a ValueError, so a zero elsewhere in the shape is no excuse)."""
 _LENGTH = struct.Struct("!I")
+
+
+UNIX_PATH_MAX = 107
+"""Longest socket path `bind`/`connect` take (`sun_path` is 108 bytes with its NUL)."""
+
+
+@contextlib.contextmanager
+def unix_address(path: Path) -> Iterator[str]:
+    """A name of `path` short enough for a unix socket: the path itself, or, when a deep output
+    folder makes it longer than the kernel takes, the same file through an open descriptor of
+    its folder (`/proc/self/fd/N/name`), valid while the context lasts."""
+    if len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        yield str(path)
+        return
+    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{folder}/{path.name}"
+    finally:
+        os.close(folder)
 
 
 class ChannelError(Exception):

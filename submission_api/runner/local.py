@@ -22,6 +22,7 @@ from submission_api.contract.states import RunState
 from submission_api.contract.verdict import Verdict, VerdictKind, decide_verdict, from_failure
 from submission_api.data import load_collection
 from submission_api.protocols import ProtocolParams
+from submission_api.runner.heap import with_huge_pages
 from submission_api.runner.limited import run_limited
 from submission_api.runner.prepare import prepare_run
 from submission_api.runner.progress import ProgressView
@@ -79,13 +80,13 @@ def _run_participant(
     the worker's local mode does). Its logs, capped to their head and tail, are appended to
     run_dir/stdout.txt and stderr.txt."""
     project_root = str(Path(__file__).resolve().parents[2])
-    env = {
+    env = with_huge_pages({
         **os.environ,
         **(extra_env or {}),
         "PYTHONPATH": os.pathsep.join(
             p for p in (project_root, os.environ.get("PYTHONPATH", "")) if p
         ),
-    }
+    })
     view = ProgressView(run_dir, time_limit_s, enabled=show_progress)
     with view:
         ran = run_limited(command, env=env, time_limit_s=time_limit_s,

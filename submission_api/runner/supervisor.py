@@ -32,7 +32,12 @@ import sys
 from pathlib import Path
 
 from submission_api.runner import inherited, isolation, namespaces, sweep
-from submission_api.runner.channel import ChannelError, receive_control, send_control
+from submission_api.runner.channel import (
+    ChannelError,
+    receive_control,
+    send_control,
+    unix_address,
+)
 from submission_api.runner.forkserver import ForkServer, TaskConfig
 
 
@@ -157,7 +162,8 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
                         private_namespaces=private)
     supervisor = Supervisor(config)
     control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    control.connect(str(control_path))
+    with unix_address(control_path) as address:
+        control.connect(address)
     send_control(control, {"type": "hello", "pid": os.getpid(),
                            "isolation": f"{namespaces.describe(private)}; {isolation.describe()}"})
     try:

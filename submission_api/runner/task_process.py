@@ -97,7 +97,7 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
     this machine's IPC no more, so a task whose namespaces (`world`, entered by the fork
     server's child before this process was forked) are missing must not run.
     """
-    from submission_api.runner import isolation, seccomp
+    from submission_api.runner import heap, isolation, seccomp
 
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
@@ -113,6 +113,7 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
     isolation.drop_capabilities()
     isolation.confine(writable)
     seccomp.deny_page_cache_control()  # and namespaces, mounts; see runner/seccomp.py
+    heap.keep_freed_memory()
     import torch
 
     from submission_api.data import images_to_tensor

@@ -38,6 +38,7 @@ from submission_api.runner.channel import (
     receive_message,
     send_control,
     send_message,
+    unix_address,
 )
 
 CONTROL_SOCKET = "control.sock"
@@ -100,7 +101,8 @@ class TaskServer:
         os.chmod(self.channel_dir, 0o755)
         self.socket_path.unlink(missing_ok=True)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._listener.bind(str(self.socket_path))
+        with unix_address(self.socket_path) as address:
+            self._listener.bind(address)
         os.chmod(self.socket_path, 0o666)  # the sandbox user is not ours; the folder is private
         self._listener.listen(1)
         (self.answers_dir / PREDICTIONS).mkdir(exist_ok=True)

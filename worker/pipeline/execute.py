@@ -291,6 +291,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own).
     `task_namespaces=False`: the meta-test container keeps Docker's default seccomp profile,
     and its tasks share namespaces (the fallback of a host that refuses them; tests)."""
+    from submission_api.runner.heap import with_huge_pages
     from worker.sandbox import SandboxPlatformError, run_sandbox
     from worker.sandbox_config import SandboxSpec, build_limits
 
@@ -306,7 +307,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                 code_dir=code_dir, read_only_mounts=mounts,
                 output_read_only=stage == "meta-test",
                 task_namespaces=task_namespaces and stage == "meta-test",
-                env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+                env=with_huge_pages({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}))
             limits = build_limits(request.run_resources, wall_time_s=limit_s,
                                   gpus=request.gpu_ids, log_cap_bytes=request.log_cap_bytes)
             try:

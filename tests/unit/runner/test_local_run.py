@@ -236,3 +236,14 @@ def test_a_missing_model_py_is_named_with_where_it_was_looked_for(
 
     assert (result.state, result.reason) == ("failed", "import_error")
     assert f"model.py is missing: looked for {tmp_path / 'empty' / 'model.py'}" in result.message
+
+
+def test_an_output_folder_deeper_than_a_socket_path_takes_still_runs(
+    tmp_path, tiny_collection, arena_cache
+):
+    # A unix socket path holds 107 bytes; the task channel lives in the run's work folder.
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    assert len(str(deep / "work" / "channel" / "control.sock")) > 107
+    result = run_local(write_submission(tmp_path / "sub"), tiny_collection, deep,
+                       protocol=QUICK, cache_dir=arena_cache)
+    assert result.state == "finished", result.message

@@ -148,6 +148,7 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
     assert (spec.submission_dir, spec.bundle_dir, spec.output_dir) == (
         (tmp_path / "s").resolve(), (tmp_path / "b").resolve(), (tmp_path / "o").resolve())
     assert spec.name == f"{request.name}-meta-train" and spec.env["OMP_NUM_THREADS"] == "3"
+    assert spec.env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"  # runner/heap.py
     assert (limits.memory_mb, limits.cpus, limits.wall_time_s, limits.gpus) == (
         2048, 3.5, 90, ("1",))
     assert (limits.pids, limits.shm_mb, limits.tmp_mb, limits.output_mb) == (48, 32, 64, 100)
