@@ -8,7 +8,9 @@ unchanged: `Learner.load` of a 45 MB state in every task), over `--tasks` test t
   verified sweep. Meta-train runs first (two tasks) and writes the learner both sides load.
 - `one process`: the same learner on the same task plan in one process of one container of the
   same image and limits, as the NeurIPS'22 kit's ingestion ran it: per task cut, `MyLearner()`,
-  `load`, `fit`, `predict`.
+  `load`, `fit`, `predict`; once with glibc's defaults (the kit's), once with the heap settings
+  every isolated task gets (`submission_api/runner/heap.py`), which is what isolation itself
+  costs.
 
 Both run `--rounds` times, alternating; the figures are meta-test wall per task (the task
 server's clock; the loop's own), and each container's CPU time and peak memory (cgroup v1

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 CENSUS_MODEL = r'''
-import ctypes, gc, json, os, re, resource, signal, socket, sys, tempfile, time
+import ctypes, gc, json, mmap, os, re, resource, signal, socket, sys, tempfile, time
 import numpy as np
 from submission_api.api import Learner, MetaLearner, Predictor
 
@@ -224,15 +224,25 @@ MACHINE = ("stat", "vmstat", "loadavg", "meminfo", "uptime", "interrupts", "soft
            "schedstat", "diskstats", "pressure/cpu", "sys/fs/file-nr", "sys/fs/dentry-state")
 
 
+SYS_MACHINE = ("/sys/block/*/stat", "/sys/devices/system/cpu/cpu*/cpuidle/state*/usage",
+               "/sys/devices/system/cpu/cpu*/cpuidle/state*/time",
+               "/sys/devices/system/node/node*/vmstat")
+
+
 def machine_counters():
     """A digest of the machine's own counters in /proc (CPU time, forks and page faults since
-    boot, ...): each task burns CPU, forks and touches pages (`census`), so where a task reads
-    the live files they differ from one task to the next."""
+    boot, ...) and /sys (block I/O, idle time of each CPU, each node's page counts): each task
+    burns CPU, forks, touches pages and reads a file past the page cache (`census`), and the
+    CPUs idle between tasks, so where a task reads the live files they differ from one task to
+    the next."""
+    import glob
     import hashlib
     found = {}
-    for name in MACHINE:
+    names = [f"/proc/{name}" for name in MACHINE]
+    names += sorted(path for pattern in SYS_MACHINE for path in glob.glob(pattern))
+    for name in names:
         try:
-            found[name] = hashlib.sha256(open(f"/proc/{name}", "rb").read()).hexdigest()[:16]
+            found[name] = hashlib.sha256(open(name, "rb").read()).hexdigest()[:16]
         except OSError:
             pass
     return found
@@ -361,6 +371,14 @@ def move_machine_counters():
             os._exit(0)
         os.waitpid(pid, 0)
     bytearray(8 << 20)
+    try:  # block I/O: a read the page cache cannot answer (O_DIRECT), where the file system can
+        fd = os.open(os.__file__, os.O_RDONLY | os.O_DIRECT)
+        try:
+            os.preadv(fd, [mmap.mmap(-1, 4096)], 0)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def census():
@@ -427,11 +445,12 @@ def crossings(reports: list[dict]) -> list[str]:
 
 
 def moved_machine_counters(reports: list[dict]) -> list[str]:
-    """The machine's counters in /proc that a task read differently from the first task: where
-    tasks have their own mount namespace, each reads them as they were before the first task
-    (`runner/namespaces.MACHINE_COUNTERS`), so none."""
+    """The machine's counters in /proc and /sys that a task read differently from the first
+    task: where tasks have their own mount namespace, each reads them as they were before the
+    first task (`runner/namespaces.MACHINE_COUNTERS`, `SYS_COUNTERS`, `SYS_COUNTER_FOLDERS`),
+    so none."""
     first = reports[0]["machine"] if reports else {}
-    return [f"task {i} read another /proc/{name}" for i, report in enumerate(reports[1:], 1)
+    return [f"task {i} read another {name}" for i, report in enumerate(reports[1:], 1)
             for name in first if report["machine"].get(name) != first[name]]
 
 

@@ -147,7 +147,7 @@ class ForkServer:
 def _serve(sock: socket.socket, config: TaskConfig) -> int:
     preload()
     baseline = inherited.capture_baseline()
-    counters = namespaces.snapshot_counters() if config.private_namespaces else {}
+    counters = namespaces.snapshot_counters() if config.private_namespaces else None
     # The kernel reaps each T: no task's counters are added to ours (the module's docstring).
     # After the baseline: the tasks' dispositions are reset to fixed values anyway.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,30 @@ time of every CPU and forks since boot, page faults, interrupts, pressure stalls
 cache's size. A task that burns chosen CPU time, forks or touches pages a chosen number of
 times would move them for the next task to read. Each task reads them as they were before the
 first task (`snapshot_counters`, taken by the fork server), bound over the live files."""
+SYS_COUNTERS = (
+    "/sys/block/*/stat", "/sys/block/*/inflight", "/sys/block/*/*/stat", "/sys/block/*/*/inflight",
+    "/sys/devices/system/node/node*/vmstat", "/sys/devices/system/node/node*/numastat",
+    "/sys/devices/system/node/node*/meminfo", "/sys/kernel/mm/transparent_hugepage/khugepaged/*",
+    "/sys/kernel/mm/ksm/*", "/sys/kernel/mm/hugepages/*/*")
+"""The same in /sys, which the container shares with the machine too: every block device's I/O
+counts (a task that reads a file with O_DIRECT moves them), each NUMA node's page counts, the
+huge-page and KSM daemons' scan counts (a task that asks for huge or mergeable pages moves
+them). Globbed once by `snapshot_counters`; each file is bound on its own."""
+SYS_COUNTER_FOLDERS = tuple(f"/sys/devices/system/cpu/cpu*/{name}"
+                            for name in ("cpuidle", "cpufreq/stats", "thermal_throttle"))
+"""Per-CPU counters (time and entries of each idle state, of each frequency, throttling): a
+task that keeps chosen CPUs busy moves them. Bound as one copied folder per CPU, not file by
+file: a 128-CPU host has thousands of these files."""
 COUNTER_MAX_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class CounterSnapshot:
+    """The machine's counters as the fork server read them before the first task: each file's
+    bytes, and each per-CPU folder's files (relative path -> bytes)."""
+
+    files: dict[Path, bytes]
+    folders: dict[Path, dict[str, bytes]]
 
 COPY_MAX_BYTES = 2 << 20
 COPY_MAX_FILES = 2000
@@ -97,17 +121,37 @@ def choose_places(scratch: Iterable[Path], visible: Iterable[Path]) -> list[Path
             and not any(q != p and q.is_relative_to(p) for q in places)]
 
 
-def snapshot_counters() -> dict[Path, bytes]:
-    """`MACHINE_COUNTERS` as they read now (call before any task runs)."""
-    found = {}
-    for path in MACHINE_COUNTERS:
-        with contextlib.suppress(OSError), path.open("rb") as handle:
-            found[path] = handle.read(COUNTER_MAX_BYTES)
-    return found
+def _read_counter(path: Path) -> bytes | None:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(COUNTER_MAX_BYTES)
+    except OSError:  # gone, a write-only knob, a file the kernel refuses to read
+        return None
+
+
+def snapshot_counters() -> CounterSnapshot:
+    """`MACHINE_COUNTERS`, `SYS_COUNTERS` and `SYS_COUNTER_FOLDERS` as they read now (call
+    before any task runs). Paths are resolved: `/sys/block/vda` is a link into /sys/devices,
+    and a bind covers the file whichever name reaches it."""
+    files: dict[Path, bytes] = {}
+    sys_files = (Path(p).resolve() for pattern in SYS_COUNTERS for p in glob.glob(pattern))
+    for path in (*MACHINE_COUNTERS, *sys_files):
+        if path.is_file() and (content := _read_counter(path)) is not None:
+            files[path] = content
+    folders: dict[Path, dict[str, bytes]] = {}
+    for folder in sorted({Path(p).resolve() for pattern in SYS_COUNTER_FOLDERS
+                          for p in glob.glob(pattern)}):
+        tree = {}
+        for root, _dirs, names in os.walk(folder):
+            for name in names:
+                if (content := _read_counter(Path(root, name))) is not None:
+                    tree[os.path.relpath(os.path.join(root, name), folder)] = content
+        folders[folder] = tree
+    return CounterSnapshot(files, folders)
 
 
 def enter(scratch: Iterable[Path], visible: Iterable[Path],
-          copies: Iterable[Path] = (), frozen: Mapping[Path, bytes] | None = None) -> TaskWorld:
+          copies: Iterable[Path] = (), frozen: CounterSnapshot | None = None) -> TaskWorld:
     """Enter the task's namespaces, mount a fresh tmpfs on each place, give the task a
     private copy of each of `copies` that is small enough and bind `frozen` (a
     `snapshot_counters`) over the live counters; call in a process that will fork the task's
@@ -162,14 +206,21 @@ def _cover_cgroup_counters(libc: ctypes.CDLL) -> None:
                    b"mode=0555,size=4096")
 
 
-def _freeze_counters(libc: ctypes.CDLL, folder: Path, frozen: Mapping[Path, bytes]) -> None:
-    """Bind each snapshot (written to `folder`, on the task's own tmpfs) over its live file.
-    Best effort, like the cgroup cover: the census fails where a task sees them move."""
+def _freeze_counters(libc: ctypes.CDLL, folder: Path, frozen: CounterSnapshot) -> None:
+    """Bind each snapshot (written to `folder`, on the task's own tmpfs) over its live file or
+    folder. Best effort, like the cgroup cover: the census fails where a task sees them move."""
     folder.mkdir(mode=0o755)
-    for i, (path, content) in enumerate(frozen.items()):
+    # MS_REC: the one bind the sandbox's seccomp profile allows (a file has no submounts)
+    for i, (path, content) in enumerate(frozen.files.items()):
         copy = folder / f"{i}-{path.name}"
         copy.write_bytes(content)
-        # MS_REC: the one bind the sandbox's seccomp profile allows (a file has no submounts)
+        libc.mount(str(copy).encode(), str(path).encode(), None, MS_BIND | MS_REC, None)
+    for i, (path, tree) in enumerate(frozen.folders.items()):
+        copy = folder / f"folder-{i}"
+        copy.mkdir(mode=0o755)
+        for relative, content in tree.items():
+            (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+            (copy / relative).write_bytes(content)
         libc.mount(str(copy).encode(), str(path).encode(), None, MS_BIND | MS_REC, None)
 
 
