@@ -33,6 +33,7 @@ from starting_kit.sample_data import generate_collection
 from submission_api.data import images_to_tensor, load_collection
 from submission_api.protocols import ProtocolParams
 from submission_api.runner.bundle import TaskImages, read_task_plan
+from submission_api.runner.heap import with_huge_pages
 from submission_api.runner.local import run_local
 from submission_api.runner.prepare import prepare_run
 from submission_api.runner.stages import meta_test_command, run_meta_test
@@ -85,8 +86,9 @@ def time_isolated(submission: Path, run: Path, tree: Path | None = None) -> floa
     source tree whose meta-test side runs (another checkout, to compare designs)."""
     scratch = run / "scratch"
     scratch.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(tree or Path(__file__).resolve().parents[1]),
-           "TMPDIR": str(scratch), "HOME": str(scratch)}
+    env = with_huge_pages({  # as every launcher of the meta-test side sets it (runner/heap.py)
+        **os.environ, "PYTHONPATH": str(tree or Path(__file__).resolve().parents[1]),
+        "TMPDIR": str(scratch), "HOME": str(scratch)})
 
     def launch(control: Path) -> int:
         command = meta_test_command(sys.executable, str(control), str(submission),
@@ -190,7 +192,9 @@ def compare(submission: Path, root: Path, collection_dir: Path, cache: Path, tas
             env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
             done = subprocess.run([sys.executable, "-c", COMPARE_CHILD, str(submission),
                                    str(run)], env=env, capture_output=True, text=True,
-                                  check=True, cwd=tree)
+                                  check=False, cwd=tree)
+            if done.returncode:
+                raise SystemExit(f"the {name} tree failed:\n{done.stderr[-4000:]}")
             figures = json.loads(done.stdout.strip().splitlines()[-1])
             isolated, shared = figures["isolated"], figures["shared"]
             print(f"round {round_}, {name} tree: isolated {isolated * 1000:.0f} ms per task, "

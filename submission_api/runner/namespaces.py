@@ -53,12 +53,15 @@ first task (`snapshot_counters`, taken by the fork server), bound over the live 
 SYS_COUNTERS = (
     "/sys/block/*/stat", "/sys/block/*/inflight", "/sys/block/*/*/stat", "/sys/block/*/*/inflight",
     "/sys/devices/system/node/node*/vmstat", "/sys/devices/system/node/node*/numastat",
-    "/sys/devices/system/node/node*/meminfo", "/sys/kernel/mm/transparent_hugepage/khugepaged/*",
+    "/sys/devices/system/node/node*/meminfo",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/full_scans",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/pages_collapsed",
     "/sys/kernel/mm/ksm/*", "/sys/kernel/mm/hugepages/*/*")
 """The same in /sys, which the container shares with the machine too: every block device's I/O
 counts (a task that reads a file with O_DIRECT moves them), each NUMA node's page counts, the
 huge-page and KSM daemons' scan counts (a task that asks for huge or mergeable pages moves
-them). Globbed once by `snapshot_counters`; each file is bound on its own."""
+them). Globbed once by `snapshot_counters`, leaving out what no task can move (`_can_move`);
+each file is bound on its own (~40 us a file)."""
 SYS_COUNTER_FOLDERS = tuple(f"/sys/devices/system/cpu/cpu*/{name}"
                             for name in ("cpuidle", "cpufreq/stats", "thermal_throttle"))
 """Per-CPU counters (time and entries of each idle state, of each frequency, throttling): a
@@ -129,12 +132,31 @@ def _read_counter(path: Path) -> bytes | None:
         return None
 
 
+def _can_move(path: Path) -> bool:
+    """False for counters of what a task cannot use: a block device of size 0 (an unattached
+    loop device), KSM while its daemon is off, a hugetlb pool with no pages to give."""
+    def reads(name: Path, value: bytes) -> bool:
+        return _read_counter(name) == value
+
+    text = str(path)
+    if "/block/" in text:
+        device = path.parent if (path.parent / "size").is_file() else path.parent.parent
+        return not reads(device / "size", b"0\n")
+    if text.startswith("/sys/kernel/mm/ksm/"):
+        return not reads(path.parent / "run", b"0\n")
+    if text.startswith("/sys/kernel/mm/hugepages/"):
+        return not (reads(path.parent / "nr_hugepages", b"0\n")
+                    and reads(path.parent / "nr_overcommit_hugepages", b"0\n"))
+    return True
+
+
 def snapshot_counters() -> CounterSnapshot:
     """`MACHINE_COUNTERS`, `SYS_COUNTERS` and `SYS_COUNTER_FOLDERS` as they read now (call
     before any task runs). Paths are resolved: `/sys/block/vda` is a link into /sys/devices,
     and a bind covers the file whichever name reaches it."""
     files: dict[Path, bytes] = {}
-    sys_files = (Path(p).resolve() for pattern in SYS_COUNTERS for p in glob.glob(pattern))
+    sys_files = (path for pattern in SYS_COUNTERS for p in glob.glob(pattern)
+                 if _can_move(path := Path(p).resolve()))
     for path in (*MACHINE_COUNTERS, *sys_files):
         if path.is_file() and (content := _read_counter(path)) is not None:
             files[path] = content

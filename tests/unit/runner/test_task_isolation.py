@@ -17,7 +17,7 @@ import pytest
 
 from submission_api.data import load_collection
 from submission_api.protocols import ProtocolParams
-from submission_api.runner import isolation, sweep
+from submission_api.runner import isolation, namespaces, sweep
 from submission_api.runner.channel import (
     MalformedMessage,
     receive_message,
@@ -185,3 +185,15 @@ def test_linking_images_across_tasks_gains_nothing_under_arena_run(
     assert abs(scores["score"]) <= max(scores["ci95"], 0.02), scores["score"]
     # Nothing of the attack's memory outlives the run on this machine either.
     assert not list(Path("/dev/shm").glob(".arena_mem*"))
+
+
+def test_the_counter_snapshot_holds_what_a_task_can_move_and_no_unused_device():
+    snapshot = namespaces.snapshot_counters()
+    assert {Path("/proc/stat"), Path("/proc/vmstat")} <= set(snapshot.files)
+    devices = list(Path("/sys/block").iterdir())
+    assert devices, "this machine shows no block device"
+    for device in devices:
+        unused = (device / "size").read_text().strip() == "0"
+        assert ((device / "stat").resolve() in snapshot.files) is not unused, device
+    for idle in Path("/sys/devices/system/cpu").glob("cpu*/cpuidle"):
+        assert any(name.endswith("/usage") for name in snapshot.folders[idle.resolve()]), idle
