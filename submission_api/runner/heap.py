@@ -13,7 +13,6 @@ for transparent huge pages. Both settings are constants: they carry nothing betw
 from __future__ import annotations
 
 import ctypes
-import os
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
 MMAP_THRESHOLD = 1 << 30
@@ -43,8 +42,3 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-
-
-def huge_pages_asked() -> bool:
-    """Whether this process was started with glibc's huge-page tunable."""
-    return HUGE_PAGES in os.environ.get("GLIBC_TUNABLES", "").split(":")

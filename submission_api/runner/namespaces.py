@@ -78,6 +78,7 @@ class CounterSnapshot:
     files: dict[Path, bytes]
     folders: dict[Path, dict[str, bytes]]
 
+
 COPY_MAX_BYTES = 2 << 20
 COPY_MAX_FILES = 2000
 """A folder the task reads (the submission, the learner) is copied into its tmpfs only up to
