@@ -176,7 +176,8 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
 
 
 def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
-                baseline: inherited.TaskBaseline, counters: dict[Path, bytes]) -> None:
+                baseline: inherited.TaskBaseline,
+                counters: namespaces.CounterSnapshot | None) -> None:
     """In T: enter the task's namespaces, fork the task's process (the first of its PID
     namespace) and report it, wait for it and report how it ended, then exit (never returns)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # T waits for P (the fork server ignores it)
