@@ -214,7 +214,9 @@ def trusted_counters():
                 if b"submission_api.runner.supervisor" not in handle.read():
                     continue
             rest = fields(name)
-            found[name] = [int(rest[i]) for i in (8, 10, 13, 14)]  # cminflt cmajflt cutime cstime
+            counts = [int(rest[i]) for i in (8, 10, 13, 14)]  # cminflt cmajflt cutime cstime
+            if any(counts):  # all zero says nothing (the next task's standby has reaped none)
+                found[name] = counts
         except (OSError, ValueError, IndexError):
             pass
     return found

@@ -11,8 +11,9 @@ fresh tmpfs mounts where the supervisor found them possible (`runner/namespaces.
 task's process P (the first process of the new PID namespace) and reports P's pid to the
 supervisor. T (our code only) then waits for P, reports P's wait status and exits. P resets
 every inherited attribute to the baseline the fork server recorded before any task ran
-(`runner/inherited.py`), then runs `task_process.run_task`; the supervisor, the subreaper,
-ends P when its answer is in, kills what it left and checks.
+(`runner/inherited.py`), confines itself (`task_process.confine_task`), then runs
+`task_process.run_task`; the supervisor, the subreaper, ends P when its answer is in, kills
+what it left and checks.
 
 Why T waits rather than the supervisor: the process that reaps a child adds the child's CPU
 time and page faults to its own children's counters (`cutime`, `cstime`, `cminflt`, `cmajflt` in
@@ -23,13 +24,24 @@ takes their counters and dies with them; the fork server ignores SIGCHLD, so the
 without adding its counters to anyone's (the census checks that the trusted processes'
 counters never move).
 
+T and P are made before their task is known (a standby): where tasks have their own namespaces,
+the fork server forks the next task's T as soon as it has handed the current task over, so
+that the forks, the namespaces and P's confinement (~20 ms of our code) happen while the current
+task runs instead of between tasks. The standby runs no participant code and holds nothing of
+any task until its own task's socket arrives; the running task cannot reach it (a sibling PID
+and user namespace: it cannot name, signal, `prlimit` or trace it, and shares no writable
+place with it). In shared namespaces it could, so there each T is forked when its task is
+asked for.
+
 Protocol (SOCK_SEQPACKET, supervisor <-> fork server): `ready` once preloaded; then per task the
-supervisor sends `fork` {id} with the task's socket attached; T answers `forked` {pid} and, when
-P has ended, `exited` {id, status} (P's wait status).
+supervisor sends `fork` {id} with the task's socket attached, which the fork server hands to the
+standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` {pid, reaper}
+and, when P has ended, `exited` {id, status} (P's wait status).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -39,6 +51,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from submission_api.runner import inherited, isolation, namespaces, sweep
 from submission_api.runner.channel import ChannelError, receive_control, send_control
@@ -150,6 +163,15 @@ class ForkServer:
         self.sock.close()  # it exits on EOF; the supervisor's sweep reaps it
 
 
+@dataclass(frozen=True)
+class _Standby:
+    """A T forked before its task is known: its namespaces entered, its P forked and confined,
+    both waiting for the task's id and socket on `handoff`."""
+
+    pid: int
+    handoff: socket.socket
+
+
 def _serve(sock: socket.socket, config: TaskConfig) -> int:
     preload()
     baseline = inherited.capture_baseline()
@@ -157,6 +179,14 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
     # The kernel reaps each T: no task's counters are added to ours (the module's docstring).
     # After the baseline: the tasks' dispositions are reset to fixed values anyway.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+    def standby() -> _Standby:
+        return _fork_standby(sock, config, baseline, counters)
+
+    # Ahead only in the task's own namespaces: there a running task cannot name, signal or
+    # `prlimit` the next task's processes (a sibling PID and user namespace); in shared ones
+    # it could, so each T is forked when its task is asked for.
+    ahead = standby() if config.private_namespaces else None
     send_control(sock, {"type": "ready"})
     while True:
         try:
@@ -167,19 +197,49 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
             for fd in fds:
                 os.close(fd)
             return 0
-        sys.stdout.flush()
-        sys.stderr.flush()
-        child = os.fork()
-        if child == 0:
-            _start_task(sock, fds[0], int(message["id"]), config, baseline, counters)
+        task_id = int(message["id"])
+        current = ahead or standby()
+        if not _hand_over(current, task_id, fds[0]):  # gone (killed for memory, say)
+            current = standby()
+            if not _hand_over(current, task_id, fds[0]):
+                send_control(sock, {"type": "forked", "pid": None,
+                                    "error": "the task's processes could not be started"})
         os.close(fds[0])  # T reports to the supervisor itself; the kernel reaps it
+        # The next task's T and P, made while this task runs: our code only, in namespaces
+        # no task can reach; they take the next task's socket and nothing else.
+        ahead = standby() if config.private_namespaces else None
 
 
-def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
+def _fork_standby(sock: socket.socket, config: TaskConfig, baseline: inherited.TaskBaseline,
+                  counters: namespaces.CounterSnapshot | None) -> _Standby:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        ours.close()
+        _start_task(sock, theirs, config, baseline, counters)
+    theirs.close()
+    return _Standby(child, ours)
+
+
+def _hand_over(standby: _Standby, task_id: int, fd: int) -> bool:
+    """Give `standby` its task; False when it is gone."""
+    try:
+        send_control(standby.handoff, {"type": "task", "id": task_id}, [fd])
+    except OSError:
+        return False
+    finally:
+        standby.handoff.close()
+    return True
+
+
+def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
                 baseline: inherited.TaskBaseline,
                 counters: namespaces.CounterSnapshot | None) -> None:
-    """In T: enter the task's namespaces, fork the task's process (the first of its PID
-    namespace) and report it, wait for it and report how it ended, then exit (never returns)."""
+    """In T: enter the task's namespaces, fork the task's process P (the first of its PID
+    namespace), which confines itself; when the task arrives on `handoff`, pass it to P,
+    report P, wait for it and report how it ended, then exit (never returns)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # T waits for P (the fork server ignores it)
     isolation.become_subreaper()  # and for what P leaves (shared namespaces): not the supervisor
     world = None
@@ -187,32 +247,71 @@ def _start_task(sock: socket.socket, fd: int, task_id: int, config: TaskConfig,
         try:
             folders = (config.submission, config.learner)
             world = namespaces.enter(config.scratch, folders, copies=folders, frozen=counters)
-        except OSError as error:  # the task's process refuses to run (task_process.run_task)
+        except OSError as error:  # the task's process refuses to run (confine_task)
             sys.stderr.write(f"the task's namespaces were refused: {error}\n")
+    to_task, from_t = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         task = os.fork()
     except OSError as error:
-        send_control(sock, {"type": "forked", "pid": None, "error": str(error)})
+        with contextlib.suppress(ChannelError):
+            receive_control(handoff, max_fds=1)  # asked for: say why there is none
+            send_control(sock, {"type": "forked", "pid": None, "error": str(error)})
         os._exit(1)
     if task:
-        os.close(fd)  # only P holds the task's socket: its end is the trusted side's EOF
-        send_control(sock, {"type": "forked", "pid": task, "reaper": os.getpid()})
-        status = os.waitpid(task, 0)[1]
-        sweep.kill_descendants()  # reaped here, so their counters die with T too
-        send_control(sock, {"type": "exited", "id": task_id, "status": status})
-        os._exit(0)
-    from submission_api.runner.task_process import run_task
+        from_t.close()
+        _pass_on_and_reap(sock, handoff, to_task, task)
+    from submission_api.runner.task_process import confine_task, run_task
 
     code = 1
     try:
         sock.close()
-        inherited.reset_task_process(baseline, {fd})
-        code = run_task(fd, task_id, config.submission, config.learner, list(config.scratch),
-                        config.seed, config.threads, config.sandboxed,
-                        config.private_namespaces, world)
+        handoff.close()
+        to_task.close()
+        inherited.reset_task_process(baseline, {from_t.fileno()})
+        failure: BaseException | None = None
+        try:
+            confine_task(list(config.scratch), config.sandboxed, config.private_namespaces,
+                         world)
+        except BaseException as error:  # noqa: BLE001 - reported once there is a task
+            failure = error
+        try:
+            message, fds = receive_control(from_t, max_fds=1)
+        except ChannelError:
+            os._exit(0)  # never given a task: the run ended first
+        from_t.close()
+        if failure is not None or len(fds) != 1:
+            raise failure or ChannelError("no task socket arrived")
+        code = run_task(fds[0], int(message["id"]), config.submission, config.learner,
+                        config.seed, config.threads)
     except BaseException:  # noqa: BLE001 - never fall back into the fork server's loop
         traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: socket.socket,
+                      task: int) -> NoReturn:
+    """T once P is forked: wait for the task, hand it to P, report, reap, report, exit."""
+    try:
+        message, fds = receive_control(handoff, max_fds=1)
+    except ChannelError:
+        os._exit(0)  # the fork server is gone (the run ended): P sees the end of `to_task`
+    handoff.close()
+    try:
+        task_id = int(message["id"])
+        send_control(to_task, message, fds)
+    except (OSError, ValueError, KeyError) as error:
+        send_control(sock, {"type": "forked", "pid": None,
+                            "error": f"the task's process is gone: {error}"})
+        os._exit(1)
+    finally:
+        for fd in fds:
+            os.close(fd)  # only P holds the task's socket: its end is the trusted side's EOF
+        to_task.close()
+    send_control(sock, {"type": "forked", "pid": task, "reaper": os.getpid()})
+    status = os.waitpid(task, 0)[1]
+    sweep.kill_descendants()  # reaped here, so their counters die with T too
+    send_control(sock, {"type": "exited", "id": task_id, "status": status})
+    os._exit(0)

@@ -54,6 +54,16 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` in the process tree (the kernel's children lists)."""
+    found, queue = set(), [pid]
+    while queue:
+        children = [c for c in _children_of(queue.pop()) if c not in found]
+        found.update(children)
+        queue += children
+    return found
+
+
 def kill_descendants(keep: Iterable[int] = ()) -> int:
     """SIGKILL every descendant of this process but `keep` and reap it; return how many.
 

@@ -88,10 +88,10 @@ class TaskPrefetch(threading.Thread):
         return self._message
 
 
-def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch: list[Path],
-             seed: int, threads: int, sandboxed: bool = False,
-             private_namespaces: bool = False, world: TaskWorld | None = None) -> int:
-    """Everything one task's process does; returns its exit code (0: predictions sent).
+def confine_task(scratch: list[Path], sandboxed: bool = False,
+                 private_namespaces: bool = False, world: TaskWorld | None = None) -> None:
+    """Confine this task's process (read-only view, capabilities, Landlock, seccomp) and set
+    its heap; our code only, so it may run before the task is known (`runner/forkserver.py`).
 
     `private_namespaces`: the supervisor found that namespaces can be made here and sweeps
     this machine's IPC no more, so a task whose namespaces (`world`, entered by the fork
@@ -99,8 +99,6 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
     """
     from submission_api.runner import heap, isolation, seccomp
 
-    sock = socket.socket(fileno=fd)
-    sock.setblocking(True)
     if private_namespaces and world is None:
         raise RuntimeError("the task's process could not enter its own namespaces")
     # Writable: the scratch folders, and the places on a fresh tmpfs of this task's own; the
@@ -114,6 +112,14 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, scratch
     isolation.confine(writable)
     seccomp.deny_page_cache_control()  # and namespaces, mounts; see runner/seccomp.py
     heap.keep_freed_memory()
+
+
+def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, seed: int,
+             threads: int) -> int:
+    """Everything one confined task's process does with its task; returns its exit code (0:
+    predictions sent)."""
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
     import torch
 
     from submission_api.data import images_to_tensor
