@@ -11,7 +11,8 @@ or a healthy long run would be started a second time.
 There is no result backend: results go to the server over HTTP. `filesystem://` (kombu's
 filesystem transport, one folder under the data dir) serves the one-machine embedded default;
 it has no visibility timeout, so a message taken by a worker that dies is lost to the broker and
-recovered by the server's reconciler, which re-enqueues runs that stay queued.
+recovered by the server's reconciler, which re-enqueues runs that stay queued. Its consumer is
+ours (`worker.filesystem_transport`): kombu's can take a message still being written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from celery import Celery
 
 from submission_api.contract.jobs import EVALUATE_RUN, filesystem_broker_options
+from worker.filesystem_transport import TRANSPORT as FILESYSTEM_TRANSPORT
 from worker.settings import WorkerSettings
 
 APP_NAME = "arena"
@@ -38,6 +40,8 @@ def build_celery_config(settings: WorkerSettings) -> dict[str, Any]:
     return {
         "broker_url": settings.broker_url,
         "broker_transport_options": transport_options,
+        # kombu's filesystem consumer can take a message its producer has not written yet.
+        "broker_transport": FILESYSTEM_TRANSPORT if is_filesystem else None,
         "broker_connection_retry_on_startup": True,
         "result_backend": None,
         "task_ignore_result": True,

@@ -24,9 +24,11 @@ from submission_api.storable_text import storable_text
 from worker.output_walk import TOO_BIG, compute_usage, copy_regular_tree, remove_tree
 
 EXAMPLES = int(os.environ.get("ARENA_FUZZ_EXAMPLES", "60"))
+CHAIN = b"d"
+"""The name of `chain`'s nested folders: generated top-level names must not take it."""
 NAMES = st.binary(min_size=1, max_size=40).map(
-    lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_")).filter(lambda b: b not in (b".",
-                                                                                      b".."))
+    lambda b: b.replace(b"/", b"_").replace(b"\x00", b"_")).filter(
+        lambda b: b not in (b".", b"..", CHAIN))
 NODE = st.recursive(
     st.one_of(st.tuples(st.just("file"), st.binary(max_size=64)),
               st.tuples(st.just("link"), st.sampled_from([b"/", b"..", b"../../..", b"x",
@@ -54,8 +56,8 @@ def build(root: bytes, node: tuple) -> None:
 def chain(root: bytes, depth: int) -> None:
     fd = os.open(root, os.O_RDONLY)
     for _ in range(depth):
-        os.mkdir(b"d", dir_fd=fd)
-        child = os.open(b"d", os.O_RDONLY, dir_fd=fd)
+        os.mkdir(CHAIN, dir_fd=fd)
+        child = os.open(CHAIN, os.O_RDONLY, dir_fd=fd)
         os.close(fd)
         fd = child
     os.close(fd)
