@@ -48,6 +48,11 @@ COLLECT_GRACE_S = 2.0
 """How long a task's process may take to exit after its answer was read (flushing its logs)."""
 
 
+class TaskDataError(Exception):
+    """The trusted side could not read or cut the run's test tasks: the platform's fault, never
+    charged to the participant."""
+
+
 @dataclass
 class MetaTestReport:
     """How meta-test ended, as the trusted side saw it."""
@@ -115,10 +120,7 @@ class TaskServer:
     def close(self, wait_s: float = 10.0) -> MetaTestReport:
         """Stop serving (the launch is over), wait for the thread, write the report."""
         self._closing.set()
-        for sock in (self._listener, self._control):
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+        self._hang_up()
         self._thread.join(wait_s)
         for sock in (self._listener, self._control):
             if sock is not None:
@@ -132,11 +134,16 @@ class TaskServer:
 
     def _serve(self) -> None:
         started = time.monotonic()
-        plan = read_task_plan(self.answers_dir)
-        self.report.n_tasks = len(plan.tasks)
-        images = TaskImages(plan)
+        images: TaskImages | None = None
         isolation.set_dumpable(False)  # no same-user process may read the tasks from our memory
         try:
+            try:
+                plan = read_task_plan(self.answers_dir)
+                images = TaskImages(plan)
+            except Exception as error:  # noqa: BLE001 - whatever it is, it is ours
+                raise TaskDataError(f"the platform could not open the run's test tasks: "
+                                    f"{type(error).__name__}: {error}") from error
+            self.report.n_tasks = len(plan.tasks)
             self._accept()
             for task in plan.tasks:
                 self._progress(started)
@@ -147,6 +154,9 @@ class TaskServer:
             if self._control is not None:  # set by _accept
                 with contextlib.suppress(OSError):
                     send_control(self._control, {"type": "end"})
+        except TaskDataError as error:
+            self._fail(self.report.tasks_done, FailureReason.PLATFORM_ERROR, "meta_test",
+                       str(error))
         except (ChannelError, OSError) as error:
             if not self._closing.is_set() and self.report.reason is None:
                 self._fail(None, FailureReason.CRASHED, "meta_test",
@@ -157,9 +167,19 @@ class TaskServer:
                            f"the task server failed: {type(error).__name__}: {error}")
             raise
         finally:
+            # However this thread ends, the supervisor learns it at once (it reads what was
+            # sent, then the end of the stream) instead of waiting for the run's time limit.
+            self._hang_up()
             isolation.set_dumpable(True)
-            images.close()
+            if images is not None:
+                images.close()
             self.report.seconds = round(time.monotonic() - started, 3)
+
+    def _hang_up(self) -> None:
+        for sock in (self._listener, self._control):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
     def _progress(self, started: float) -> None:
         """progress.json for `arena run`'s bars (same fields as the meta-train side writes)."""
@@ -198,7 +218,11 @@ class TaskServer:
         with ours:
             send_control(self._control, {"type": "task", "id": task.id}, [theirs.fileno()])
             theirs.close()
-            support, labels, query = images.cut(task)
+            try:
+                support, labels, query = images.cut(task)
+            except Exception as error:  # noqa: BLE001 - the compiled data is ours, not theirs
+                raise TaskDataError(f"the platform could not prepare the images of test task "
+                                    f"{task.id}: {type(error).__name__}: {error}") from error
             header = {"type": "task", "id": task.id, "n_ways": task.n_ways,
                       "n_shots": task.n_shots}
             answer: tuple[dict, list[np.ndarray]] | None = None
