@@ -97,8 +97,9 @@ def time_isolated(submission: Path, run: Path, tree: Path | None = None) -> floa
 
     code, report = run_meta_test(run / "answers", run / "channel", 3600.0, launch)
     assert code == 0 and report.ok, report
-    # The report's clock starts before the supervisor connects; take the first task out too.
-    return report.seconds / report.n_tasks
+    # The report's clock starts before the supervisor connects: its start-up (the fork
+    # server's preload, ~2 s) is left out where the report states it (an older tree's does not).
+    return (report.seconds - getattr(report, "startup_s", 0.0)) / report.n_tasks
 
 
 def time_shared(submission: Path, run: Path) -> float:
@@ -173,18 +174,28 @@ def scale_child(collection_dir: str, cache: str, out: str, tasks: int) -> None:
 COMPARE_CHILD = """
 import json, sys
 from pathlib import Path
-from bench_task_isolation import time_isolated, time_shared
+import bench_task_isolation as bench
 submission, run = Path(sys.argv[1]), Path(sys.argv[2])
-isolated = time_isolated(submission, run)
-print(json.dumps({"isolated": isolated, "shared": time_shared(submission, run)}))
+reports = []
+measured = bench.run_meta_test
+def recorded(*args, **kwargs):
+    code, report = measured(*args, **kwargs)
+    reports.append(report)
+    return code, report
+bench.run_meta_test = recorded
+bench.time_isolated(submission, run)
+# Start-up included on both sides, as a tree that does not state it in its report measures it.
+isolated = reports[0].seconds / reports[0].n_tasks
+print(json.dumps({"isolated": isolated, "shared": bench.time_shared(submission, run)}))
 """
 
 
 def compare(submission: Path, root: Path, collection_dir: Path, cache: Path, tasks: int,
             other: Path, rounds: int) -> None:
-    """Per-task cost of this tree's meta-test (task server and participant side) and `other`'s,
-    alternating on one task plan, each as a ratio to the shared loop measured right after it
-    (the host's load drifts). Each tree runs whole in a child process of its own."""
+    """Per-task cost of this tree's meta-test (task server and participant side) and `other`'s
+    (a whole checkout: its benchmarks/ too), alternating on one task plan, each as a ratio to
+    the shared loop measured right after it (the host's load drifts), the supervisor's start-up
+    included on both. Each tree runs whole in a child process of its own."""
     run = prepared(root, collection_dir, cache, tasks, "compare")
     here = Path(__file__).resolve().parents[1]
     for round_ in range(rounds):

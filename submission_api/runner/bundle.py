@@ -3,10 +3,11 @@
 
 A task is index lists into the compiled datasets (support and query image indices, their labels),
 not pixels: disk written per run does not grow with the number of tasks, and the pixels of task i
-exist only in the message that carries task i to its own process (`task_server`). Images are read
-from a compiled dataset with `pread`, in file order, into one reusable task-sized buffer, so no
-page of a dataset stays mapped in the trusted process and its memory stays flat however many
-tasks a run has (docs/performance.md).
+exist only in the sealed memory file that carries task i to its own process (`task_server`,
+`channel.seal`). Images are read from a compiled dataset with `pread`, in file order, straight
+into that file (or, for the scorer and benchmarks, one reusable task-sized buffer), so no page of
+a dataset stays mapped in the trusted process and its memory stays flat however many tasks a run
+has (docs/performance.md).
 
 Answers folder: `tasks.json` (one `AnswerTask` per task), `datasets.json` (name -> compiled
 entry folder), `support_index.npy`, `support_labels.npy`, `query_index.npy`, `query_labels.npy`
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from submission_api.data import CompiledDataset, open_compiled
+from submission_api.runner.channel import SealedArrays, seal
 from submission_api.sampling import Episode
 
 IMAGE_SHAPE = (128, 128, 3)
@@ -151,20 +153,37 @@ class TaskImages:
         self.plan = plan
         self.datasets = {name: open_compiled(root, name=name)
                          for name, root in plan.dataset_roots.items()}
-        largest = max((max(t.n_support, t.n_query) for t in plan.tasks), default=0)
-        self._support = np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8)
-        self._query = np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8)
+        self._buffers: tuple[np.ndarray, np.ndarray] | None = None
         self._reader = _RowReader()
 
     def cut(self, task: AnswerTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """uint8 support images `[n_support,128,128,3]`, int64 support labels `[n_support]` and
         uint8 query images `[n_query,128,128,3]` (views of buffers reused by the next call)."""
+        if self._buffers is None:
+            largest = max((max(t.n_support, t.n_query) for t in self.plan.tasks), default=0)
+            self._buffers = (np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8),
+                             np.empty((largest, *IMAGE_SHAPE), dtype=np.uint8))
+        support = self._buffers[0][: task.n_support]
+        query = self._buffers[1][: task.n_query]
+        self._fill(task, support, query)
+        return support, self.plan.window("support_labels", task), query
+
+    def cut_sealed(self, task: AnswerTask) -> SealedArrays:
+        """The same three arrays read straight into a sealed memory file (`channel.seal`), the
+        form in which a task reaches its process; the caller closes it."""
+        def fill(views: list[np.ndarray]) -> None:
+            support, labels, query = views
+            self._fill(task, support, query)
+            labels[...] = self.plan.window("support_labels", task)
+
+        return seal([(np.dtype(np.uint8), (task.n_support, *IMAGE_SHAPE)),
+                     (np.dtype(np.int64), (task.n_support,)),
+                     (np.dtype(np.uint8), (task.n_query, *IMAGE_SHAPE))], fill)
+
+    def _fill(self, task: AnswerTask, support: np.ndarray, query: np.ndarray) -> None:
         images = self.datasets[task.dataset].images
-        support = self._support[: task.n_support]
-        query = self._query[: task.n_query]
         self._reader.read(images, self.plan.window("support_index", task), support)
         self._reader.read(images, self.plan.window("query_index", task), query)
-        return support, self.plan.window("support_labels", task), query
 
     def close(self) -> None:
         self._reader.close()

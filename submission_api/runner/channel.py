@@ -9,17 +9,28 @@ JSON nested past the parser's depth, a dimension numpy cannot allocate: all `Mal
 never in another exception that would stop the trusted thread reading them.
 Control messages (trusted side <-> supervisor) are single datagrams on a SOCK_SEQPACKET socket,
 some carrying the task's socket as an SCM_RIGHTS file descriptor.
+
+A test task's images go the other way in a sealed memory file (`seal`, `send_sealed`,
+`receive_sealed`): the trusted side writes them into a `memfd` ahead of the task, seals it
+against writing, growing, shrinking and further sealing, and sends its descriptor with the
+task's header. The task's process maps it read-only: no copy through the socket, and nothing it
+does to the file can change it or grow it (its pages are charged to the trusted side, which
+wrote them). The receiver refuses a file that is not sealed so, or whose size or arrays disagree
+with the header.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import mmap
 import os
 import socket
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,15 +143,12 @@ def _recv_into(sock: socket.socket, view: memoryview, deadline: float | None) ->
         got += n
 
 
-def receive_message(sock: socket.socket, max_payload_bytes: int,
-                    deadline: float | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Receive one message: its header and arrays.
-
-    Raises:
-        ChannelError: EOF, deadline passed, header or payload out of bounds, bad dtype or shape.
-    """
+def _receive_header(sock: socket.socket, deadline: float | None,
+                    first: Callable[[memoryview], None] | None = None) -> dict[str, Any]:
+    """The length-prefixed JSON header of a message (`first` reads the length's bytes, for a
+    caller that takes descriptors with them)."""
     length = bytearray(_LENGTH.size)
-    _recv_into(sock, memoryview(length), deadline)
+    (first or (lambda view: _recv_into(sock, view, deadline)))(memoryview(length))
     (size,) = _LENGTH.unpack(length)
     if size > HEADER_MAX_BYTES:
         raise MalformedMessage(f"message header of {size} bytes; at most {HEADER_MAX_BYTES}")
@@ -149,9 +157,17 @@ def receive_message(sock: socket.socket, max_payload_bytes: int,
     header = parse_json(blob, "message header")
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise MalformedMessage("message header is not a JSON object with an 'arrays' list")
-    specs = []
+    return header
+
+
+def _check_arrays(specs: object, max_payload_bytes: int) -> list[tuple[np.dtype, tuple[int, ...],
+                                                                      dict[str, Any]]]:
+    """Each array description's dtype and shape, checked, with the payload bounded."""
+    if not isinstance(specs, list):
+        raise MalformedMessage(f"array descriptions {_show(specs)}; expected a list")
+    checked = []
     total = 0
-    for spec in header.pop("arrays", []):
+    for spec in specs:
         if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list):
             raise MalformedMessage(f"array description {_show(spec)}; expected dtype and shape")
         shape = _check_shape(spec["shape"])
@@ -163,14 +179,145 @@ def receive_message(sock: socket.socket, max_payload_bytes: int,
         if total > max_payload_bytes:
             raise MalformedMessage(f"message payload over {max_payload_bytes} bytes "
                                    f"(an array of shape {list(shape)} and dtype {dtype})")
-        specs.append((dtype, shape))
+        checked.append((dtype, shape, spec))
+    return checked
+
+
+def receive_message(sock: socket.socket, max_payload_bytes: int,
+                    deadline: float | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Receive one message: its header and arrays.
+
+    Raises:
+        ChannelError: EOF, deadline passed, header or payload out of bounds, bad dtype or shape.
+    """
+    header = _receive_header(sock, deadline)
+    specs = _check_arrays(header.pop("arrays", []), max_payload_bytes)
     arrays = []
-    for dtype, shape in specs:
+    for dtype, shape, _ in specs:
         array = np.empty(shape, dtype=dtype)
         if array.nbytes:
             _recv_into(sock, array.data.cast("B"), deadline)
         arrays.append(array)
     return header, arrays
+
+
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+"""What a task's memory file must be sealed against before it leaves the trusted side."""
+_ALIGN = 64
+
+
+@dataclass
+class SealedArrays:
+    """Arrays in a sealed memory file: its descriptor (ours until closed) and their layout."""
+
+    fd: int
+    size: int
+    layout: list[dict[str, Any]]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
+         fill: Callable[[list[np.ndarray]], None]) -> SealedArrays:
+    """A memory file holding arrays of these dtypes and shapes, written by `fill` (given
+    writable views of them), then sealed (`SEALS`)."""
+    layout, size = [], 0
+    for dtype, shape in specs:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        layout.append({"dtype": dtype.str, "shape": list(shape), "offset": size})
+        size += -(-nbytes // _ALIGN) * _ALIGN
+    fd = os.memfd_create("arena-task", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        if size:
+            os.ftruncate(fd, size)
+            with mmap.mmap(fd, size) as mapped:
+                views = [np.ndarray(tuple(e["shape"]), dtype=np.dtype(e["dtype"]),
+                                    buffer=mapped, offset=e["offset"]) for e in layout]
+                fill(views)
+                del views  # a writable mapping must be gone before the write seal
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    return SealedArrays(fd, size, layout)
+
+
+def send_sealed(sock: socket.socket, header: dict[str, Any], sealed: SealedArrays) -> None:
+    """Send `header` with the sealed file's descriptor and layout (the descriptor stays ours)."""
+    blob = json.dumps({**header, "sealed": {"size": sealed.size, "arrays": sealed.layout}}
+                      ).encode()
+    if len(blob) > HEADER_MAX_BYTES:
+        raise ChannelError(f"message header of {len(blob)} bytes; at most {HEADER_MAX_BYTES}")
+    frame = _LENGTH.pack(len(blob)) + blob
+    sent = socket.send_fds(sock, [frame], [sealed.fd])
+    if sent < len(frame):
+        sock.sendall(frame[sent:])
+
+
+def receive_sealed(sock: socket.socket, max_payload_bytes: int,
+                   deadline: float | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Receive a header and the sealed file sent with it; its arrays, mapped read-only.
+
+    Raises:
+        ChannelError: EOF, deadline passed, or a file that is not sealed, not of the header's
+            size, or does not hold the arrays the header describes.
+    """
+    fds: list[int] = []
+
+    def first(view: memoryview) -> None:  # the descriptor arrives with the frame's first byte
+        if deadline is not None:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+        try:
+            data, got, _flags, _addr = socket.recv_fds(sock, len(view), 1)
+        except TimeoutError as error:
+            raise ChannelError("no complete message before the deadline") from error
+        fds.extend(got)
+        if not data:
+            raise ChannelError("the peer closed the connection")
+        view[: len(data)] = data
+        if len(data) < len(view):
+            _recv_into(sock, view[len(data):], deadline)
+
+    try:
+        header = _receive_header(sock, deadline, first)
+        if len(fds) != 1:
+            raise MalformedMessage(f"{len(fds)} descriptors came with the task; expected its "
+                                   "sealed file")
+        return header, _map_sealed(fds[0], header.pop("sealed", None), max_payload_bytes)
+    finally:
+        for fd in fds:
+            os.close(fd)  # the mapping holds the file
+
+
+def _map_sealed(fd: int, sealed: object, max_payload_bytes: int) -> list[np.ndarray]:
+    if not isinstance(sealed, dict) or not isinstance(sealed.get("size"), int):
+        raise MalformedMessage(f"sealed file description {_show(sealed)}; expected size, arrays")
+    seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    if seals & SEALS != SEALS:
+        raise MalformedMessage(f"the task's file is not sealed (seals {seals:#x}, expected "
+                               f"{SEALS:#x})")
+    size = os.fstat(fd).st_size
+    if size != sealed["size"] or size > max_payload_bytes:
+        raise MalformedMessage(f"the task's file holds {size} bytes; the header says "
+                               f"{sealed['size']}, at most {max_payload_bytes}")
+    mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else b""
+    arrays = []
+    for dtype, shape, spec in _check_arrays(sealed.get("arrays"), max_payload_bytes):
+        offset = spec.get("offset")
+        count = 1
+        for dim in shape:
+            count *= dim
+        if (not isinstance(offset, int) or isinstance(offset, bool) or offset < 0
+                or offset + count * dtype.itemsize > size):
+            raise MalformedMessage(f"array at offset {_show(offset)} of shape {list(shape)} "
+                                   f"and dtype {dtype} lies outside the {size}-byte file")
+        arrays.append(np.ndarray(shape, dtype=dtype, buffer=mapped, offset=offset)
+                      if count else np.empty(shape, dtype=dtype))
+    return arrays
 
 
 def send_control(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:

@@ -1,5 +1,6 @@
 """One test task's process, forked by the supervisor: confine, import the submission, load the
-learner while this task (and only this one) arrives on its socket, fit, predict, answer, exit.
+learner, receive this task (and only this one) as a sealed file on its socket, fit, predict,
+answer, exit.
 
 Seeds depend on the run's participant seed and the task id only, so a task computes the same in
 any process, locally or on the platform, whatever ran before it.
@@ -10,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import random
 import socket
-import threading
 import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from submission_api.runner.channel import ChannelError, receive_message, send_message
+from submission_api.runner.channel import ChannelError, receive_sealed, send_message
 from submission_api.runner.namespaces import TaskWorld
 
 TASK_MAX_BYTES = 1 << 31
@@ -62,32 +62,6 @@ def _answer_error(sock: socket.socket, stage: str, error: BaseException) -> None
                             "traceback": trace[-20000:]})
 
 
-class TaskPrefetch(threading.Thread):
-    """Receives this task's message while the submission imports and the learner loads: the
-    copy through the socket (tens of MB for a large task, into fresh pages) then costs no
-    wall time of its own. Only this task's data, which its own code reads next anyway."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__(name="arena-task-prefetch", daemon=True)
-        self.sock = sock
-        self._message: tuple[dict[str, Any], list[np.ndarray]] | None = None
-        self._error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._message = receive_message(self.sock, TASK_MAX_BYTES)
-        except BaseException as error:  # noqa: BLE001 - handed to the task's thread
-            self._error = error
-
-    def result(self) -> tuple[dict[str, Any], list[np.ndarray]]:
-        """The message (waits for it); raises what receiving it raised."""
-        self.join()
-        if self._error is not None:
-            raise self._error
-        assert self._message is not None
-        return self._message
-
-
 def confine_task(scratch: list[Path], sandboxed: bool = False,
                  private_namespaces: bool = False, world: TaskWorld | None = None) -> None:
     """Confine this task's process (read-only view, capabilities, Landlock, seccomp) and set
@@ -127,8 +101,6 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, seed: i
 
     torch.set_num_threads(max(1, threads))
     seed_task(seed, task_id)
-    prefetch = TaskPrefetch(sock)
-    prefetch.start()
     stage = "import"
     try:
         _, my_learner = import_submission(submission)
@@ -136,7 +108,10 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, seed: i
         learner = my_learner()
         learner.load(str(learner_dir))
         stage = "receive"
-        header, (support_images, support_labels, query_images) = prefetch.result()
+        # Sent as soon as the task was released (cut while the previous task ran): a sealed
+        # file, mapped read-only, its pages brought in by the conversion below.
+        header, (support_images, support_labels, query_images) = receive_sealed(
+            sock, TASK_MAX_BYTES)
         y = torch.from_numpy(support_labels.astype(np.int64))
         support = (images_to_tensor(support_images), y, y.clone(), int(header["n_ways"]),
                    int(header["n_shots"]))

@@ -4,9 +4,10 @@ Runs in a thread of the process that prepared the run (the worker, or `arena run
 imports participant code. It listens on a unix socket in a folder the participant side can reach,
 accepts exactly one connection (the supervisor's, made before any participant code runs), then
 removes the socket so nothing else can connect. For each task it makes a fresh socket pair, hands
-one end to the supervisor (which forks the task's process with it), writes that task's arrays,
-reads back the predictions, and releases the next task only after the supervisor reports the
-task's process gone and its traces swept.
+one end to the supervisor (which forks the task's process with it), sends that task's images in
+a sealed memory file (`channel.seal`), reads back the predictions, and releases the next task
+only after the supervisor reports the task's process gone and its traces swept. While a task
+runs, the next one's file is cut ahead (`_Payloads`); it reaches no process before its turn.
 
 What comes back is untrusted: predictions are bounded in size and must be plain numbers; they are
 saved with `np.save` into a folder only the trusted side writes (`answers/predictions/`), and the
@@ -34,10 +35,11 @@ from submission_api.runner.bundle import AnswerTask, TaskImages, read_task_plan
 from submission_api.runner.channel import (
     ChannelError,
     MalformedMessage,
+    SealedArrays,
     receive_control,
     receive_message,
     send_control,
-    send_message,
+    send_sealed,
     unix_address,
 )
 
@@ -66,6 +68,8 @@ class MetaTestReport:
     traceback: str | None = None
     isolation: str | None = None
     seconds: float = 0.0
+    startup_s: float = 0.0
+    """Of `seconds`, until the supervisor had started (its fork server preloaded)."""
 
     @property
     def ok(self) -> bool:
@@ -77,6 +81,45 @@ def read_report(answers_dir: Path) -> MetaTestReport | None:
     if not path.is_file():
         return None
     return MetaTestReport(**json.loads(path.read_text()))
+
+
+class _Payloads:
+    """Each task's sealed file; the next one is cut while the current task runs, so its process
+    finds it waiting. At most two tasks' files exist at a time: the running task's (held by its
+    process alone once sent) and the next one's (held here until its turn)."""
+
+    def __init__(self, images: TaskImages) -> None:
+        self.images = images
+        self._ahead: tuple[int, SealedArrays] | None = None
+
+    def take(self, task: AnswerTask) -> SealedArrays:
+        """`task`'s file: the one cut ahead, or cut now.
+
+        Raises:
+            TaskDataError: the platform cannot read the task's images.
+        """
+        if self._ahead is not None and self._ahead[0] == task.id:
+            payload, self._ahead = self._ahead[1], None
+            return payload
+        self.close()
+        try:
+            return self.images.cut_sealed(task)
+        except Exception as error:  # noqa: BLE001 - the compiled data is ours, not theirs
+            raise TaskDataError(f"the platform could not prepare the images of test task "
+                                f"{task.id}: {type(error).__name__}: {error}") from error
+
+    def cut_ahead(self, task: AnswerTask | None) -> None:
+        """Cut `task` now, for later. A failure here is not the running task's: nothing is
+        kept, and the task is cut again, with its error then, when its turn comes."""
+        if task is None or self._ahead is not None:
+            return
+        with contextlib.suppress(Exception):
+            self._ahead = (task.id, self.images.cut_sealed(task))
+
+    def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead[1].close()
+            self._ahead = None
 
 
 def prediction_limit(task: AnswerTask) -> int:
@@ -135,6 +178,7 @@ class TaskServer:
     def _serve(self) -> None:
         started = time.monotonic()
         images: TaskImages | None = None
+        payloads: _Payloads | None = None
         isolation.set_dumpable(False)  # no same-user process may read the tasks from our memory
         try:
             try:
@@ -144,10 +188,13 @@ class TaskServer:
                 raise TaskDataError(f"the platform could not open the run's test tasks: "
                                     f"{type(error).__name__}: {error}") from error
             self.report.n_tasks = len(plan.tasks)
+            payloads = _Payloads(images)
             self._accept()
-            for task in plan.tasks:
+            self.report.startup_s = round(time.monotonic() - started, 3)
+            for index, task in enumerate(plan.tasks):
                 self._progress(started)
-                if not self._serve_task(task, images):
+                following = plan.tasks[index + 1] if index + 1 < len(plan.tasks) else None
+                if not self._serve_task(task, payloads, following):
                     break
                 self.report.tasks_done += 1
             self._progress(started)
@@ -171,6 +218,8 @@ class TaskServer:
             # sent, then the end of the stream) instead of waiting for the run's time limit.
             self._hang_up()
             isolation.set_dumpable(True)
+            if payloads is not None:
+                payloads.close()
             if images is not None:
                 images.close()
             self.report.seconds = round(time.monotonic() - started, 3)
@@ -205,7 +254,8 @@ class TaskServer:
         hello, _ = receive_control(control, self.deadline)
         self.report.isolation = str(hello.get("isolation", ""))[:200]
 
-    def _serve_task(self, task: AnswerTask, images: TaskImages) -> bool:
+    def _serve_task(self, task: AnswerTask, payloads: _Payloads,
+                    following: AnswerTask | None) -> bool:
         """Release one task and collect its predictions; False when the run must stop.
 
         Whatever the task's process sends ends here in an answer or a `problem`, never in an
@@ -218,24 +268,23 @@ class TaskServer:
         with ours:
             send_control(self._control, {"type": "task", "id": task.id}, [theirs.fileno()])
             theirs.close()
-            try:
-                support, labels, query = images.cut(task)
-            except Exception as error:  # noqa: BLE001 - the compiled data is ours, not theirs
-                raise TaskDataError(f"the platform could not prepare the images of test task "
-                                    f"{task.id}: {type(error).__name__}: {error}") from error
+            payload = payloads.take(task)  # while the task's process starts
             header = {"type": "task", "id": task.id, "n_ways": task.n_ways,
                       "n_shots": task.n_shots}
             answer: tuple[dict, list[np.ndarray]] | None = None
             problem: Exception | None = None
             try:
                 ours.settimeout(max(0.01, self._remaining()))
-                send_message(ours, header, [support, labels, query])
+                try:
+                    send_sealed(ours, header, payload)
+                finally:
+                    payload.close()  # the task's process holds its own descriptor
+                payloads.cut_ahead(following)
                 answer = receive_message(ours, prediction_limit(task), self.deadline)
             except (ChannelError, OSError) as error:
                 problem = error
             except Exception as error:  # noqa: BLE001 - the peer is hostile: any input, a verdict
                 problem = MalformedMessage(f"{type(error).__name__}: {str(error)[:200]}")
-            del support, labels, query
         accepted = answer is not None and problem is None
         send_control(self._control, {"type": "collect", "id": task.id,
                                      "grace_s": COLLECT_GRACE_S if accepted else 0.0})

@@ -1,7 +1,9 @@
 """The trusted side's own failures during meta-test: a run whose test tasks the platform cannot
 read or cut ends at once as the platform's (`platform_error`, never charged), not as the
 participant's crash, and never waits for the run's time limit (the supervisor once kept waiting
-on the control socket of a task-server thread that had died)."""
+on the control socket of a task-server thread that had died). A task cut ahead, while the one
+before it runs, is cut once; a failure to cut it ahead is not charged to the running task, and
+it is cut again at its own turn."""
 
 from __future__ import annotations
 
@@ -22,14 +24,14 @@ TIME_LIMIT_S = 600.0
 def test_images_the_platform_cannot_cut_end_the_run_at_once_as_a_platform_error(
         tmp_path: Path, tiny_collection: Path, arena_cache: Path,
         monkeypatch: pytest.MonkeyPatch):
-    cut = task_server.TaskImages.cut
+    cut = task_server.TaskImages.cut_sealed
 
     def failing_cut(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
-        if task.id == 1:
+        if task.id == 1:  # cut ahead while task 0 runs, then again at its own turn
             raise OSError(5, "Input/output error", "images.u8")
         return cut(self, task)
 
-    monkeypatch.setattr(task_server.TaskImages, "cut", failing_cut)
+    monkeypatch.setattr(task_server.TaskImages, "cut_sealed", failing_cut)
     result = run_local(RANDOM_BASELINE, tiny_collection, tmp_path / "out", protocol=TWO_TASKS,
                        cache_dir=arena_cache, time_limit_s=TIME_LIMIT_S)
 
@@ -50,3 +52,40 @@ def test_test_tasks_the_platform_cannot_open_end_the_run_at_once_as_a_platform_e
 
     assert (result.state, result.reason) == ("failed", "platform_error"), result.message
     assert "could not open the run's test tasks" in str(result.message)
+
+
+def counting_cuts(monkeypatch: pytest.MonkeyPatch, fail_first: set[int]) -> list[int]:
+    """Patch the server's cut to record each task id it cuts; the first cut of each task in
+    `fail_first` fails."""
+    cut, calls = task_server.TaskImages.cut_sealed, []
+
+    def recorded(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
+        calls.append(task.id)
+        if task.id in fail_first and calls.count(task.id) == 1:
+            raise OSError(5, "Input/output error", "images.u8")
+        return cut(self, task)
+
+    monkeypatch.setattr(task_server.TaskImages, "cut_sealed", recorded)
+    return calls
+
+
+def test_every_task_is_cut_once_the_next_while_the_current_runs(
+        tmp_path: Path, tiny_collection: Path, arena_cache: Path,
+        monkeypatch: pytest.MonkeyPatch):
+    calls = counting_cuts(monkeypatch, fail_first=set())
+    result = run_local(RANDOM_BASELINE, tiny_collection, tmp_path / "out", protocol=TWO_TASKS,
+                       cache_dir=arena_cache, time_limit_s=TIME_LIMIT_S)
+
+    assert result.state == "finished", result.message
+    assert calls == list(range(len(result.scores["tasks"])))
+
+
+def test_a_failed_cut_ahead_is_not_charged_and_is_made_again_at_its_turn(
+        tmp_path: Path, tiny_collection: Path, arena_cache: Path,
+        monkeypatch: pytest.MonkeyPatch):
+    calls = counting_cuts(monkeypatch, fail_first={1})
+    result = run_local(RANDOM_BASELINE, tiny_collection, tmp_path / "out", protocol=TWO_TASKS,
+                       cache_dir=arena_cache, time_limit_s=TIME_LIMIT_S)
+
+    assert result.state == "finished", result.message
+    assert calls[:3] == [0, 1, 1]  # ahead (failed, while task 0 ran), then at its own turn
