@@ -32,7 +32,7 @@ TRANSPORT = "worker.filesystem_transport:Transport"
 class Channel(filesystem.Channel):
     """A filesystem channel whose `_get` takes only messages their producer has finished."""
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: Any, timeout: Any = None) -> Any:
         suffix = f"{queue}.msg"
         processed = self.store_processed and self.processed_folder or tempfile.gettempdir()
         for name in sorted(os.listdir(self.data_folder_in)):

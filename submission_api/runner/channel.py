@@ -224,9 +224,10 @@ def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
          fill: Callable[[list[np.ndarray]], None]) -> SealedArrays:
     """A memory file holding arrays of these dtypes and shapes, written by `fill` (given
     writable views of them), then sealed (`SEALS`)."""
-    layout, size = [], 0
-    for dtype, shape in specs:
-        dtype = np.dtype(dtype)
+    layout: list[dict[str, Any]] = []
+    size = 0
+    for spec_dtype, shape in specs:
+        dtype = np.dtype(spec_dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         layout.append({"dtype": dtype.str, "shape": list(shape), "offset": size})
         size += -(-nbytes // _ALIGN) * _ALIGN
@@ -235,8 +236,8 @@ def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
         if size:
             os.ftruncate(fd, size)
             with mmap.mmap(fd, size) as mapped:
-                views = [np.ndarray(tuple(e["shape"]), dtype=np.dtype(e["dtype"]),
-                                    buffer=mapped, offset=e["offset"]) for e in layout]
+                views = [np.ndarray(tuple(e["shape"]), dtype=np.dtype(str(e["dtype"])),
+                                    buffer=mapped, offset=int(e["offset"])) for e in layout]
                 fill(views)
                 del views  # a writable mapping must be gone before the write seal
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)

@@ -112,7 +112,8 @@ def read_log(arena: dict, submission_id: int) -> str:
 def test_a_hostile_submission_ends_in_its_documented_state(arena, name):
     case, final = CASES[name], arena["finals"][arena["ids"][name]]
     (run,) = final["runs"]
-    assert (final["state"], run["reason"]) == (case.state, case.reason), final
+    assert (final["state"], run["reason"]) == (case.state, case.reason), (
+        f"{name}: {run['message']!r}; {final}")
     message = run["message"] or ""
     for word in case.message_words:
         assert word in message, f"{word!r} not in the message of {name}: {message[:800]}"
