@@ -183,8 +183,11 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
                 return 0
             try:
                 ended = supervisor.run(control, int(message["id"]), fds[0])
-            except ChannelError:
-                return 0  # the trusted side stopped waiting (its deadline): it has its verdict
+            except ChannelError as error:
+                # the trusted side stopped waiting (its deadline): it has its verdict; said
+                # here for the operator, since a lost fork server ends the same way
+                sys.stderr.write(f"arena supervisor: test task {message.get('id')}: {error}\n")
+                return 0
             send_control(control, ended)
     finally:
         supervisor.forks.stop()
