@@ -1,9 +1,11 @@
 """A hostile submission that never looks at a pixel's meaning: it hashes images and links them
 across test tasks (support images that recur join classes; a query image's class is the one
 every task it appeared in shares). It keeps that memory through every channel a task's process
-might reach — module state, files in every writable-looking folder, a daemon on an abstract and
-a path unix socket, System V and POSIX shared memory — and probes the supervisor's /proc and the
-task channel, raising if it can read them.
+might reach — module state, files in every writable-looking folder and in folders of mode 000
+(which a sweep cannot enter), a `user.*` xattr on every writable folder's own inode (`/output`
+included), a daemon on an abstract and a path unix socket, System V shared memory (handed to
+uid 65534, out of an owner-based sweep's reach) and POSIX shared memory — and probes the
+supervisor's /proc and the task channel, raising if it can read them.
 
 With any memory surviving between tasks it scores far above chance (`score_in_one_process` shows
 it); isolated, each task starts blind and it scores at chance. Importable by name: tests put this
@@ -17,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 ATTACK_MODEL = r'''
-import ctypes, hashlib, os, pickle, socket, sys, tempfile, time
+import ctypes, hashlib, os, pickle, socket, sys, tempfile, time, zlib
 import numpy as np
 from submission_api.api import Learner, MetaLearner, Predictor
 
@@ -152,8 +154,72 @@ def _start_daemon(state):
     os._exit(0)
 
 
+def _hidden_folders():  # issue 19: a folder of mode 000 that a sweep cannot enter
+    return [os.path.join(f, ".arena_hidden") for f in ("/dev/shm", "/tmp", tempfile.gettempdir())]
+
+
+def _write_hidden(blob):
+    for hidden in dict.fromkeys(_hidden_folders()):
+        try:
+            os.makedirs(hidden, exist_ok=True)
+            os.chmod(hidden, 0o700)
+            with open(os.path.join(hidden, NAME), "wb") as handle:
+                handle.write(blob)
+            os.chmod(hidden, 0)
+        except Exception:
+            pass
+
+
+def _read_hidden():
+    states = []
+    for hidden in dict.fromkeys(_hidden_folders()):
+        try:
+            os.chmod(hidden, 0o700)
+            with open(os.path.join(hidden, NAME), "rb") as handle:
+                states.append(pickle.load(handle))
+            os.chmod(hidden, 0)
+        except Exception:
+            pass
+    return states
+
+
+XATTR = "user.arena"
+
+
+def _write_xattrs(blob):  # issue 19: on the writable folders' own inodes (/output's too)
+    packed = zlib.compress(blob, 9)
+    for folder in _folders():
+        try:
+            os.setxattr(folder, XATTR, packed)
+        except Exception:
+            pass
+
+
+def _read_xattrs():
+    states = []
+    for folder in _folders():
+        try:
+            states.append(pickle.loads(zlib.decompress(os.getxattr(folder, XATTR))))
+        except Exception:
+            pass
+    return states
+
+
+def _hand_over_shm():  # issue 19: a segment whose owner is no longer this uid
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ident = libc.shmget(SHM_KEY, 0, 0)
+        buffer = (ctypes.c_char * 512)()
+        if ident >= 0 and libc.shmctl(ident, 2, buffer) == 0:  # IPC_STAT
+            ctypes.c_uint.from_buffer(buffer, 4).value = 65534
+            libc.shmctl(ident, 1, buffer)  # IPC_SET
+    except Exception:
+        pass
+
+
 def load_state():
-    states = [_MEMORY.get("state")] + _read_files() + _read_shm() + [_ask_daemon(("get", None))]
+    states = ([_MEMORY.get("state")] + _read_files() + _read_hidden() + _read_xattrs()
+              + _read_shm() + [_ask_daemon(("get", None))])
     states = [s for s in states if isinstance(s, dict)]
     if not states:
         return {"parent": {}, "obs": {}, "tasks": 0}
@@ -164,7 +230,11 @@ def save_state(state):
     state["tasks"] += 1
     _MEMORY["state"] = state
     _write_files(state)
+    blob = pickle.dumps(state)
+    _write_hidden(blob)
+    _write_xattrs(blob)
     _write_shm(state)
+    _hand_over_shm()
     if _ask_daemon(("put", state)) is None:
         _start_daemon(state)
 
@@ -312,7 +382,10 @@ def score_in_one_process(folder: Path, answers_dir: Path) -> float:
     # The control runs in the test's own process: module state only, no trace left on the host.
     module.probe = lambda: None
     module._read_files = module._read_shm = lambda: []
+    module._read_hidden = module._read_xattrs = lambda: []
     module._write_files = module._write_shm = lambda state: None
+    module._write_hidden = module._write_xattrs = lambda blob: None
+    module._hand_over_shm = lambda: None
     module._ask_daemon = lambda request: None
     module._start_daemon = lambda state: None
     plan = read_task_plan(answers_dir)

@@ -6,6 +6,7 @@ while the same code scores high when its tasks share a process."""
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -168,6 +169,46 @@ except PermissionError:
     assert (scratch / "ok").exists() and not (outside / "leak").exists()
 
 
+def load_attack_module(folder: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("isolation_attack_channels", folder / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_attacks_issue_19_channels_carry_its_memory_where_nothing_resets_them(
+        tmp_path: Path):
+    """The control for the channels issue 19 found (a mode-000 folder, an xattr on a folder's
+    own inode, a System V segment handed to another uid): each carries the state on its own
+    when nothing removes it, so the attack's score at chance is the isolation's doing."""
+    module = load_attack_module(write_attack(tmp_path / "attack"))
+    hidden, flagged = tmp_path / "hidden", tmp_path / "flagged"
+    flagged.mkdir()
+    module._hidden_folders = lambda: [str(hidden)]
+    module._folders = lambda: [str(flagged)]
+    module.SHM_KEY = 0x41520000 + os.getpid() % 0xFFFF  # this test's own segment
+    state = {"parent": {"a": "b"}, "obs": {}, "tasks": 7}
+    blob = pickle.dumps(state)
+
+    module._write_hidden(blob)
+    assert (hidden.stat().st_mode & 0o777) == 0
+    assert module._read_hidden() == [state]
+    module._write_xattrs(blob)
+    assert module._read_xattrs() == [state]
+
+    module._write_shm(state)
+    module._hand_over_shm()
+    try:
+        owner = next(line.split()[7] for line in Path("/proc/sysvipc/shm").read_text()
+                     .splitlines()[1:] if int(line.split()[0]) == module.SHM_KEY)
+        assert int(owner) == 65534
+        assert module._read_shm() == [state]
+    finally:
+        subprocess.run(["ipcrm", "-M", str(module.SHM_KEY)], check=False, capture_output=True)
+
+
 def test_linking_images_across_tasks_gains_nothing_under_arena_run(
         tmp_path: Path, tiny_collection: Path, arena_cache: Path):
     attack = write_attack(tmp_path / "attack")
@@ -185,6 +226,8 @@ def test_linking_images_across_tasks_gains_nothing_under_arena_run(
     assert abs(scores["score"]) <= max(scores["ci95"], 0.02), scores["score"]
     # Nothing of the attack's memory outlives the run on this machine either.
     assert not list(Path("/dev/shm").glob(".arena_mem*"))
+    assert not list(Path("/dev/shm").glob(".arena_hidden*"))
+    assert "user.arena" not in os.listxattr("/dev/shm")
 
 
 def test_the_counter_snapshot_holds_what_a_task_can_move_and_no_unused_device():
