@@ -125,14 +125,22 @@ class ForkServer:
         return cls(pid, ours, inherited.read_attributes(pid))
 
     def fork_task(self, task_id: int, task_fd: int) -> int:
-        """Start the process of `task_id` on `task_fd`; return its pid (T's child)."""
+        """Start the process of `task_id` on `task_fd`; return a pidfd of it (T's child; the
+        caller closes it).
+
+        T sends pidfds of the task's process and of itself, opened while both are T's to
+        reap: a task that ends before the supervisor looks (a quick task on a busy host) is
+        still named by them, and no pid can have been reused for another process meanwhile.
+        """
         send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
-        forked, _ = receive_control(self.sock)
-        if forked.get("type") != "forked" or forked.get("pid") is None:
+        forked, fds = receive_control(self.sock, max_fds=2)
+        if forked.get("type") != "forked" or forked.get("pid") is None or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
             raise ChannelError(f"the fork server could not start test task {task_id}: "
                                f"{forked.get('error') or forked}")
-        self._reaper = os.pidfd_open(int(forked["reaper"]))
-        return int(forked["pid"])
+        process, self._reaper = fds
+        return process
 
     def exit_status(self, task_id: int, wait_s: float = EXIT_REPORT_S) -> int:
         """P's wait status, as T reports it once P has ended.
@@ -310,7 +318,12 @@ def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: sock
         for fd in fds:
             os.close(fd)  # only P holds the task's socket: its end is the trusted side's EOF
         to_task.close()
-    send_control(sock, {"type": "forked", "pid": task, "reaper": os.getpid()})
+    # pidfds opened before P can be reaped (only T reaps it), so they name P and T however
+    # soon P ends (ForkServer.fork_task)
+    pidfds = [os.pidfd_open(task), os.pidfd_open(os.getpid())]
+    send_control(sock, {"type": "forked", "pid": task, "reaper": os.getpid()}, pidfds)
+    for fd in pidfds:
+        os.close(fd)
     status = os.waitpid(task, 0)[1]
     sweep.kill_descendants()  # reaped here, so their counters die with T too
     send_control(sock, {"type": "exited", "id": task_id, "status": status})

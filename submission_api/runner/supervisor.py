@@ -87,37 +87,42 @@ class Supervisor:
     def run(self, control: socket.socket, task_id: int, task_fd: int) -> dict:
         """One task, from fork to verified sweep; returns the `ended` report."""
         try:
-            pid = self.forks.fork_task(task_id, task_fd)
+            process = self.forks.fork_task(task_id, task_fd)
         finally:
             os.close(task_fd)
-        status, killed = self._wait(control, task_id, pid)
+        try:
+            status, killed = self._wait(control, task_id, process)
+        finally:
+            os.close(process)
         left = self.sweep()
         return {"type": "ended", "id": task_id, **_exit_description(status),
                 "killed_by_supervisor": killed, "left": left}
 
-    def _wait(self, control: socket.socket, task_id: int, pid: int) -> tuple[int, bool]:
-        """Until the trusted side's `collect` and the process's end; (wait status, killed).
-        The process is T's child, not ours: T reaps it and reports the status
+    def _wait(self, control: socket.socket, task_id: int, process: int) -> tuple[int, bool]:
+        """Until the trusted side's `collect` and the end of the task's process (`process`: a
+        pidfd of it, which stays its own however soon it ends); (wait status, killed). The
+        process is T's child, not ours: T reaps it and reports the status
         (`runner/forkserver.py`, why)."""
-        pidfd = os.pidfd_open(pid)
         status: int | None = None
-        try:
-            ready, _, _ = select.select([control.fileno(), pidfd], [], [])
-            if pidfd in ready:  # ended by itself (T has ended what it left, then reported)
-                status = self.forks.exit_status(task_id)
-            collect, _ = receive_control(control)
-            if collect.get("type") != "collect":
-                raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
-            if status is not None:
-                return status, False
-            grace = min(max(float(collect.get("grace_s") or 0.0), 0.0), 30.0)
-            ended = bool(select.select([pidfd], [], [], grace)[0])
-            if not ended:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            return self.forks.exit_status(task_id), not ended
-        finally:
-            os.close(pidfd)
+        ready, _, _ = select.select([control.fileno(), process], [], [])
+        if process in ready:  # ended by itself (T has ended what it left, then reported)
+            status = self.forks.exit_status(task_id)
+        collect = self._await_collect(control)
+        if status is not None:
+            return status, False
+        grace = min(max(float(collect.get("grace_s") or 0.0), 0.0), 30.0)
+        ended = bool(select.select([process], [], [], grace)[0])
+        if not ended:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(process, signal.SIGKILL)
+        return self.forks.exit_status(task_id), not ended
+
+    @staticmethod
+    def _await_collect(control: socket.socket) -> dict:
+        collect, _ = receive_control(control)
+        if collect.get("type") != "collect":
+            raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
+        return collect
 
     def sweep(self) -> list[str]:
         """Remove what the last task left; return what is still there (empty: verified)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import socket
 import subprocess
 import sys
@@ -240,3 +241,35 @@ def test_the_counter_snapshot_holds_what_a_task_can_move_and_no_unused_device():
         assert ((device / "stat").resolve() in snapshot.files) is not unused, device
     for idle in Path("/sys/devices/system/cpu").glob("cpu*/cpuidle"):
         assert any(name.endswith("/usage") for name in snapshot.folders[idle.resolve()]), idle
+
+
+def test_a_task_that_ends_before_the_supervisor_looks_is_still_named_by_its_pidfd(
+        tmp_path: Path):
+    """A quick task on a busy host can answer, end and be reaped by its reaper before the
+    supervisor looks at it: the supervisor used to `pidfd_open` its pid then and died of
+    ProcessLookupError (the run then failed as the participant's crash, 'connection reset')."""
+    from submission_api.runner.forkserver import ForkServer, TaskConfig
+
+    submission, learner, scratch = (tmp_path / name for name in ("sub", "learner", "scratch"))
+    for folder in (submission, learner, scratch):
+        folder.mkdir()
+    (submission / "model.py").write_text("raise SystemExit('ends at once')\n")
+    private = namespaces.probe([scratch], [submission, learner])
+    forks = ForkServer.start(TaskConfig(submission, learner, (scratch,), 0, 1, False, private))
+    try:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with ours:
+            process = forks.fork_task(0, theirs.fileno())
+            theirs.close()
+            assert ours.recv(1 << 16)  # its error answer: the process is ending now
+        try:
+            time.sleep(1.0)  # long enough for it to end and for its reaper to reap it
+            ready, _, _ = select.select([process], [], [], 5)
+            assert ready == [process]
+            status = forks.exit_status(0, wait_s=10)
+            assert os.waitstatus_to_exitcode(status) == 1
+        finally:
+            os.close(process)
+    finally:
+        forks.stop()
+        os.waitpid(forks.pid, 0)
