@@ -25,6 +25,7 @@ import ctypes
 import glob
 import os
 import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,13 +114,24 @@ def _size_bytes(place: Path) -> int:
     return max(1 << 20, min(info.f_blocks * info.f_frsize, memory // TMPFS_DEFAULT_SHARE))
 
 
+def import_roots() -> list[Path]:
+    """Where this process imports from (`sys.path`): a task imports modules after its
+    namespaces are made (participant code's lazy imports, ours), so none may be covered."""
+    return [Path(p).resolve() for p in sys.path if p and Path(p).is_dir()]
+
+
 def choose_places(scratch: Iterable[Path], visible: Iterable[Path]) -> list[Path]:
     """The writable places to cover with a fresh tmpfs: the scratch folders, /tmp and /dev/shm,
     but not one that holds a folder the task must still see (the submission or the learner
-    under /tmp on a workstation) or another place (which a mount on top would hide)."""
+    under /tmp on a workstation, or a virtual environment or checkout that Python imports
+    from there) or another place (which a mount on top would hide)."""
     places = list(dict.fromkeys(Path(p).resolve() for p in [*scratch, *FIXED_PLACES]
                                 if Path(p).is_dir()))
-    keep = [Path(p).resolve() for p in visible]
+    writable = [Path(p).resolve() for p in scratch]
+    # not the scratch folders themselves (the process's working folder, say): nothing the run
+    # needs is imported from a task's writable place
+    keep = [*(Path(p).resolve() for p in visible),
+            *(r for r in import_roots() if not any(r.is_relative_to(w) for w in writable))]
     return [p for p in places
             if not any(k.is_relative_to(p) for k in keep)
             and not any(q != p and q.is_relative_to(p) for q in places)]

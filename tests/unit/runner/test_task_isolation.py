@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import pickle
 import select
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -273,3 +275,22 @@ def test_a_task_that_ends_before_the_supervisor_looks_is_still_named_by_its_pidf
     finally:
         forks.stop()
         os.waitpid(forks.pid, 0)
+
+
+def test_no_fresh_tmpfs_covers_where_python_imports_from_but_scratch_is_always_covered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
+    """A checkout or virtual environment under /tmp stays importable in the task (a lazy
+    import there failed once /tmp was covered); a scratch folder is covered even when it is
+    the working folder that `python -m` puts on sys.path."""
+    assert str(tmp_path.resolve()).startswith("/tmp/"), "pytest's base folder is not under /tmp"
+    scratch = Path(tempfile.mkdtemp(prefix="arena-scratch-", dir="/var/tmp"))  # not under /tmp
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    monkeypatch.setattr(sys, "path", [str(scratch)])
+    assert Path("/tmp") in namespaces.choose_places([scratch], [])
+    assert scratch.resolve() in namespaces.choose_places([scratch], [])
+
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    monkeypatch.setattr(sys, "path", [str(scratch), str(venv)])
+    assert Path("/tmp") not in namespaces.choose_places([scratch], [])
+    assert scratch.resolve() in namespaces.choose_places([scratch], [])
