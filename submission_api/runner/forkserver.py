@@ -36,7 +36,8 @@ asked for.
 Protocol (SOCK_SEQPACKET, supervisor <-> fork server): `ready` once preloaded; then per task the
 supervisor sends `fork` {id} with the task's socket attached, which the fork server hands to the
 standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` {pid, reaper}
-and, when P has ended, `exited` {id, status} (P's wait status).
+with pidfds of P and of itself attached and, when P has ended, `exited` {id, status} (P's wait
+status).
 """
 
 from __future__ import annotations
