@@ -78,20 +78,28 @@ def time_forks(client: docker.DockerClient, root: Path, forks: int) -> dict[str,
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def time_meta_test(client: docker.DockerClient, root: Path, collection_dir: Path, cache: Path,
-                   tasks: int, task_namespaces: bool) -> tuple[float, str]:
-    """Meta-test seconds per task (the task server's clock) and the run's isolation line."""
-    work = root / f"run-{task_namespaces}"
+def run_meta_test(client: docker.DockerClient, work: Path, collection_dir: Path, cache: Path,
+                  tasks: int, submission: Path, task_namespaces: bool = True) -> Path:
+    """`submission`'s meta-test stage on `tasks` tasks prepared in `work`, in the sandbox as
+    the worker runs it (1 CPU, 2 GiB); returns the run's answers folder."""
     prepare_run(load_collection(collection_dir, cache), protocol(tasks), (0, 0),
                 work / "bundle", work / "answers")
     (work / "output").mkdir()
     request = ExecutionRequest(
-        run_id=f"bench-{task_namespaces}", image=IMAGE, submission_dir=write_trivial(
-            root / "trivial"), bundle_dir=work / "bundle", output_dir=work / "output",
-        time_limit_s=1200, cpus=1, memory_mb=2048, answers_dir=work / "answers",
-        name=f"arena-bench-ns-{task_namespaces}".lower())
+        run_id=f"bench-{work.name}", image=IMAGE, submission_dir=submission,
+        bundle_dir=work / "bundle", output_dir=work / "output", time_limit_s=1200, cpus=1,
+        memory_mb=2048, answers_dir=work / "answers",
+        name=f"arena-bench-{work.name}".lower())
     make_docker_executor(client, task_namespaces=task_namespaces)(request, threading.Event())
-    report = read_report(work / "answers")
+    return work / "answers"
+
+
+def time_meta_test(client: docker.DockerClient, root: Path, collection_dir: Path, cache: Path,
+                   tasks: int, task_namespaces: bool) -> tuple[float, str]:
+    """Meta-test seconds per task (the task server's clock) and the run's isolation line."""
+    answers = run_meta_test(client, root / f"run-{task_namespaces}", collection_dir, cache,
+                            tasks, write_trivial(root / "trivial"), task_namespaces)
+    report = read_report(answers)
     assert report is not None and report.ok, report
     return report.seconds / tasks, report.isolation or ""
 

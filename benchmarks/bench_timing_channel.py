@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -35,9 +34,7 @@ from bench_task_isolation import protocol
 from benchlib import scratch_dir
 
 from starting_kit.sample_data import generate_collection
-from submission_api.data import load_collection
 from submission_api.runner.local import run_local
-from submission_api.runner.prepare import prepare_run
 
 CLOCK_MODEL = r'''
 import hashlib, os, time
@@ -74,8 +71,8 @@ def say(value):
 
 
 class MyPredictor(Predictor):
-    def __init__(self, heard, value, n_ways):
-        self.heard, self.value, self.n_ways = heard, value, n_ways
+    def __init__(self, heard, value):
+        self.heard, self.value = heard, value
 
     def predict(self, query_set):
         digits = []
@@ -89,9 +86,9 @@ class MyPredictor(Predictor):
 class MyLearner(Learner):
     def fit(self, support_set):
         heard = phase()  # what the previous task's end says
-        images, _, _, n_ways, _ = support_set
+        images = support_set[0]
         value = int(hashlib.sha1(images.numpy().tobytes()).hexdigest(), 16) % LEVELS
-        return MyPredictor(heard, value, n_ways)
+        return MyPredictor(heard, value)
 
     def save(self, path):
         open(path + "/learner.txt", "w").write("clock")
@@ -155,21 +152,14 @@ def run_here(root: Path, collection: Path, cache: Path, tasks: int, channel: str
 
 def run_docker(root: Path, collection: Path, cache: Path, tasks: int, channel: str,
                slot: float, levels: int) -> Path:
-    import docker
-    from worker.pipeline.execute import ExecutionRequest, make_docker_executor
+    from bench_task_namespaces import run_meta_test
 
-    work = root / f"docker-{channel}-{slot}-{levels}"
-    prepare_run(load_collection(collection, cache), protocol(tasks), (0, 0), work / "bundle",
-                work / "answers")
-    (work / "output").mkdir()
-    request = ExecutionRequest(
-        run_id=f"bench-{channel}-{levels}", image="metadl-arena/sandbox:cpu",
-        submission_dir=write_clock(root / f"{channel}-{slot}-{levels}", channel, slot, levels),
-        bundle_dir=work / "bundle", output_dir=work / "output", time_limit_s=1200, cpus=1,
-        memory_mb=2048, answers_dir=work / "answers",
-        name=f"arena-bench-{channel}-{levels}-{int(slot * 1e6)}")
-    make_docker_executor(docker.from_env())(request, threading.Event())
-    return work / "answers" / "predictions"
+    import docker
+
+    name = f"{channel}-{slot}-{levels}"
+    answers = run_meta_test(docker.from_env(), root / f"docker-{name}", collection, cache, tasks,
+                            write_clock(root / name, channel, slot, levels))
+    return answers / "predictions"
 
 
 def main() -> None:

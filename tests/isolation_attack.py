@@ -15,6 +15,7 @@ folder on sys.path.
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -217,9 +218,15 @@ def _hand_over_shm():  # issue 19: a segment whose owner is no longer this uid
         pass
 
 
+OUTSIDE = True
+"""Keep the memory outside the process too; False: module state only (`score_in_one_process`)."""
+
+
 def load_state():
-    states = ([_MEMORY.get("state")] + _read_files() + _read_hidden() + _read_xattrs()
-              + _read_shm() + [_ask_daemon(("get", None))])
+    states = [_MEMORY.get("state")]
+    if OUTSIDE:
+        states += (_read_files() + _read_hidden() + _read_xattrs() + _read_shm()
+                   + [_ask_daemon(("get", None))])
     states = [s for s in states if isinstance(s, dict)]
     if not states:
         return {"parent": {}, "obs": {}, "tasks": 0}
@@ -229,6 +236,8 @@ def load_state():
 def save_state(state):
     state["tasks"] += 1
     _MEMORY["state"] = state
+    if not OUTSIDE:
+        return
     _write_files(state)
     blob = pickle.dumps(state)
     _write_hidden(blob)
@@ -363,31 +372,32 @@ def write_attack(folder: Path) -> Path:
     return folder
 
 
-def score_in_one_process(folder: Path, answers_dir: Path) -> float:
-    """The attack's mean normalized accuracy when every task runs in one process, as a runner
-    without task isolation would run it (module state alone carries the memory)."""
+def load_attack(folder: Path, name: str = "isolation_attack_model") -> ModuleType:
+    """The attack's `model.py`, imported into this process as `name`."""
     import importlib.util
     import sys
 
+    spec = importlib.util.spec_from_file_location(name, folder / "model.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def score_in_one_process(folder: Path, answers_dir: Path) -> float:
+    """The attack's mean normalized accuracy when every task runs in one process, as a runner
+    without task isolation would run it (module state alone carries the memory)."""
     import torch
 
     from submission_api.data import images_to_tensor
     from submission_api.runner.bundle import TaskImages, read_answers, read_task_plan
     from submission_api.scoring import compute_normalized_bac
 
-    spec = importlib.util.spec_from_file_location("isolation_attack_model", folder / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_attack(folder)
     # The control runs in the test's own process: module state only, no trace left on the host.
     module.probe = lambda: None
-    module._read_files = module._read_shm = lambda: []
-    module._read_hidden = module._read_xattrs = lambda: []
-    module._write_files = module._write_shm = lambda state: None
-    module._write_hidden = module._write_xattrs = lambda blob: None
-    module._hand_over_shm = lambda: None
-    module._ask_daemon = lambda request: None
-    module._start_daemon = lambda state: None
+    module.OUTSIDE = False
     plan = read_task_plan(answers_dir)
     tasks, labels = read_answers(answers_dir)
     images = TaskImages(plan)

@@ -236,8 +236,8 @@ def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
         if size:
             os.ftruncate(fd, size)
             with mmap.mmap(fd, size) as mapped:
-                views = [np.ndarray(tuple(e["shape"]), dtype=np.dtype(str(e["dtype"])),
-                                    buffer=mapped, offset=int(e["offset"])) for e in layout]
+                views = [np.ndarray(tuple(e["shape"]), dtype=np.dtype(e["dtype"]),
+                                    buffer=mapped, offset=e["offset"]) for e in layout]
                 fill(views)
                 del views  # a writable mapping must be gone before the write seal
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)

@@ -35,9 +35,9 @@ asked for.
 
 Protocol (SOCK_SEQPACKET, supervisor <-> fork server): `ready` once preloaded; then per task the
 supervisor sends `fork` {id} with the task's socket attached, which the fork server hands to the
-standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` {pid, reaper}
-with pidfds of P and of itself attached and, when P has ended, `exited` {id, status} (P's wait
-status).
+standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` with pidfds
+of P and of itself attached (or `forked` {error} without them) and, when P has ended,
+`exited` {id, status} (P's wait status).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class ForkServer:
         """
         send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
         forked, fds = receive_control(self.sock, max_fds=2)
-        if forked.get("type") != "forked" or forked.get("pid") is None or len(fds) != 2:
+        if forked.get("type") != "forked" or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             raise ChannelError(f"the fork server could not start test task {task_id}: "
@@ -211,7 +211,7 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
         if not _hand_over(current, task_id, fds[0]):  # gone (killed for memory, say)
             current = standby()
             if not _hand_over(current, task_id, fds[0]):
-                send_control(sock, {"type": "forked", "pid": None,
+                send_control(sock, {"type": "forked",
                                     "error": "the task's processes could not be started"})
         os.close(fds[0])  # T reports to the supervisor itself; the kernel reaps it
         # The next task's T and P, made while this task runs: our code only, in namespaces
@@ -264,7 +264,7 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
     except OSError as error:
         with contextlib.suppress(ChannelError):
             receive_control(handoff, max_fds=1)  # asked for: say why there is none
-            send_control(sock, {"type": "forked", "pid": None, "error": str(error)})
+            send_control(sock, {"type": "forked", "error": str(error)})
         os._exit(1)
     if task:
         from_t.close()
@@ -312,8 +312,7 @@ def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: sock
         task_id = int(message["id"])
         send_control(to_task, message, fds)
     except (OSError, ValueError, KeyError) as error:
-        send_control(sock, {"type": "forked", "pid": None,
-                            "error": f"the task's process is gone: {error}"})
+        send_control(sock, {"type": "forked", "error": f"the task's process is gone: {error}"})
         os._exit(1)
     finally:
         for fd in fds:
@@ -322,7 +321,7 @@ def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: sock
     # pidfds opened before P can be reaped (only T reaps it), so they name P and T however
     # soon P ends (ForkServer.fork_task)
     pidfds = [os.pidfd_open(task), os.pidfd_open(os.getpid())]
-    send_control(sock, {"type": "forked", "pid": task, "reaper": os.getpid()}, pidfds)
+    send_control(sock, {"type": "forked"}, pidfds)
     for fd in pidfds:
         os.close(fd)
     status = os.waitpid(task, 0)[1]

@@ -107,7 +107,9 @@ class Supervisor:
         ready, _, _ = select.select([control.fileno(), process], [], [])
         if process in ready:  # ended by itself (T has ended what it left, then reported)
             status = self.forks.exit_status(task_id)
-        collect = self._await_collect(control)
+        collect, _ = receive_control(control)
+        if collect.get("type") != "collect":
+            raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
         if status is not None:
             return status, False
         grace = min(max(float(collect.get("grace_s") or 0.0), 0.0), 30.0)
@@ -116,13 +118,6 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(process, signal.SIGKILL)
         return self.forks.exit_status(task_id), not ended
-
-    @staticmethod
-    def _await_collect(control: socket.socket) -> dict:
-        collect, _ = receive_control(control)
-        if collect.get("type") != "collect":
-            raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
-        return collect
 
     def sweep(self) -> list[str]:
         """Remove what the last task left; return what is still there (empty: verified)."""

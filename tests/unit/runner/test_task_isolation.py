@@ -31,7 +31,11 @@ from submission_api.runner.local import run_local
 from submission_api.runner.prepare import prepare_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from isolation_attack import score_in_one_process, write_attack  # noqa: E402 - path above
+from isolation_attack import (  # noqa: E402 - path above
+    load_attack,
+    score_in_one_process,
+    write_attack,
+)
 
 MANY_TASKS = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": 30})
 
@@ -172,21 +176,12 @@ except PermissionError:
     assert (scratch / "ok").exists() and not (outside / "leak").exists()
 
 
-def load_attack_module(folder: Path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("isolation_attack_channels", folder / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_attacks_issue_19_channels_carry_its_memory_where_nothing_resets_them(
         tmp_path: Path):
     """The control for the channels issue 19 found (a mode-000 folder, an xattr on a folder's
     own inode, a System V segment handed to another uid): each carries the state on its own
     when nothing removes it, so the attack's score at chance is the isolation's doing."""
-    module = load_attack_module(write_attack(tmp_path / "attack"))
+    module = load_attack(write_attack(tmp_path / "attack"), "isolation_attack_channels")
     hidden, flagged = tmp_path / "hidden", tmp_path / "flagged"
     flagged.mkdir()
     module._hidden_folders = lambda: [str(hidden)]
