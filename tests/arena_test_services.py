@@ -3,6 +3,7 @@ folder)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -31,3 +32,29 @@ def load_services_env(path: Path = SERVICES_ENV) -> None:
     folder = values.get("ARENA_TEST_PG_BIN", "")
     if folder and folder not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([folder, os.environ.get("PATH", "")])
+
+
+_REDIS_DB_LOCK: list[int] = []
+"""The open lock file that holds this process's Redis database (kept for the process's life)."""
+
+
+def claim_redis_database(base_url: str = "redis://127.0.0.1:6379", first: int = 1,
+                         last: int = 15) -> None:
+    """Give this test process a Redis database of its own (ARENA_TEST_REDIS), unless the caller
+    chose one: two pytest processes on one host (xdist workers, two checkouts) whose platforms
+    read queue `arena` on one database would take each other's jobs. A flock per database number
+    under /tmp, held until the process exits, makes the choice exclusive on the host."""
+    if "ARENA_TEST_REDIS" in os.environ:
+        return
+    for number in range(first, last + 1):
+        fd = os.open(f"/tmp/arena-test-redis-db-{number}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _REDIS_DB_LOCK.append(fd)
+        os.environ["ARENA_TEST_REDIS"] = f"{base_url}/{number}"
+        return
+    raise RuntimeError(f"every Redis database {first}..{last} is held by another test process "
+                       "(/tmp/arena-test-redis-db-*.lock): set ARENA_TEST_REDIS to choose one")

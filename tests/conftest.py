@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from arena_test_services import load_services_env
+from arena_test_services import claim_redis_database, load_services_env
 
 from starting_kit.sample_data import generate_collection
 
@@ -149,6 +149,7 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest'
 # (tests/e2e/conftest.py imports platform_support, which reads ARENA_TEST_PG) are imported right
 # after this one, before any hook runs.
 load_services_env()
+claim_redis_database()
 # The tests' own secrets (issue 20): `arena serve` refuses the placeholder, and the test-seed
 # secret has no fallback. Subprocess servers and workers inherit them.
 os.environ.setdefault("ARENA_SECRET_KEY", "tests-only-secret-key-0123456789abcdef0123456789")

@@ -10,6 +10,7 @@ with a cap; JSON and bundle bodies are read with a cap of their own).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import h11
@@ -24,18 +25,24 @@ def bounded_h11_protocol(max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES) -> ty
 
     class BoundedH11Protocol(H11Protocol):
         _header_bytes = 0
+        _tail = b""
 
         def data_received(self, data: bytes) -> None:
-            # IDLE: the next request's line and headers are still being read. (Pipelined
-            # data during a response is not counted: uvicorn pauses reading meanwhile.)
+            # IDLE: the next request's line and headers are still being read. Only the bytes up
+            # to the blank line that ends them count: the body often arrives in the same read
+            # (a busy server reads later, the kernel coalesces), and counting it refused every
+            # upload whose first read passed the bound (issue 32). (Pipelined data during a
+            # response is not counted: uvicorn pauses reading meanwhile.)
             if self.conn.their_state is h11.IDLE:
-                self._header_bytes += len(data)
+                self._header_bytes += header_part(self._tail, data)
+                self._tail = (self._tail + data)[-2:]
                 if self._header_bytes > max_header_bytes:
                     self._refuse()
                     return
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
-                self._header_bytes = 0  # the headers were complete; the next request counts anew
+                # the headers were complete; the next request counts anew
+                self._header_bytes, self._tail = 0, b""
 
         def _refuse(self) -> None:
             body = (b'{"error": {"code": "request.headers_too_large", "message": "the request '
@@ -49,6 +56,17 @@ def bounded_h11_protocol(max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES) -> ty
                 self.transport.close()
 
     return BoundedH11Protocol
+
+
+_HEADER_END = re.compile(rb"\n\r?\n")
+"""The blank line that ends a header block, as h11 finds it (`\n\r?\n`)."""
+
+
+def header_part(tail: bytes, data: bytes) -> int:
+    """How many bytes of `data` belong to the header block, given the last bytes received before
+    it (`tail`, at most 2): all of them, or those up to and including the first blank line."""
+    end = _HEADER_END.search(tail + data)
+    return len(data) if end is None else max(0, end.end() - len(tail))
 
 
 def uvicorn_bounds(max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from inprocess_support import zip_bytes
 
 from server.app import create_app
 from server.core.config import Settings
-from server.core.http_bounds import uvicorn_bounds
+from server.core.http_bounds import header_part, uvicorn_bounds
 from server.models import Submission
 
 
@@ -101,6 +101,34 @@ def test_ordinary_and_keep_alive_requests_pass_the_header_bound(bounded_server):
         for _ in range(400):  # 400 x 60 bytes: more than the bound over one connection
             conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Small: " + b"a" * 30 + b"\r\n\r\n")
             assert conn.recv(200).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("body_size", [100_000, 1_000_000])
+def test_a_large_body_sent_with_its_headers_in_one_write_is_not_counted_as_headers(
+        bounded_server, body_size):
+    """Issue 32: body bytes that arrived in the same read as the headers counted as headers, and
+    every upload whose first read passed the bound got 431."""
+    body = b"b" * body_size
+    request = (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+               b"Content-Length: %d\r\n\r\n" % body_size) + body
+    assert send_raw(bounded_server, request).startswith(b"HTTP/1.1 200")
+
+
+def test_a_header_block_dribbled_a_byte_at_a_time_past_the_bound_is_answered_431(bounded_server):
+    with socket.create_connection(("127.0.0.1", bounded_server), timeout=10) as conn:
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        with contextlib.suppress(OSError):
+            for _ in range(20):  # 20 x 1 KiB writes: past the 16 KiB bound, no blank line
+                conn.sendall(b"a" * 1024)
+                time.sleep(0.01)
+        assert conn.recv(200).startswith(b"HTTP/1.1 431")
+
+
+@pytest.mark.parametrize(("tail", "data", "expected"), [
+    (b"", b"GET / HTTP/1.1\r\n\r\nBODY", 18), (b"\r\n", b"\r\nBODY", 2),
+    (b"x\r", b"\n\r\nBODY", 3), (b"", b"no end yet", 10), (b"", b"GET /\n\nBODY", 7)])
+def test_the_header_part_of_a_read_ends_at_the_first_blank_line(tail, data, expected):
+    assert header_part(tail, data) == expected
 
 
 def test_a_competition_holds_at_most_fifty_phases_and_phases_are_paginated(app_env):
