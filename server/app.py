@@ -108,7 +108,10 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     app.router.lifespan_context = _lifespan(app)
     app.state.settings = settings
     app.state.db = make_database(settings.database_url, settings.db_pool())
-    app.add_middleware(AdmissionMiddleware, limit=settings.request_concurrency)
+    app.add_middleware(AdmissionMiddleware, limit=settings.request_concurrency,
+                       max_waiting=settings.request_max_waiting,
+                       max_wait_s=settings.request_max_wait_s,
+                       internal_limit=settings.internal_request_concurrency)
     app.add_middleware(BodyBoundsMiddleware, limit=settings.max_json_body_bytes,  # outside it
                        bundle_limit=settings.max_bundle_bytes,
                        internal_limit=settings.max_internal_body_bytes)

@@ -68,6 +68,13 @@ class Settings(BaseSettings):
 
     # Requests the app works on at once (server/core/admission.py); the rest wait their turn.
     request_concurrency: int = Field(default=32, ge=1, le=1000)
+    request_max_waiting: int = Field(default=256, ge=0)
+    """Requests that may wait for a slot; one more is answered 503 with Retry-After at once."""
+    request_max_wait_s: float = Field(default=20.0, gt=0)
+    """A waiting request not admitted within this is answered 503 (a client's 60 s time-out
+    never runs out on a queue)."""
+    internal_request_concurrency: int = Field(default=4, ge=1, le=100)
+    """The workers' own lane (claims, heartbeats, finishes): never shed, never behind readers."""
     # Database connections: SQLAlchemy's pool per server process (SQLite and Postgres alike).
     # Unset: sized from request_concurrency (see `db_pool`), so the pool cannot run dry.
     db_pool_size: int | None = Field(default=None, ge=1)
@@ -116,7 +123,7 @@ class Settings(BaseSettings):
     def db_pool(self) -> PoolSize:
         """The pool: given sizes, else two connections per admitted request (a read and a
         write session) plus headroom for uploads registering, the reconciler and start-up."""
-        need = 2 * self.request_concurrency + POOL_HEADROOM
+        need = 2 * (self.request_concurrency + self.internal_request_concurrency) + POOL_HEADROOM
         size = self.db_pool_size if self.db_pool_size is not None else min(need, 20)
         overflow = (self.db_max_overflow if self.db_max_overflow is not None
                     else max(need - size, 0))

@@ -68,6 +68,6 @@ def test_the_database_pool_is_sized_from_the_requests_admitted_at_once():
     from server.core.config import POOL_HEADROOM, Settings
 
     pool = Settings(request_concurrency=32).db_pool()
-    assert pool.size + pool.max_overflow == 2 * 32 + POOL_HEADROOM
+    assert pool.size + pool.max_overflow == 2 * (32 + 4) + POOL_HEADROOM  # + the workers' lane
     explicit = Settings(db_pool_size=5, db_max_overflow=1).db_pool()
     assert (explicit.size, explicit.max_overflow) == (5, 1)
