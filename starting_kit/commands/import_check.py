@@ -1,13 +1,16 @@
-"""`arena zip` and `arena run` say, before anything is uploaded, which of a submission's
-imports the phase's sandbox image lacks (`submission_api.imports`) and how to ship each one.
+"""`arena zip`, `arena run` and `arena submit` say, before anything is uploaded, which of a
+submission's imports the phase's sandbox image lacks (`submission_api.imports`) and how to
+ship each one.
 
 The image is `--image`, else the one the phase file names (`--protocol-file`), else the
 platform's default; an image whose package list is unknown is said so, not guessed.
+`arena submit` refuses such a zip (each upload spends quota on a certain `import_error`).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +46,16 @@ def report_missing_imports(folder: Path, image: str | None, console: Any) -> int
                       f"the platform run would fail with import_error. {item.advice()}",
                       highlight=False)
     return len(missing)
+
+
+def count_missing_in_zip(archive: Path, image: str | None, console: Any) -> int:
+    """`report_missing_imports` for the zip about to be uploaded, read from a temporary
+    extraction with the platform's own checks (a zip it refuses is left to the server)."""
+    from submission_api.submission_zip import UnsafeZipError, safe_extract
+
+    with tempfile.TemporaryDirectory(prefix="arena-submit-") as tmp:
+        try:
+            folder = safe_extract(archive, Path(tmp))
+        except UnsafeZipError:
+            return 0
+        return report_missing_imports(folder, image, console)

@@ -87,21 +87,33 @@ def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or 
                    allow_duplicate: bool = typer.Option(
                        False, "--allow-duplicate",
                        help="Upload a zip identical to an earlier one (it counts again)."),
+                   skip_import_check: bool = typer.Option(
+                       False, "--skip-import-check",
+                       help="Upload even if the phase's sandbox image lacks one of its imports "
+                       "(e.g. you know the organizers' image has it)."),
                    server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Upload a submission (a folder is zipped first), then follow it and print its score.
 
-    The phase and your quota are checked before the upload, and a zip identical to one you
-    already submitted to the phase is refused unless --allow-duplicate (it would count again).
+    The phase and your quota are checked before the upload; a zip importing a module the
+    phase's sandbox image lacks is refused, as `arena zip` and `arena run` warn, unless
+    --skip-import-check (it would fail with import_error and spend quota); a zip identical to
+    one you already submitted to the phase is refused unless --allow-duplicate.
     """
     with _reported():
         client = _client(server, token)
-        check_phase_accepts(client, phase)
+        image = check_phase_accepts(client, phase).get("image")
         earlier = client.get("/api/v1/me/submissions", params={"phase_id": phase})
+
+        def before_upload(path: Path) -> None:
+            if not skip_import_check:
+                refuse_missing_imports(path, image)
+            if not allow_duplicate:
+                refuse_duplicate(path, earlier)
+
         created = submit(client, source, phase, note=note, league=league,
                          method={"method": method, "description": description,
                                  "code_url": code_url},
-                         before_upload=None if allow_duplicate
-                         else lambda path: refuse_duplicate(path, earlier))
+                         before_upload=before_upload)
         quota = quota_words(client.get(f"/api/v1/phases/{phase}/quota"))
         console.print(Text(f"submission {created['id']} accepted ({created['state']}); "
                            f"quota left: {quota}"))
@@ -113,6 +125,19 @@ def submit_command(source: Path = typer.Argument(..., exists=True, help="Zip or 
                                     f" ({view['reason']}): {view['message']}"))
         raise typer.Exit(1)
     console.print(f"[bold green]score {view['score']:.4f}[/] (worst of {len(view['runs'])} runs)")
+
+
+def refuse_missing_imports(path: Path, image: str | None) -> None:
+    """Raise RemoteError after the same warnings `arena zip` prints when the zip imports a
+    module the phase's image lacks: the run would end in import_error and spend quota."""
+    from starting_kit.commands.import_check import count_missing_in_zip
+
+    missing = count_missing_in_zip(path, image, console)
+    if missing:
+        raise RemoteError(f"{missing} import(s) above are missing from the phase's sandbox "
+                          "image, so the platform run would fail with import_error and count "
+                          "against your quota; nothing was uploaded. Ship them as said above, "
+                          "or pass --skip-import-check to upload anyway.")
 
 
 def refuse_duplicate(path: Path, earlier: list[dict]) -> None:

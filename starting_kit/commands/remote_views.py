@@ -124,7 +124,7 @@ def status_table(submissions: list[dict[str, Any]], phase_names: dict[int, str],
 
 def check_phase_accepts(client: ArenaClient, phase_id: int) -> dict[str, Any]:
     """The phase, if it takes an upload now; else a RemoteError saying why, before any byte of
-    the zip is sent. Returns the caller's quota in the phase."""
+    the zip is sent. Returns the phase (its `image` is what the import check reads)."""
     try:
         phase = client.get(f"/api/v1/phases/{phase_id}")
     except RemoteError as exc:
@@ -143,4 +143,4 @@ def check_phase_accepts(client: ArenaClient, phase_id: int) -> dict[str, Any]:
     if spent:
         raise RemoteError(f"your {spent[0].replace('_', ' ')} quota in phase {phase_id} is spent "
                           f"({quota_words(quota)}); nothing was uploaded")
-    return quota
+    return phase
