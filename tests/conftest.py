@@ -150,6 +150,12 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest'
 # after this one, before any hook runs.
 load_services_env()
 claim_redis_database()
+# xdist's workers inherit COLUMNS=80 and LINES from execnet; the CLI's consoles, created when
+# their modules are imported, would keep that width for good, and the tests that widen the
+# terminal (monkeypatch COLUMNS) would see wrapped output. Without them at import, rich reads
+# COLUMNS when it prints, as a participant's terminal does.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 # The tests' own secrets (issue 20): `arena serve` refuses the placeholder, and the test-seed
 # secret has no fallback. Subprocess servers and workers inherit them.
 os.environ.setdefault("ARENA_SECRET_KEY", "tests-only-secret-key-0123456789abcdef0123456789")
