@@ -11,7 +11,6 @@ sortable columns, live refresh and an upload progress bar.
 
 from __future__ import annotations
 
-import hmac
 import secrets
 from typing import Annotated
 
@@ -48,7 +47,8 @@ from server.core.errors import (
     TooManyAttemptsError,
     describe_error,
 )
-from server.models import TERMINAL_STATES, Competition, Phase, Submission, User
+from server.core.security import same_secret
+from server.models import TERMINAL_STATES, Competition, Phase, Submission, Team, User
 from server.services import users as user_service
 from server.services.audit_view import rerun_reasons
 from server.services.close_summary import participant_close_notes
@@ -58,7 +58,7 @@ from server.services.queue import JobQueue
 from server.services.scores import explain_phase_score
 from server.services.secrecy import results_state, test_data_level, view_for
 from server.services.storage import Storage
-from server.services.submissions import get_visible_submission, queue_position
+from server.services.submissions import get_visible_submission, in_team_of, queue_position
 from server.services.upload import accept_submission
 from server.web import actions, organizer
 from server.web.actions import submission_actions
@@ -184,8 +184,7 @@ async def login(request: Request, db: Annotated[Database, Depends(get_db)],
     """Log in with username and password (rate-limited), or by pasting an API token; either
     way the browser gets a web session, not an API token (server/web/sessions.py)."""
     form = await request.form()
-    sent, expected = str(form.get("csrf_token", "")), request.cookies.get(LOGIN_COOKIE, "")
-    if not expected or not hmac.compare_digest(sent, expected):
+    if not same_secret(form.get("csrf_token"), request.cookies.get(LOGIN_COOKIE, "")):
         raise CsrfError("the login form's CSRF token is missing or wrong; reload the page "
                         "and retry")
     token, username = str(form.get("token", "")).strip(), str(form.get("username", "")).strip()
@@ -342,7 +341,9 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
     phase = session.get_one(Phase, submission.phase_id)
     sees_all = organizes(session, phase, user)
     hidden = not sees_all and phase.hide_logs
-    owner = submission_owner(session, submission) if sees_all else None
+    mate = submission.user_id != user.id and in_team_of(session, submission, user)
+    owner = submission_owner(session, submission) if sees_all or mate else None
+    team = session.get(Team, submission.team_id) if submission.team_id is not None else None
     view = view_for(session, phase, user)
     current = [r for r in submission.runs if r.superseded_at is None]
     runs = [served_run(r, view) for r in current]
@@ -352,7 +353,8 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   s=submission_out(session, submission, settings, user), runs=runs,
                   history=[served_run(r, view) for r in submission.runs if r not in current],
                   active=submission.state not in TERMINAL_STATES,
-                  model=submission, actions=submission_actions(submission, user),
+                  model=submission, team=team.name if team else None,
+                  actions=submission_actions(submission, user, team_member=mate),
                   logs=None if hidden else runs, explain=explain_failure, view=view,
                   test_data=test_data_level(phase), results=results_state(phase),
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,

@@ -32,6 +32,16 @@ def token_matches(token: str, stored_hash: str | None) -> bool:
     return stored_hash is not None and hmac.compare_digest(hash_token(token), stored_hash)
 
 
+def same_secret(sent: object, expected: str) -> bool:
+    """Constant-time equality of a presented secret (a form field, a header) with the expected
+    one. Any text compares, non-ASCII too (`hmac.compare_digest` raises TypeError on non-ASCII
+    str, which was a 500): both sides are compared as UTF-8 bytes; a non-str never matches."""
+    if not isinstance(sent, str) or not sent or not expected:
+        return False
+    return hmac.compare_digest(sent.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
+
+
 def hash_password(password: str) -> str:
     return _hasher.hash(password)
 

@@ -6,7 +6,6 @@ an admin. The account, its audit entry and the first web session are one transac
 
 from __future__ import annotations
 
-import hmac
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, ForbiddenError, InvalidInputError
-from server.core.security import hash_password
+from server.core.security import hash_password, same_secret
 from server.models import AuditLog, User
 
 USERNAME = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
@@ -55,7 +54,7 @@ def check_signup(policy: SignupPolicy, email: str, invite_code: str) -> None:
     if policy.mode == "off":
         raise ForbiddenError(policy.describe(), code="signup.off")
     if policy.mode == "invite" and not (
-            policy.invite_code and hmac.compare_digest(invite_code.strip(), policy.invite_code)):
+            policy.invite_code and same_secret(invite_code.strip(), policy.invite_code)):
         raise ForbiddenError("the invite code is missing or wrong; copy it from the "
                              "invitation your organizers sent", code="signup.bad_invite")
     domain = email.rpartition("@")[2].lower()

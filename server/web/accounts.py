@@ -7,7 +7,6 @@ handler calls one service, which owns its transaction.
 
 from __future__ import annotations
 
-import hmac
 import secrets
 from typing import Annotated
 
@@ -17,6 +16,7 @@ from fastapi.responses import RedirectResponse
 from server.api.deps import NowDep, OptionalUser, SettingsDep, SignupPolicyDep, get_db
 from server.core.db import Database
 from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
+from server.core.security import same_secret
 from server.services import api_tokens, passwords
 from server.services.mailer import send_reset_mail, smtp_config
 from server.services.signup import sign_up
@@ -38,8 +38,7 @@ def _with_form_nonce(request: Request, name: str, user, settings, status: int = 
 
 
 def _check_form_nonce(request: Request, form) -> None:
-    sent, expected = str(form.get("csrf_token", "")), request.cookies.get(FORM_COOKIE, "")
-    if not expected or not hmac.compare_digest(sent, expected):
+    if not same_secret(form.get("csrf_token"), request.cookies.get(FORM_COOKIE, "")):
         raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
 
 

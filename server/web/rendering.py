@@ -8,7 +8,6 @@ forms carry a CSRF token, an HMAC of the session cookie, checked before anything
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 from collections.abc import Callable
@@ -28,8 +27,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.api.deps import SESSION_COOKIE
 from server.core.config import Settings
-from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
-from server.core.security import csrf_token
+from server.core.errors import (
+    ArenaError,
+    AuthRequiredError,
+    CsrfError,
+    InvalidInputError,
+    describe_error,
+)
+from server.core.security import csrf_token, same_secret
 from server.services.timeline import format_duration, format_limit
 from submission_api.log_text import escape_controls
 
@@ -95,8 +100,7 @@ def check_csrf(request: Request, settings: Settings, sent: str | UploadFile | No
     """Raise CsrfError unless `sent` is the token of this request's session cookie (a form
     field, which a forged form may send as a file: never a token)."""
     expected = session_csrf(request, settings)
-    if not expected or not isinstance(sent, str) or not sent or not hmac.compare_digest(
-            sent, expected):
+    if not same_secret(sent, expected):
         raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
 
 
@@ -187,6 +191,29 @@ def install_page_errors(app) -> None:
     app.add_exception_handler(StarletteHTTPException, handle)
 
 
+FORM_TYPE = "application/x-www-form-urlencoded"
+_BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd\ud800-\udfff]")
+
+
+async def check_form_text(request: Request) -> None:
+    """Refuse (422 `form.bad_bytes`) a URL-encoded form whose fields hold bytes no honest form
+    sends: NUL and other control characters but tab and line breaks, or bytes that are not
+    UTF-8 (decoded as U+FFFD). Before any handler, so no form reaches a service or the database
+    (Postgres refuses NUL in text: a 500) with them. The form is parsed once and cached on the
+    request, so handlers read the same fields. Multipart bodies (uploads) stream past here;
+    their text fields are checked where they are parsed."""
+    if request.method != "POST" or not request.headers.get("content-type", "").startswith(
+            FORM_TYPE):
+        return
+    for name, value in (await request.form()).multi_items():
+        for text in (name, value):
+            if isinstance(text, str) and (bad := _BAD_CHARS.search(text)):
+                raise InvalidInputError(
+                    f"the form field {name[:40]!r} holds the character U+{ord(bad.group()):04X}"
+                    ", which no form sends (a control character, or bytes that are not UTF-8)"
+                    "; reload the page and type the value again", code="form.bad_bytes")
+
+
 class PageRoute(APIRoute):
     """Routes of HTML pages: an expired session goes to the login page, other service errors
     become an error page with the status the JSON API would give."""
@@ -196,6 +223,7 @@ class PageRoute(APIRoute):
 
         async def page_handler(request: Request) -> Response:
             try:
+                await check_form_text(request)
                 return await handler(request)
             except AuthRequiredError:
                 had_session = SESSION_COOKIE in request.cookies
