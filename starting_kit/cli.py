@@ -106,6 +106,12 @@ def run_command(
     except ProtocolParamsError as error:
         console.print(f"[bold red]error:[/] {error}")
         raise typer.Exit(2) from error
+    from starting_kit.commands.phase_file import read_phase_splits
+
+    splits = read_phase_splits(protocol_file) if protocol_file else None
+    if splits is not None and not quiet:
+        console.print("datasets: the phase's (meta-test: "
+                      f"{', '.join(splits['meta-test']) or 'none'}), not {data}'s split")
     submission = _submission_folder(submission)
     from starting_kit.commands.import_check import phase_image, report_missing_imports
 
@@ -124,7 +130,7 @@ def run_command(
             result = run_local(
                 submission, data, target, protocol=params, seed=seed + index,
                 phase_seed=phase_seed, time_limit_s=time_limit, threads=threads,
-                cache_dir=cache, show_progress=not quiet, keep_work=keep_work,
+                cache_dir=cache, show_progress=not quiet, keep_work=keep_work, splits=splits,
             )
             if result.state != "finished":
                 console.print(f"[bold red]{result.state}[/] ({result.reason}): {result.message}")

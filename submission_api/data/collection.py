@@ -51,3 +51,17 @@ def load_collection(collection_dir: Path, cache_dir: Path,
                                 problems or check_collection(collection_dir, 1))
     datasets = {n: compile_dataset(present[n], cache_dir) for n in wanted}
     return Collection(name=collection_dir.name, datasets=datasets, splits=splits)
+
+
+def with_phase_splits(collection: Collection, splits: dict[str, list[str]]) -> Collection:
+    """The collection with a phase's own splits instead of its `meta_splits.txt`: a phase
+    names which datasets play which role (`arena run --protocol-file`), as the platform's
+    planner reads them. Raises ValueError naming the datasets the folder lacks."""
+    missing = sorted({n for names in splits.values() for n in names} - set(collection.datasets))
+    if missing:
+        raise ValueError(f"the phase uses dataset(s) {', '.join(missing)}, which the collection "
+                         f"{collection.name!r} does not have (it has "
+                         f"{', '.join(sorted(collection.datasets))}); pass --data with the "
+                         "phase's sample data (the competition page's Get-started box links it)")
+    return Collection(name=collection.name, datasets=collection.datasets,
+                      splits={k: list(v) for k, v in splits.items()})

@@ -21,6 +21,7 @@ from submission_api.contract.record import ResultRecord, exit_status
 from submission_api.contract.states import RunState
 from submission_api.contract.verdict import Verdict, VerdictKind, decide_verdict, from_failure
 from submission_api.data import load_collection
+from submission_api.data.collection import with_phase_splits
 from submission_api.protocols import ProtocolParams
 from submission_api.runner.heap import with_huge_pages
 from submission_api.runner.limited import run_limited
@@ -160,8 +161,10 @@ def run_local(
     cache_dir: Path | None = None,
     show_progress: bool = False,
     keep_work: bool = False,
+    splits: dict[str, list[str]] | None = None,
 ) -> LocalRunResult:
-    """Meta-train and meta-test a submission folder locally and score it."""
+    """Meta-train and meta-test a submission folder locally and score it; `splits` (a phase's
+    roles, `arena run --protocol-file`) replace the collection's `meta_splits.txt`."""
     protocol = protocol or ProtocolParams(name="cross-domain")
     output_dir = output_dir.resolve()
     work = output_dir / ".work"
@@ -178,7 +181,7 @@ def run_local(
     try:
         return _run_and_score(Path(submission_dir).resolve(), Path(collection_dir), output_dir,
                               work, protocol, (phase_seed, seed), time_limit_s, threads,
-                              cache_dir or DEFAULT_CACHE, show_progress)
+                              cache_dir or DEFAULT_CACHE, show_progress, splits)
     finally:
         if (output_dir / "learner").is_dir():
             _set_writable(output_dir / "learner", True)
@@ -209,8 +212,11 @@ def _result(verdict: Verdict, output_dir: Path) -> LocalRunResult:
 
 def _run_and_score(submission: Path, collection_dir: Path, output_dir: Path, work: Path,
                    protocol: ProtocolParams, seed: tuple[int, int], time_limit_s: float | None,
-                   threads: int, cache_dir: Path, show_progress: bool) -> LocalRunResult:
+                   threads: int, cache_dir: Path, show_progress: bool,
+                   splits: dict[str, list[str]] | None = None) -> LocalRunResult:
     collection = load_collection(collection_dir, cache_dir)
+    if splits is not None:
+        collection = with_phase_splits(collection, splits)
     bundle, answers = work / "bundle", work / "answers"
     prepare_run(collection, protocol, seed, bundle, answers, threads)
     python = sys.executable
