@@ -197,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
 def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
     """`run` in a child process; this parent, which never imports participant code, then kills
     every process meta-training left (it is their subreaper), so nothing of meta-train is alive
-    when the test tasks begin (in the sandbox its IPC dies with its container)."""
-    from submission_api.runner import isolation, sweep
+    when the test tasks begin (in the sandbox its IPC dies with its container). The child
+    takes the residency-oracle filter of the test tasks (`runner/seccomp.py`) before any
+    participant code: meta-train of one run must not read what another run left in the page
+    cache, nor steer it (issue 34)."""
+    from submission_api.runner import isolation, seccomp, sweep
 
     isolation.protect_supervisor()
     sys.stdout.flush()
@@ -207,6 +210,7 @@ def run_reaped(submission_dir: Path, bundle_dir: Path, output_dir: Path) -> int:
     if pid == 0:
         code = 1
         try:
+            seccomp.deny_page_cache_control()
             code = run(submission_dir, bundle_dir, output_dir)
         finally:
             sys.stdout.flush()

@@ -135,3 +135,59 @@ def test_namespaces_and_mounts_are_refused_under_the_filter_while_fork_and_threa
 
     assert refused == {name: errno.EPERM for name in refused} | {"clone3": errno.ENOSYS}
     assert (forked, ran, seen) == (7, 0, ["thread"])
+
+
+def test_every_residency_oracle_is_refused_or_void_while_allocators_keep_working(cached_file: int):
+    """Issue 34: the oracles of the cooc page-cache cheat. Each answer is an errno or a no-op
+    success (never a kill), and what honest code does (malloc's DONTNEED on anonymous memory,
+    huge-page advice, plain reads and writes) still works."""
+    import errno
+
+    numbers = seccomp.ARCHES[platform.machine()][1]
+
+    def work() -> str:
+        def outcome(result: int) -> str:
+            return "ok" if result == 0 else errno.errorcode[ctypes.get_errno()]
+
+        address = LIBC.mmap(None, SIZE, 1, 1, cached_file, 0)
+        anonymous = LIBC.mmap(None, SIZE, 3, 0x22, -1, 0)  # PRIVATE | ANONYMOUS
+        ctypes.memset(anonymous, 1, SIZE)
+        seen = {
+            "madvise willneed": outcome(LIBC.madvise(ctypes.c_void_p(address), SIZE, 3)),
+            "madvise collapse": outcome(LIBC.madvise(ctypes.c_void_p(address), SIZE, 25)),
+            "madvise pageout": outcome(LIBC.madvise(ctypes.c_void_p(address), SIZE, 21)),
+            "readahead": outcome(LIBC.syscall(numbers["readahead"], cached_file, 0, SIZE)),
+            "dumpable 1": outcome(LIBC.prctl(4, 1, 0, 0, 0)),
+            "dumpable 0": outcome(LIBC.prctl(4, 0, 0, 0, 0)),
+            "anonymous dontneed": outcome(LIBC.madvise(ctypes.c_void_p(anonymous), SIZE, 4)),
+            "anonymous free": outcome(LIBC.madvise(ctypes.c_void_p(anonymous), SIZE, 8)),
+            "hugepage": outcome(LIBC.madvise(ctypes.c_void_p(anonymous), SIZE, 14)),
+        }
+        out = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.pwritev(out, [b"x"], 0, os.RWF_NOWAIT)
+            seen["pwritev2 nowait"] = "ok"
+        except OSError as error:
+            seen["pwritev2 nowait"] = errno.errorcode[error.errno]
+        seen["pwritev2"] = str(os.pwritev(out, [b"x"], 0))
+        try:
+            open("/proc/self/pagemap", "rb").close()
+            seen["pagemap"] = "opened"
+        except OSError as error:
+            seen["pagemap"] = errno.errorcode[error.errno]
+        seen["status"] = "ok" if b"VmRSS" in Path("/proc/self/status").read_bytes() else "?"
+        return repr(seen)
+
+    def not_dumpable() -> str:
+        LIBC.prctl(4, 0, 0, 0, 0)  # as the supervisor's forks are (isolation.protect_supervisor)
+        return work()
+
+    seen = eval(in_filtered_child(not_dumpable))  # noqa: S307 - our own repr
+    assert seen == {"madvise willneed": "ok", "madvise collapse": "EPERM",
+                    "madvise pageout": "EPERM", "readahead": "ok", "dumpable 1": "EPERM",
+                    "dumpable 0": "ok", "anonymous dontneed": "ok", "anonymous free": "ok",
+                    "hugepage": seen["hugepage"],
+                    "pwritev2 nowait": errno.errorcode[errno.EOPNOTSUPP],
+                    "pwritev2": "1", "pagemap": "EACCES" if os.getuid() else seen["pagemap"],
+                    "status": "ok"}
+    assert seen["hugepage"] in ("ok", "EINVAL")  # EINVAL: a kernel without THP
