@@ -1,9 +1,9 @@
 """A real platform for the hardening suites (adversarial, faults): the e2e `Platform`, isolated.
 
-The e2e fixture shares Redis db 13 and the queue name `arena` with every other platform test on
-the host; a worker of one suite would then take another suite's jobs. Here each platform gets its
-own queue name (and, for fault injection, its own Redis and Postgres), so suites never see each
-other's jobs. Also: a participant model template with hooks, and checks that the host is intact.
+Every platform has a queue of its own on its test process's Redis database (platform_support);
+here it may also get its own broker (fault injection: its own Redis and Postgres), so suites never
+see each other's jobs. Also: a participant model template with hooks, and checks that the
+host is intact.
 
 Importable by name: the conftests of tests/adversarial and tests/faults put this folder and
 tests/e2e on sys.path.
@@ -36,7 +36,6 @@ SANDBOX_LABEL = "org.metadl-arena.role=sandbox"
 class IsolatedPlatform(Platform):
     """The e2e platform with its own queue name, broker URL and optional extra server env."""
 
-    queue: str = "arena"
     broker_url: str = REDIS_URL
     extra_server_env: dict | None = None
 

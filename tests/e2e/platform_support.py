@@ -57,6 +57,9 @@ class Platform:
     admin_token: str
     server: subprocess.Popen | None = None
     workers: list[subprocess.Popen] = field(default_factory=list)
+    queue: str = field(default_factory=lambda: f"e2e-{uuid.uuid4().hex[:8]}")
+    """The platform's own queue, on this test process's own Redis database: two platforms at
+    once (xdist workers, two checkouts) never take each other's jobs."""
 
     # --- processes -------------------------------------------------------------------------
     def server_env(self) -> dict[str, str]:
@@ -64,7 +67,7 @@ class Platform:
                 "ARENA_BROKER_URL": REDIS_URL, "ARENA_DATA_DIR": str(self.root / "server"),
                 "ARENA_ADMIN_BOOTSTRAP_TOKEN": self.admin_token, "ARENA_LEASE_SECONDS": "15",
                 "ARENA_RECONCILE_INTERVAL_S": "2", "ARENA_REQUEUE_AFTER_S": "600",
-                "ARENA_DEFAULT_QUEUE": "arena"}
+                "ARENA_DEFAULT_QUEUE": self.queue}
 
     def start_server(self) -> None:
         port = self.base_url.rsplit(":", 1)[1]
@@ -85,7 +88,8 @@ class Platform:
         values = {"ARENA_WORKER_BROKER_URL": REDIS_URL, "ARENA_WORKER_SERVER_URL": self.base_url,
                   "ARENA_WORKER_DATA_DIR": str(self.root / f"worker-{name}"),
                   "ARENA_WORKER_EXECUTOR": "docker", "ARENA_WORKER_NAME": name,
-                  "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3", "ARENA_WORKER_QUEUES": '["arena"]',
+                  "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3",
+                  "ARENA_WORKER_QUEUES": f'["{self.queue}"]',
                   "ARENA_WORKER_MAX_TIME_LIMIT_S": "120", "ARENA_WORKER_VISIBILITY_MARGIN_S": "30",
                   **env}
         log = (self.root / f"worker-{name}.log").open("ab")

@@ -7,16 +7,40 @@ where they fail: there a missing engine is a broken pipeline, not a reason to pa
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from docker.models.containers import ContainerCollection
 
+import docker
 from worker.sandbox import SandboxLimits, SandboxResult, SandboxSpec, run_sandbox
 
 IMAGE = os.environ.get("ARENA_SANDBOX_IMAGE", "metadl-arena/sandbox:cpu")
 HOW_TO = "run scripts/ensure_docker.sh and scripts/build_sandbox_image.sh"
 RunScript = Callable[..., SandboxResult]
+OWNER_LABEL = "org.metadl-arena.test-owner"
+OWNER = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+"""This test process's mark on every container it makes through `docker_client`: the leak check
+counts its own containers only, so other test processes' sandboxes (an xdist worker beside it,
+another checkout on the host) can run meanwhile."""
+
+
+class _OwnedContainers(ContainerCollection):
+    def create(self, image, command=None, **kwargs):  # noqa: ANN001, ANN201 - docker-py's own
+        labels = kwargs.get("labels") or {}
+        labels = dict.fromkeys(labels, "") if isinstance(labels, list) else dict(labels)
+        kwargs["labels"] = {**labels, OWNER_LABEL: OWNER}
+        return super().create(image, command, **kwargs)
+
+
+class OwnedClient(docker.DockerClient):
+    """A Docker client whose containers carry `OWNER_LABEL` (`run` goes through `create`)."""
+
+    @property
+    def containers(self) -> ContainerCollection:
+        return _OwnedContainers(client=self)
 
 
 def _unavailable(reason: str) -> None:
@@ -28,9 +52,7 @@ def _unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def docker_client():
     try:
-        import docker
-
-        client = docker.from_env()
+        client = OwnedClient.from_env()
         client.ping()
     except Exception as error:  # noqa: BLE001 - any failure means: no usable engine
         _unavailable(f"no Docker engine answers ({type(error).__name__}: {error})")
@@ -79,13 +101,11 @@ pathlib.Path('/output/ok.txt').write_text('fine')
 def driver_still_works(request, docker_client, tmp_path_factory) -> Iterator[None]:
     """After every sandbox test, an ordinary run on the same client succeeds: nothing leaked.
 
-    Only containers that appeared during this test count (platform workers' `arena-*-run-*`
-    containers of other test processes are not this driver's)."""
+    Only this process's containers that appeared during this test count (`OWNER_LABEL`)."""
 
     def sandboxes() -> set[str]:
-        found = docker_client.containers.list(all=True,
-                                              filters={"label": "org.metadl-arena.role=sandbox"})
-        return {c.id for c in found if not (c.name.startswith("arena-") and "-run-" in c.name)}
+        mine = ["org.metadl-arena.role=sandbox", f"{OWNER_LABEL}={OWNER}"]
+        return {c.id for c in docker_client.containers.list(all=True, filters={"label": mine})}
 
     before = sandboxes()
     yield
