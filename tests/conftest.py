@@ -52,6 +52,7 @@ tier until they are split (what they check needs a real process or a real socket
 SERIAL_GROUP = "serial: docker, platforms, redis"
 SERIAL_PATHS = ("adversarial/", "faults/", "integration/deploy/", "integration/sandbox/",
                 "integration/worker/", "integration/server/test_celery_queue.py",
+                "e2e/test_competition_rehearsal.py",
                 "e2e/test_neurips22_torchvision.py", "e2e/test_platform_end_to_end.py",
                 "e2e/test_secret_phase_platform.py", "e2e/test_task_isolation_platform.py")
 """What one xdist worker runs in order, never beside each other: Docker sandboxes (the sandbox
