@@ -1,10 +1,11 @@
-"""What closing a phase did to each participant: carried into its final, or not and why.
+"""What closing a phase did to each competitor (a team, or a participant alone): carried into
+its final, or not and why; every member of a team reads the team's line as their own.
 
 `finals.close_phase` writes this list into the `phase.close` audit entry (so the log says who
 was carried, who was below their league's threshold, who was disqualified, who had no finished
 submission); the organizer's dashboard shows it under the closed phase, and each participant's
-own page (/my) shows their line — read back from that one audit entry, never recomputed, so
-all three say the same thing even after later reruns or disqualifications.
+own page (/my) shows their line (their team's) — read back from that one audit entry, never
+recomputed, so all three say the same thing even after later reruns or disqualifications.
 """
 
 from __future__ import annotations
@@ -14,29 +15,46 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.models import AuditLog, Competition, Phase, Submission, User
+from server.models import AuditLog, Competition, Phase, Submission, Team, TeamMember, User
 
 OUTCOMES = ("carried", "below_threshold", "disqualified", "no_finished_submission")
 
 
 def compute_close_summary(session: Session, phase: Phase, finals: list[Phase],
                           skipped: dict[int, list[int]]) -> list[dict[str, Any]]:
-    """One line per participant (and league) of `phase`, for the phases carrying from it.
+    """One line per competitor (team, or participant alone) and league of `phase`, for the
+    phases carrying from it.
 
-    Each line: user_id, username, league, outcome (one of OUTCOMES), submission_id (the entry
-    considered, if any), final_id, carried_id, score, threshold, reason."""
+    Each line: user_id and username (who made the entry considered), team_id, team (its name)
+    and member_ids (the team's members at the close: each of them reads the line as theirs),
+    competitor (the team's name, else the username), league, outcome (one of OUTCOMES),
+    submission_id (the entry considered, if any), final_id, carried_id, score, threshold,
+    reason."""
     comp = session.get_one(Competition, phase.competition_id)
     thresholds = {lg["name"]: lg.get("final_threshold") for lg in (comp.leagues or [])}
     names = dict(session.execute(select(User.id, User.username).join(
         Submission, Submission.user_id == User.id).where(Submission.phase_id == phase.id)).all())
-    lines: dict[tuple[int, str | None], dict[str, Any]] = {}
+    teams = {t.id: t.name for t in session.execute(select(Team).where(
+        Team.competition_id == comp.id)).scalars()}
+    members: dict[int, list[int]] = {}
+    for team_id, user_id in session.execute(select(TeamMember.team_id, TeamMember.user_id)
+                                            .where(TeamMember.competition_id == comp.id)
+                                            .order_by(TeamMember.id)).all():
+        members.setdefault(team_id, []).append(user_id)
+    lines: dict[tuple[tuple[str, int], str | None], dict[str, Any]] = {}
 
     def put(sub: Submission, outcome: str, **extra: Any) -> None:
-        key = (sub.user_id, sub.league)
-        lines.setdefault(key, {"user_id": sub.user_id, "username": names.get(sub.user_id, "?"),
-                               "league": sub.league, "outcome": outcome,
-                               "submission_id": sub.id, "score": sub.score, "final_id": None,
-                               "carried_id": None, "threshold": None, "reason": None} | extra)
+        team = sub.team_id if sub.team_id in teams else None
+        who = ("team", team) if team is not None else ("user", sub.user_id)
+        username = names.get(sub.user_id, "?")
+        lines.setdefault((who, sub.league), {
+            "user_id": sub.user_id, "username": username, "team_id": team,
+            "team": teams.get(team) if team is not None else None,
+            "member_ids": members.get(team, []) if team is not None else [sub.user_id],
+            "competitor": teams[team] if team is not None else username,
+            "league": sub.league, "outcome": outcome, "submission_id": sub.id,
+            "score": sub.score, "final_id": None, "carried_id": None, "threshold": None,
+            "reason": None} | extra)
 
     for final in finals:
         for copy in session.execute(select(Submission).where(
@@ -53,20 +71,29 @@ def compute_close_summary(session: Session, phase: Phase, finals: list[Phase],
         Submission.phase_id == phase.id, Submission.is_baseline.is_(False))
         .order_by(Submission.disqualified_at.is_(None), Submission.id.desc())).scalars()
     for sub in rest:
-        if (sub.user_id, sub.league) in lines:
-            continue
         if sub.disqualified_at is not None:
             put(sub, "disqualified", reason=sub.disqualified_reason)
         else:
             put(sub, "no_finished_submission", reason=f"its state is {sub.state}")
     return sorted(lines.values(), key=lambda line: (OUTCOMES.index(line["outcome"]),
-                                                     line["username"]))
+                                                     line["competitor"]))
+
+
+def concerns(line: dict[str, Any], user_id: int) -> bool:
+    """True when `line` is about `user_id`: a member of its team at the close, or (alone, or
+    a line written before teams were counted) the one who made its entry."""
+    return user_id in line.get("member_ids", [line["user_id"]])
 
 
 def describe(line: dict[str, Any], phase_name: str, final_names: dict[int, str]) -> str:
     """A participant's line in words (their page, the dashboard's title attribute)."""
     final = final_names.get(line["final_id"], "the final phase")
     entry = f"submission #{line['submission_id']}"
+    if line.get("team"):
+        entry = f"team {line['team']}'s {entry} (by {line['username']})"
+        you = f"your team {line['team']} was"
+    else:
+        you = "you were"
     if line["outcome"] == "carried":
         return (f"When {phase_name} closed, your {entry} was carried into {final} "
                 f"(there it is #{line['carried_id']}, evaluated again on the final's tasks).")
@@ -75,10 +102,12 @@ def describe(line: dict[str, Any], phase_name: str, final_names: dict[int, str])
                 f"score {line['score']:.3f} is not above the threshold {line['threshold']} of "
                 f"league {line['league'] or '(default)'}.")
     if line["outcome"] == "disqualified":
-        return (f"When {phase_name} closed, you were not carried into {final}: your {entry} "
-                f"was disqualified ({line['reason']}) and no other finished one stood for you.")
-    return (f"When {phase_name} closed, you were not carried into {final}: none of your "
-            f"submissions had finished with a score (the latest, {entry}, {line['reason']}).")
+        return (f"When {phase_name} closed, {you} not carried into {final}: your {entry} "
+                f"was disqualified ({line['reason']}) and no other finished one stood for "
+                f"{'it' if line.get('team') else 'you'}.")
+    return (f"When {phase_name} closed, {you} not carried into {final}: none of your "
+            f"{'team' + chr(39) + 's ' if line.get('team') else ''}submissions had finished "
+            f"with a score (the latest, {entry}, {line['reason']}).")
 
 
 def latest_close_summaries(session: Session, phase_ids: list[int]) -> dict[int, dict]:
@@ -105,7 +134,7 @@ def participant_close_notes(session: Session, user_id: int,
         phase = session.get_one(Phase, pid)
         final_names = {p.id: p.name for p in phase.competition.phases}
         for line in details["summary"]:
-            if line["user_id"] == user_id:
+            if concerns(line, user_id):
                 notes.append({"phase_id": pid, "outcome": line["outcome"], "at": details["at"],
                               "text": describe(line, phase.name, final_names)})
     return notes

@@ -1,14 +1,16 @@
 """Closing a phase, and carrying its chosen submissions into the final phase that follows it.
 
 When a phase closes (an organizer's `POST /phases/{id}/close`, or the reconciler noticing that
-`ends_at` passed), each phase that names it in `carry_from_id` receives, per participant and
-league, the submission that represents them (selected, else by the closed phase's rule) if its
-score is above the league's `final_threshold` (no threshold: every finished entry), plus every
-baseline. A carried submission is a new Submission in the final phase that points at the same
-stored zip, is not charged to any quota, and gets the final phase's runs (one per seed,
-`runs_per_submission` of them) enqueued so that workers run them in parallel; its score is the
-worst run. `closed_at` and a unique (phase, carried_from) pair make closing idempotent: a second
-close, or a reconciler racing an organizer, carries nothing twice.
+`ends_at` passed), each phase that names it in `carry_from_id` receives, per competitor (the
+team in a team competition, the participant otherwise) and league, the submission that
+represents them (selected, else by the closed phase's rule) if its score is above the league's
+`final_threshold` (no threshold: every finished entry), plus every baseline. A carried
+submission is a new Submission in the final phase that points at the same stored zip, keeps its
+team, method and league (the final's board names the team and method), is not charged to any
+quota, and gets the final phase's runs (one per seed, `runs_per_submission` of them) enqueued
+so that workers run them in parallel; its score is the worst run. `closed_at` and a unique
+(phase, carried_from) pair make closing idempotent: a second close, or a reconciler racing an
+organizer, carries nothing twice.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def _thresholds(comp: Competition) -> dict[str | None, float | None]:
 
 def _chosen(session: Session, phase: Phase) -> list[Any]:
     rows = session.execute(
-        select(Submission.id, Submission.user_id, Submission.score, Submission.created_at,
-               Submission.league, Submission.is_baseline, Submission.is_selected)
+        select(Submission.id, Submission.user_id, Submission.team_id, Submission.score,
+               Submission.created_at, Submission.league, Submission.is_baseline,
+               Submission.is_selected)
         .where(Submission.phase_id == phase.id, Submission.state == "finished",
                Submission.score.is_not(None), Submission.disqualified_at.is_(None))).all()
     by_league: dict[str | None, list[Any]] = {}
@@ -71,18 +74,20 @@ def carry_into(session: Session, source: Phase, final: Phase, now: datetime,
     and jobs."""
     thresholds = _thresholds(session.get_one(Competition, source.competition_id))
     present = session.execute(select(Submission.carried_from_id, Submission.user_id,
-                                     Submission.league).where(
+                                     Submission.team_id, Submission.league,
+                                     Submission.is_baseline).where(
         Submission.phase_id == final.id, Submission.carried_from_id.is_not(None))).all()
     already = {r.carried_from_id for r in present}
     # A phase reopened and closed again carries only who was not carried the first time.
-    entered = {(r.user_id, r.league) for r in present}
+    entered = {(competitor(r), r.league) for r in present if not r.is_baseline}
     carried, skipped, jobs = [], [], []
     for row in _chosen(session, source):
         threshold = thresholds.get(row.league)
         if not row.is_baseline and threshold is not None and not row.score > threshold:
             skipped.append(row.id)
             continue
-        if row.id in already or (not row.is_baseline and (row.user_id, row.league) in entered):
+        if row.id in already or (not row.is_baseline
+                                 and (competitor(row), row.league) in entered):
             continue
         new, new_jobs = _copy(session, session.get_one(Submission, row.id), final, now,
                               final.queue or default_queue)
@@ -91,10 +96,17 @@ def carry_into(session: Session, source: Phase, final: Phase, now: datetime,
     return carried, skipped, jobs
 
 
+def competitor(row: Any) -> tuple[str, int]:
+    """Who a submission row stands for: its team when it has one, else its owner."""
+    return ("team", row.team_id) if row.team_id is not None else ("user", row.user_id)
+
+
 def _copy(session: Session, origin: Submission, final: Phase, now: datetime,
           queue_name: str) -> tuple[Submission, list[Job]]:
     copy = Submission(
-        phase_id=final.id, user_id=origin.user_id, sha256=origin.sha256,
+        phase_id=final.id, user_id=origin.user_id, team_id=origin.team_id,
+        method_name=origin.method_name, method_description=origin.method_description,
+        code_url=origin.code_url, sha256=origin.sha256,
         size_bytes=origin.size_bytes, storage_path=origin.storage_path,
         zip_root=origin.zip_root, note=f"carried from submission {origin.id}",
         state="queued", created_at=now, league=origin.league, is_baseline=origin.is_baseline,

@@ -16,6 +16,7 @@ from typing import Any
 import pydantic_core
 
 from server.models import Competition, Phase
+from server.services.csv_safety import neutralize_cell
 from server.services.leaderboard import Entry, Ranked, build_entries
 from server.services.leaderboard_cache import cached_rank_leaderboard
 from server.services.leaderboard_stats import (
@@ -27,8 +28,10 @@ from server.services.scores import explain_phase_score
 from server.services.secrecy import board_hidden
 from submission_api.scoring.aggregate import compute_order_flips
 
-CSV_FIXED = ["rank", "username", "league", "submission_id", "score", "ci95", "average_rank",
-             "baseline", "selected", "submitted_at"]
+CSV_FIXED = ["rank", "competitor", "team", "username", "method", "league", "submission_id",
+             "score", "ci95", "average_rank", "baseline", "selected", "submitted_at"]
+"""`competitor` is who the entry stands for (the team's name, else the username); text cells
+pass through `csv_safety.neutralize_cell` (a team name or method a spreadsheet would evaluate)."""
 CSV_STATISTICS = ["rank_low", "rank_high", "tied_group"]
 """Columns after CSV_FIXED when the phase shows statistics (rank interval, tied group)."""
 
@@ -121,8 +124,11 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
                     + [f"dataset:{d}" for d in board["datasets"]])
     for e in board["entries"]:
         per_dataset, own = e["per_dataset"] or {}, e.get("sides") or {}
+        text = [neutralize_cell(v) for v in (e.get("team") or e["username"], e.get("team") or "",
+                                             e["username"], e.get("method") or "",
+                                             e["league"] or "")]
         writer.writerow([
-            e["rank"], e["username"], e["league"] or "", e["submission_id"],
+            e["rank"], *text, e["submission_id"],
             _num(e["score"]), _num(e["ci95"]), _num(e["average_rank"]),
             int(e["is_baseline"]), int(e["is_selected"]), e["created_at"].isoformat(),
             *[e.get(k) if e.get(k) is not None else "" for k in extra],

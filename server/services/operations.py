@@ -6,8 +6,11 @@
 - Re-run (organizer): the submission's current runs must all be over. They are kept as
   history (`superseded_at`) and new runs with the same seeds and fresh tokens are added; the
   submission's state and score then come from the new runs only. Never charged to a quota.
-- Select (owner): the submission that represents its owner on the leaderboard of its phase
-  and league, and the one carried into a final phase; allowed until the phase closes.
+- Select (owner, or a current member of its team): the submission that represents its
+  competitor (the team in a team competition, else its owner) on the leaderboard of its phase
+  and league, and the one carried into a final phase; allowed until the phase closes. Team
+  membership is read now, never the submission's `team_id` alone: a member who left or was
+  removed chooses nothing for the team, not even with a submission they made for it.
 - Baseline (organizer): a reference entry, marked on the leaderboard and always carried.
 Every action by staff is written to the audit log in the same transaction.
 """
@@ -19,13 +22,13 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from server.core.errors import ConflictError, NotFoundError
+from server.core.errors import ConflictError, ForbiddenError, NotFoundError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
 from server.services import tenancy
 from server.services.competitions import check_phase_data
 from server.services.runs import CANCELLED_MESSAGE, guarded_update
-from server.services.submissions import refresh_submission
+from server.services.submissions import in_team_of, refresh_submission
 
 Job = tuple[int, str, str]
 
@@ -119,7 +122,14 @@ def rerun_submission(session: Session, submission: Submission, actor: User, now:
 
 def select_submission(session: Session, submission: Submission, user: User, selected: bool,
                       now: datetime) -> Submission:
-    """Make (or stop making) `submission` the one representing its owner in its phase."""
+    """Make (or stop making) `submission` the one representing its competitor in its phase.
+
+    Raises ForbiddenError (`team.not_member`) when the submission is a team's and `user` is
+    not a member of that team now."""
+    if submission.team_id is not None and not in_team_of(session, submission, user):
+        raise ForbiddenError(f"submission {submission.id} belongs to a team you are no longer "
+                             "in: only its current members choose the team's entry",
+                             code="team.not_member")
     phase = session.get_one(Phase, submission.phase_id)
     if phase.closed_at is not None or phase.status == "closed":
         raise ConflictError(f"phase {phase.id} is closed; the selection can no longer change",
@@ -134,7 +144,7 @@ def select_submission(session: Session, submission: Submission, user: User, sele
                             "finished submission can represent you — wait for it to finish",
                             code="submission.not_finished")
     owner = (Submission.team_id == submission.team_id) if submission.team_id is not None \
-        else (Submission.user_id == user.id)  # a team selects one submission for all
+        else (Submission.user_id == submission.user_id)  # a team selects one for all
     session.execute(update(Submission).where(
         Submission.phase_id == submission.phase_id, owner,
         Submission.league.is_not_distinct_from(submission.league),

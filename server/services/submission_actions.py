@@ -15,15 +15,18 @@ from server.core.errors import NotFoundError
 from server.models import Phase, Submission, User
 from server.services import operations as ops
 from server.services.queue import JobQueue, enqueue_quietly
+from server.services.submissions import in_team_of
 
 
 def get_own_submission(session: Session, submission_id: int, user: User) -> Submission:
-    """`user`'s own submission; any other answers 404, exactly like an id that does not exist
-    (only an owner selects, and a participant learns nothing of other submissions)."""
+    """`user`'s own submission, or one of their current team's (team-mates choose the team's
+    entry together); any other answers 404, exactly like an id that does not exist (a
+    participant learns nothing of other submissions)."""
     submission = session.get(Submission, submission_id)
-    if submission is None or submission.user_id != user.id:
-        raise NotFoundError(f"no submission with id {submission_id} among yours; list "
-                            "yours at /api/v1/me/submissions")
+    if submission is None or (submission.user_id != user.id
+                              and not in_team_of(session, submission, user)):
+        raise NotFoundError(f"no submission with id {submission_id} among yours or your "
+                            "team's; list yours at /api/v1/me/submissions")
     return submission
 
 
@@ -37,8 +40,8 @@ def cancel(session: Session, submission_id: int, user: User, now: datetime) -> S
 
 def select(session: Session, submission_id: int, user: User, selected: bool | None,
            now: datetime) -> Submission:
-    """Make (`True`), stop making (`False`) or toggle (`None`) the owner's submission the one
-    representing them in its phase."""
+    """Make (`True`), stop making (`False`) or toggle (`None`) the submission the one
+    representing its competitor (its owner, or its team: any current member) in its phase."""
     submission = get_own_submission(session, submission_id, user)
     wanted = (not submission.is_selected) if selected is None else selected
     ops.select_submission(session, submission, user, wanted, now)

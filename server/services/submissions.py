@@ -23,6 +23,7 @@ from server.models import (
     Phase,
     Run,
     Submission,
+    TeamMember,
 )
 from server.models import User as UserModel
 from server.services.scores import aggregate_runs, refresh_run_scores
@@ -82,11 +83,23 @@ def get_visible_submission(session: Session, submission_id: int, user: UserModel
 
 
 def _may_see(session: Session, submission: Submission, user: UserModel) -> bool:
-    """Its owner, an admin, or an organizer of its competition — not every organizer: the
-    organizer of another competition must not read this one's logs and results."""
-    if submission.user_id == user.id:
+    """Its owner, a current member of its team (the team is the competitor: a removed member
+    sees none of its submissions but their own), an admin, or an organizer of its
+    competition — not every organizer: the organizer of another competition must not read this
+    one's logs and results."""
+    if submission.user_id == user.id or in_team_of(session, submission, user):
         return True
     return organizes_phase(session, user, session.get(Phase, submission.phase_id))
+
+
+def in_team_of(session: Session, submission: Submission, user: UserModel) -> bool:
+    """True when `user` is a member, now, of the team `submission` was made for (membership is
+    read at every call, never remembered: a removed member loses the team's submissions)."""
+    if submission.team_id is None:
+        return False
+    return session.execute(select(TeamMember.id).where(
+        TeamMember.team_id == submission.team_id, TeamMember.user_id == user.id)
+    ).first() is not None
 
 
 def queue_position(session: Session, submission: Submission, default_queue: str) -> int | None:

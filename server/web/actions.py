@@ -40,11 +40,13 @@ class Action:
         return f"/submissions/{submission_id}/{self.name}"
 
 
-def submission_actions(submission: Submission, user: User) -> list[Action]:
-    """The buttons `user` gets for `submission`, given its state (the service re-checks)."""
+def submission_actions(submission: Submission, user: User,
+                       team_member: bool = False) -> list[Action]:
+    """The buttons `user` gets for `submission`, given its state (the service re-checks);
+    `team_member`: `user` is a current member of the submission's team (they select too)."""
     actions = []
     over = submission.state in TERMINAL_STATES
-    if (submission.user_id == user.id and submission.state == "finished"
+    if ((submission.user_id == user.id or team_member) and submission.state == "finished"
             and submission.disqualified_at is None):
         actions.append(Action("select", "Unselect" if submission.is_selected
                               else "Use for the leaderboard"))

@@ -285,15 +285,17 @@ def print_board(board: dict[str, Any], stats: bool = False) -> None:
             "bundle's leaderboard.statistics); the plain board follows", highlight=False)
     stats = stats and bool(board.get("statistics"))
     table = Table(title=title)
-    for column in ("#", *(("rank range", "group") if stats else ()), "participant", "score",
-                   "ci95", *board["datasets"]):
+    for column in ("#", *(("rank range", "group") if stats else ()), "competitor", "method",
+                   "score", "ci95", *board["datasets"]):
         table.add_column(column)
     for e in board["entries"]:
         per = e.get("per_dataset") or {}
         extra = ([f"{e['rank_low']}–{e['rank_high']}" if e.get("rank_low") else None,
                   e.get("tied_group")] if stats else [])
-        cells = [e["rank"], *extra, e["username"] + (" (baseline)" if e["is_baseline"] else ""),
-                 e["score"], e["ci95"], *[per.get(d) for d in board["datasets"]]]
+        who = f"{e['team']} (team)" if e.get("team") else e["username"]
+        cells = [e["rank"], *extra, who + (" (baseline)" if e["is_baseline"] else ""),
+                 e.get("method") or None, e["score"], e["ci95"],
+                 *[per.get(d) for d in board["datasets"]]]
         table.add_row(*["-" if c is None else f"{c:.4f}" if isinstance(c, float) else str(c)
                         for c in cells])
     Console().print(table)
