@@ -50,6 +50,10 @@ def _check_tar_members(tar: tarfile.TarFile) -> None:
 
 def _entry_root(folder: Path) -> Path:
     """The folder holding manifest.json: `folder` itself or its single subfolder."""
+    if not folder.is_dir() or not any(folder.iterdir()):  # a tar of nothing unpacks to nothing
+        raise _bad("the tar holds no file; expected a compiled cache entry "
+                   "(<content_hash>/manifest.json, images.u8, labels.npy): `tar -cf entry.tar "
+                   "-C ~/.cache/metadl-arena <content_hash>` after `arena data compile`")
     if (folder / MANIFEST).is_file():
         return folder
     children = [p for p in folder.iterdir() if p.is_dir()]
