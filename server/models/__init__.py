@@ -20,7 +20,7 @@ from server.models.submission import (
     Submission,
     TaskResult,
 )
-from server.models.team import Team, TeamMember
+from server.models.team import Team, TeamMember, TeamStint
 from server.models.user import ROLES, ApiToken, AuditLog, User
 from server.models.worker import Worker
 
@@ -29,5 +29,6 @@ __all__ = [
     "ApiToken", "AuditLog", "Base", "Competition", "CompetitionMember", "Dataset",
     "DatasetGrant", "FactsheetAnswer", "LoginAttempt", "Participation", "PasswordReset",
     "Phase", "Run",
-    "Submission", "TaskResult", "Team", "TeamMember", "UTCDateTime", "User", "Worker", "utcnow",
+    "Submission", "TaskResult", "Team", "TeamMember", "TeamStint", "UTCDateTime", "User",
+    "Worker", "utcnow",
 ]

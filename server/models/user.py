@@ -6,11 +6,17 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.models.base import Base, UTCDateTime, utcnow
+from server.services.names import name_key
 
 ROLES = ("participant", "organizer", "admin")
+
+
+def _username_key(context: DefaultExecutionContext) -> str:
+    return name_key(context.get_current_parameters()["username"])
 
 
 class User(Base):
@@ -18,6 +24,9 @@ class User(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
+    # Issue 33: the TR39 skeleton of the username (services/names.py): "ada_I" and "ADA_l" are
+    # one account name. Logins look it up by this key.
+    name_key: Mapped[str] = mapped_column(String(255), unique=True, default=_username_key)
     email: Mapped[str | None] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(16), default="participant")
     password_hash: Mapped[str | None] = mapped_column(String(255))
