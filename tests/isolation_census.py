@@ -195,24 +195,46 @@ def start_state():
 
 def trusted_counters():
     """The children's counters (minor and major faults, user and system time of the children
-    it reaped) of the trusted processes that outlive tasks, found by their command line: a
-    task's own faults and CPU time, if they reached one of them, would tell the next task how
-    much its predecessor chose to burn. Not the task's outer parent (made for this task)."""
+    it reaped) of the trusted processes of this run that outlive tasks, found by their command
+    line: a task's own faults and CPU time, if they reached one of them, would tell the next
+    task how much its predecessor chose to burn. Not the task's outer parent (made for this
+    task), and never another run's supervisor (another test or worker on the host moves its
+    own counters between our tasks)."""
     def fields(pid):
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
 
+    def supervised(pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                return b"submission_api.runner.supervisor" in handle.read()
+        except OSError:
+            return False
+
     me = fields("self")
     skip, found = {me[1]}, {}  # the outer parent's pid, in the procfs's own numbering
+    root, pid = None, me[1]  # this run's top supervisor: the highest one among our ancestors
+    while pid != "0":
+        root = pid if supervised(pid) else root
+        try:
+            pid = fields(pid)[1]
+        except (OSError, IndexError):
+            break
+    ours, queue = set(), [root] if root else []
+    while queue:  # the top supervisor and everything below it
+        pid = queue.pop()
+        ours.add(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                queue += open(f"/proc/{pid}/task/{task}/children").read().split()
+        except OSError:
+            pass
     uid = os.getuid()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or name in skip or os.path.realpath("/proc/self") == f"/proc/{name}":
+    for name in sorted(ours):
+        if name in skip or os.path.realpath("/proc/self") == f"/proc/{name}":
             continue
         try:
-            if os.stat(f"/proc/{name}").st_uid not in (uid, 0):
+            if os.stat(f"/proc/{name}").st_uid not in (uid, 0) or not supervised(name):
                 continue
-            with open(f"/proc/{name}/cmdline", "rb") as handle:
-                if b"submission_api.runner.supervisor" not in handle.read():
-                    continue
             rest = fields(name)
             counts = [int(rest[i]) for i in (8, 10, 13, 14)]  # cminflt cmajflt cutime cstime
             if any(counts):  # all zero says nothing (the next task's standby has reaped none)
