@@ -219,6 +219,11 @@ def release_run(session: Session, run_id: int, fencing_token: int, error: str, n
     return token
 
 
+RETRY_NOTE = "A platform fault; it will be retried, not charged to your quota"
+"""How a run put back in the queue after a platform fault reads to its owner (issue 32.5: it
+read "the run failed during meta-testing"); `secrecy.redact_message` keeps this note alone."""
+
+
 def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: datetime,
                      policy: LeasePolicy) -> str | None:
     """Shared by release and the reconciler: "" when the guard lost the race, None when the
@@ -228,7 +233,7 @@ def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: da
     values: dict[str, Any] = {
         "platform_failures": failures, "lease_owner": None, "lease_expires_at": None,
         "fencing_token": Run.fencing_token + 1,
-        "message": storable_text(f"platform fault: {error}"[:4000]),
+        "message": storable_text(f"{RETRY_NOTE} (the fault: {error})"[:4000]),
     }
     give_up = failures >= policy.max_platform_failures or run.cancel_requested_at is not None
     if run.cancel_requested_at is not None:  # asked to stop anyway: do not run it again

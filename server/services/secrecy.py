@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError
-from server.models import AuditLog, Phase, User
+from server.models import PLATFORM_ERROR, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
+from server.services.runs import RETRY_NOTE
 from server.services.tenancy import organizes_phase
 
 TEST_DATA_LEVELS = ("public", "feedback", "secret")
@@ -118,6 +120,10 @@ def redact_message(reason: str | None, message: str | None) -> str | None:
     """A run's failure message as the owner of a secret-data run may read it."""
     if not message:
         return message
+    if reason is None and message.startswith(RETRY_NOTE):  # queued again: the platform's own
+        return f"{RETRY_NOTE}."
+    if reason == PLATFORM_ERROR:
+        return "The platform failed running this run; it is not charged to your quota."
     if reason in TRUSTED_REASONS or any(message.startswith(p) and reason == r
                                         for p, r in META_TRAIN_MESSAGES.items()):
         return message
@@ -167,9 +173,41 @@ def redact_run(run: dict[str, Any], view: OwnerView) -> dict[str, Any]:
     return run
 
 
+def pending_runs(session: Session, phase: Phase) -> dict[str, Any]:
+    """The current runs of `phase`'s entries in good standing that have not ended: counts by
+    state and their submissions' ids (a disqualified entry's runs do not count: it is off the
+    board whatever they do)."""
+    rows = session.execute(select(Run.state, Run.submission_id).join(
+        Submission, Submission.id == Run.submission_id).where(
+        Submission.phase_id == phase.id, Submission.disqualified_at.is_(None),
+        Run.superseded_at.is_(None), Run.state.not_in(TERMINAL_STATES))).all()
+    queued = sum(1 for r in rows if r.state == "queued")
+    return {"pending_runs": len(rows), "queued": queued, "running": len(rows) - queued,
+            "submission_ids": sorted({r.submission_id for r in rows})}
+
+
+def check_no_runs_pending(session: Session, phase: Phase) -> None:
+    """ConflictError (`phase.runs_pending`, with the counts) while runs of the phase's entries
+    are waiting or running: published now, its board would rank entries without their final
+    scores, and the publication cannot be undone. No override: a stuck run is cancelled (its
+    entry then leaves the board), after which the phase publishes."""
+    pending = pending_runs(session, phase)
+    if pending["pending_runs"]:
+        ids = pending["submission_ids"]
+        shown = ", ".join(f"#{i}" for i in ids[:10]) + (" …" if len(ids) > 10 else "")
+        raise ConflictError(
+            f"phase {phase.id} still has {pending['pending_runs']} run(s) pending "
+            f"({pending['queued']} queued, {pending['running']} running) of {len(ids)} "
+            f"submission(s) ({shown}): publishing now would rank them without their scores. "
+            "Wait for them to finish, or cancel the submissions you will not wait for, then "
+            "publish", code="phase.runs_pending", **pending)
+
+
 def publish_results(session: Session, phase: Phase, actor: User, now: datetime) -> Phase:
-    """Reveal a closed phase's board and its owners' scores (audited); ConflictError while the
-    phase is not closed (participants could still submit against what it reveals)."""
+    """Reveal a closed phase's board and its owners' scores (audited). ConflictError while
+    the phase is not closed (participants could still submit against what it reveals), while
+    its runs are pending (`phase.runs_pending`), when published already, or when nothing of it
+    is withheld (`phase.results_public`)."""
     if phase.closed_at is None and phase.status != "closed":
         raise ConflictError(f"phase {phase.id} is {phase.status!r}; close it first (POST "
                             f"/api/v1/phases/{phase.id}/close), then publish its results",
@@ -177,6 +215,11 @@ def publish_results(session: Session, phase: Phase, actor: User, now: datetime) 
     if published_at(phase):
         raise ConflictError(f"the results of phase {phase.id} were published at "
                             f"{published_at(phase)}", code="phase.already_published")
+    if results_state(phase) == "shown":
+        raise ConflictError(f"the results of phase {phase.id} are public already (its test "
+                            "data are not secret and its board hides nothing): there is "
+                            "nothing to publish", code="phase.results_public")
+    check_no_runs_pending(session, phase)
     phase.leaderboard = {**(phase.leaderboard or {}), "published_at": now.isoformat()}
     session.add(AuditLog(actor_id=actor.id, action="phase.publish", target=f"phase:{phase.id}",
                          details={"test_data": test_data_level(phase)}, at=now))

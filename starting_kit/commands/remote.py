@@ -204,10 +204,25 @@ def status_command(submission: int | None = typer.Argument(None, help="Submissio
     Console().print(status_table(views, {pid: p["name"] for pid, p in phases.items()}, boards))
     for pid, quota in quotas.items():
         console.print(Text(f"quota in {phases[pid]['name']} ({pid}): {quota_words(quota)}"))
-    if submission is not None and views[0].get("message"):
-        console.print(Text(f"{views[0]['state']} ({views[0]['reason']}): {views[0]['message']}"))
+    if submission is not None:
+        for line in status_notes(views[0]):
+            console.print(Text(line))
     if not views:
         console.print("no submission yet; `arena phases` lists where to submit")
+
+
+def status_notes(view: dict) -> list[str]:
+    """The submission's message (`failed (reason): ...`), and each run's own note the
+    submission's does not say, e.g. a run queued again after a platform fault, retried and
+    not charged (issue 32.5: it read as the run failing)."""
+    reason = f" ({view['reason']})" if view.get("reason") else ""
+    lines = [f"{view['state']}{reason}: {view['message']}"] if view.get("message") else []
+    for run in view.get("runs") or []:
+        if run.get("message") and run["message"] != view.get("message"):
+            why = f" ({run['reason']})" if run.get("reason") else ""
+            first = str(run["message"]).split("\n\n", 1)[0]
+            lines.append(f"run {run.get('index', '?')}: {run['state']}{why}: {first}")
+    return lines
 
 
 def _board_or_none(client: ArenaClient, phase_id: int) -> dict | None:
