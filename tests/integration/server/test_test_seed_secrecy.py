@@ -54,11 +54,15 @@ def _participant_view(env, phase, headers) -> list:
             answer = env.client.get(path, headers=who)
             assert answer.status_code == 200, (path, answer.text)
             answers.append(answer.json())
-    for path in (f"/api/v1/submissions/{sid}", f"/api/v1/submissions/{sid}/runs",
-                 f"/api/v1/phases/{phase.id}/submissions"):
+    # Every one must answer: a route that moved (a 404) would leave nothing checked here.
+    for path in (f"/api/v1/submissions/{sid}", f"/api/v1/submissions/{sid}/logs",
+                 f"/api/v1/submissions/{sid}/results", "/api/v1/me/submissions",
+                 f"/api/v1/me/submissions?phase_id={phase.id}",
+                 f"/api/v1/phases/{phase.id}/quota"):
         answer = env.client.get(path, headers=headers)
-        if answer.status_code == 200:
-            answers.append(answer.json())
+        assert answer.status_code == 200, (path, answer.status_code, answer.text)
+        answers.append(answer.json())
+    assert [run["run_id"] for run in answers[-5]["runs"]], answers[-5]  # its runs are there
     return answers
 
 
