@@ -110,8 +110,9 @@ def run_command(
 
     splits = read_phase_splits(protocol_file) if protocol_file else None
     if splits is not None and not quiet:
-        console.print("datasets: the phase's (meta-test: "
-                      f"{', '.join(splits['meta-test']) or 'none'}), not {data}'s split")
+        tested = (", ".join(splits["meta-test"]) if "meta-test" in splits
+                  else f"{data}'s, the phase keeps its own secret")
+        console.print(f"datasets: the phase's (meta-test: {tested}), not {data}'s split")
     submission = _submission_folder(submission)
     from starting_kit.commands.import_check import phase_image, report_missing_imports
 
@@ -144,23 +145,26 @@ def run_command(
         return
     scores = results[0]
     metric = scores.get("metric") or "score"
-    half = _metric_interval(scores, metric)
-    ci = f" ± {half:.3f} (95% CI of {metric})" if half is not None else ""
+    interval, n_tasks = _metric_interval(scores, metric)
+    ci = (f" (95% CI [{interval[0]:.3f}, {interval[1]:.3f}] of {metric})"
+          if interval is not None else "")
     what = "" if metric == "score" else f" ({metric})"
-    console.print(f"[bold green]score {scores['score']:.4f}[/]{what}{ci} over "
-                  f"{scores['n_tasks']} tasks")
+    # the count of the tasks the interval is of (5 FewSTAB-A tasks, not all 10 of the run)
+    over = f"{n_tasks} {metric} tasks" if metric != "score" else f"{n_tasks} tasks"
+    console.print(f"[bold green]score {scores['score']:.4f}[/]{what}{ci} over {over}")
     console.print(f"results: {output / 'scores.json'}, {output / 'detailed_results.html'}")
 
 
-def _metric_interval(scores: dict, metric: str) -> float | None:
-    """The 95% half-width of the quantity the phase ranks by (NovelGen, wAcc-A, ...), not of the
-    mean over every task; from the run summary in scores.json."""
-    from submission_api.scoring.ranked_tasks import compute_metric_ci95
+def _metric_interval(scores: dict,
+                     metric: str) -> tuple[tuple[float, float] | None, int | None]:
+    """The bounded 95% interval of the quantity the phase ranks by (NovelGen, wAcc-A, ...), not
+    of the mean over every task, and how many tasks it is over; from scores.json's summary."""
+    from submission_api.scoring.ranked_tasks import compute_metric_interval, count_metric_tasks
 
     summary = scores.get("summary")
     if not isinstance(summary, dict):
-        return scores.get("ci95") if metric == "score" else None
-    return compute_metric_ci95(summary, metric)
+        return None, scores.get("n_tasks") if metric == "score" else None
+    return compute_metric_interval(summary, metric), count_metric_tasks(summary, metric)
 
 
 def _submission_folder(submission: Path) -> Path:

@@ -20,7 +20,9 @@ ROLE_SPLITS = {"meta_train": "meta-train", "meta_valid": "meta-valid", "meta_tes
 
 def read_phase_splits(path: Path) -> dict[str, list[str]] | None:
     """`{"meta-train": [...], "meta-valid": [...], "meta-test": [...]}` from the file's `data`,
-    or None when it names no dataset (bare protocol parameters: the collection's split)."""
+    or None when it names no dataset (bare protocol parameters: the collection's split).
+    "meta-test" is left out when the phase keeps its test datasets secret (the participant's
+    view of a secret phase lists none): the collection's meta-test split stands in."""
     text = Path(path).read_text(encoding="utf-8")
     try:
         document: Any = json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text)
@@ -29,11 +31,13 @@ def read_phase_splits(path: Path) -> dict[str, list[str]] | None:
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(data, dict):
         return None
-    splits = {split: [_name(ref) for ref in data.get(role) or []]
+    splits = {split: [n for n in (_name(ref) for ref in data.get(role) or []) if n]
               for role, split in ROLE_SPLITS.items()}
     if not any(splits.values()):
         return None
-    return {split: [n for n in names if n] for split, names in splits.items()}
+    if not splits["meta-test"]:  # a secret phase does not name them: the collection's own
+        del splits["meta-test"]
+    return splits
 
 
 def _name(ref: Any) -> str:

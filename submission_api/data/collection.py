@@ -56,12 +56,13 @@ def load_collection(collection_dir: Path, cache_dir: Path,
 def with_phase_splits(collection: Collection, splits: dict[str, list[str]]) -> Collection:
     """The collection with a phase's own splits instead of its `meta_splits.txt`: a phase
     names which datasets play which role (`arena run --protocol-file`), as the platform's
-    planner reads them. Raises ValueError naming the datasets the folder lacks."""
+    planner reads them; a split it does not give (a secret phase's meta-test) stays the
+    collection's. Raises ValueError naming the datasets the folder lacks."""
     missing = sorted({n for names in splits.values() for n in names} - set(collection.datasets))
     if missing:
         raise ValueError(f"the phase uses dataset(s) {', '.join(missing)}, which the collection "
                          f"{collection.name!r} does not have (it has "
                          f"{', '.join(sorted(collection.datasets))}); pass --data with the "
                          "phase's sample data (the competition page's Get-started box links it)")
-    return Collection(name=collection.name, datasets=collection.datasets,
-                      splits={k: list(v) for k, v in splits.items()})
+    merged = {**collection.splits, **{k: list(v) for k, v in splits.items()}}
+    return Collection(name=collection.name, datasets=collection.datasets, splits=merged)

@@ -85,3 +85,15 @@ def test_a_phase_dataset_missing_from_the_data_folder_is_a_clear_error(collectio
     with pytest.raises(ValueError, match="does not have.*pass --data"):
         with_phase_splits(load_collection(collection_dir, tmp_path / "c"),
                           {"meta-train": ["stripes"], "meta-test": ["omniglot"]})
+
+
+def test_a_secret_phase_naming_no_test_dataset_keeps_the_collections_meta_test(collection_dir,
+                                                                               tmp_path):
+    phase = _phase(collection_dir, tmp_path / "c")
+    phase["data"]["meta_test"] = []  # what a participant reads of a secret phase
+    path = tmp_path / "phase.json"
+    path.write_text(json.dumps(phase))
+    splits = read_phase_splits(path)
+    assert splits == {"meta-train": ["stripes"], "meta-valid": []}
+    merged = with_phase_splits(load_collection(collection_dir, tmp_path / "c"), splits)
+    assert merged.splits["meta-test"] == ["spectra", "mosaic"]
