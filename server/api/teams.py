@@ -55,13 +55,14 @@ def _mine(session, team: Team) -> MyTeamOut:
 @router.get("/competitions/{competition_id}/teams", response_model=list[TeamOut])
 def list_teams(request: Request, response: Response, competition_id: int, user: CurrentUser,
                session: SessionDep, page: PageDep) -> list[TeamOut]:
-    """The competition's teams and their sizes (never their invite codes), `limit` at a time
-    (`Link` names the next page)."""
+    """The competition's teams and their sizes (never their invite codes; dissolved teams
+    left out), `limit` at a time (`Link` names the next page)."""
     comp = find_competition(session, str(competition_id), user)
     rows = session.execute(page.select(
         select(Team, func.count(TeamMember.id)).outerjoin(TeamMember,
                                                           TeamMember.team_id == Team.id)
-        .where(Team.competition_id == comp.id).group_by(Team.id).order_by(Team.name, Team.id)
+        .where(Team.competition_id == comp.id, Team.dissolved_at.is_(None))
+        .group_by(Team.id).order_by(Team.name, Team.id)
     )).all()
     return [TeamOut(id=t.id, name=t.name, size=n)
             for t, n in paged(request, response, page, rows, fetched=True)]

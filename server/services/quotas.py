@@ -7,20 +7,25 @@ even a first upload has a row to lock); on SQLite the caller's session began wit
 IMMEDIATE, which holds the database write lock from the first statement. Submissions that ended
 in a platform error, and submissions the platform carried into a final phase, are never charged.
 
-A member of a team (issue 23) spends the team's quota: its submissions, and those of everyone
-in it now (so leaving a team for a fresh quota gains nothing), counted under a lock on the
-team's row (`lock_team`), so two members cannot both take the team's last slot.
+A member of a team (issue 23) spends the team's quota: its submissions, and those charged to
+everyone in it now, counted under a lock on the team's row (`lock_team`), so two members cannot
+both take the team's last slot. A submission is charged to whoever used it (issue 33.5): its
+maker, and everyone who was in the maker's team when it was made (`TeamStint` windows), so no
+change of team refills anyone's quota: leaving and submitting alone, or leaving and founding a
+fresh team, still counts what the old team spent meanwhile. A join that would put the team past
+a quota of a phase still open is refused (`check_join_within_quota`), so leaving, submitting
+alone and coming back cannot give a team more than its quota.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, not_, or_, select
+from sqlalchemy import ColumnElement, Select, and_, func, not_, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
-from server.core.errors import QuotaExceededError
+from server.core.errors import ConflictError, QuotaExceededError
 from server.models import (
     PLATFORM_ERROR,
     TERMINAL_STATES,
@@ -29,6 +34,7 @@ from server.models import (
     Submission,
     Team,
     TeamMember,
+    TeamStint,
     utcnow,
 )
 
@@ -46,13 +52,54 @@ def lock_team(session: Session, team_id: int) -> None:
         session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
 
 
-def _spender(session: Session, user_id: int, phase: Phase):
-    """Whose submissions count: the user's, or their team's and its members'."""
+def _in_window(stint: type[TeamStint]) -> ColumnElement[bool]:
+    return and_(stint.joined_at <= Submission.created_at,
+                or_(stint.left_at.is_(None), stint.left_at > Submission.created_at))
+
+
+def charged_to(people: list[int] | Select, competition_id: int) -> ColumnElement[bool]:
+    """Submissions charged to `people`: their own, and those made by a team-mate of theirs
+    while both were in one team of the competition (whatever team the submission is in now)."""
+    mine, fellow = aliased(TeamStint), aliased(TeamStint)
+    shared = select(mine.id).join(fellow, fellow.team_id == mine.team_id).where(
+        mine.user_id.in_(people), mine.competition_id == competition_id,
+        fellow.user_id == Submission.user_id, _in_window(mine), _in_window(fellow)).exists()
+    return or_(Submission.user_id.in_(people), shared)
+
+
+def _spender(session: Session, user_id: int, phase: Phase) -> ColumnElement[bool]:
+    """Whose submissions count: the user's, or their team's and those charged to its members."""
     team_id = team_id_of(session, user_id, phase.competition_id)
     if team_id is None:
-        return Submission.user_id == user_id
+        return charged_to([user_id], phase.competition_id)
     members = select(TeamMember.user_id).where(TeamMember.team_id == team_id)
-    return or_(Submission.team_id == team_id, Submission.user_id.in_(members))
+    return or_(Submission.team_id == team_id, charged_to(members, phase.competition_id))
+
+
+def check_join_within_quota(session: Session, team: Team, user_id: int, now: datetime) -> None:
+    """Raise ConflictError when `user_id` joining `team` would give it more submissions than a
+    quota of a phase not closed allows (what the team holds plus what is charged to the
+    newcomer). Call with the team's row locked (`lock_team`)."""
+    people = [*session.execute(select(TeamMember.user_id).where(
+        TeamMember.team_id == team.id)).scalars(), user_id]
+    together = or_(Submission.team_id == team.id, charged_to(people, team.competition_id))
+    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    phases = session.execute(select(Phase).where(
+        Phase.competition_id == team.competition_id, Phase.status != "closed")).scalars()
+    for phase in phases:
+        base = select(func.count(Submission.id)).where(
+            together, Submission.phase_id == phase.id, _charged())
+        for limit, query, scope in (
+                (phase.quota_total, base, "for the whole phase"),
+                (phase.quota_per_day, base.where(Submission.created_at >= day_start),
+                 f"per UTC day (join after {(day_start + timedelta(days=1)).isoformat()})")):
+            used = session.execute(query).scalar_one() if limit is not None else 0
+            if limit is not None and used > limit:
+                raise ConflictError(
+                    f"joining {team.name!r} would give the team {used} submissions in phase "
+                    f"{phase.name!r}, past its quota of {limit} {scope}: the "
+                    "submissions you made count with the team's", code="team.quota",
+                    used=used, limit=limit)
 
 
 def lock_participation(session: Session, user_id: int, phase_id: int) -> Participation:
