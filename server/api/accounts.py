@@ -68,8 +68,9 @@ def revoke_my_token(token_id: int, user: CurrentUser, session: WriteSessionDep,
 @router.post("/users/{user_id}/reset-link", response_model=ResetLinkOut)
 def reset_link(user_id: int, actor: Organizer, session: WriteSessionDep, now: NowDep,
                settings: SettingsDep) -> ResetLinkOut:
-    """A one-time password-reset link for an account (organizers: participants; admins: any);
-    hand it to its owner, who opens it and chooses a new password."""
+    """A one-time password-reset link for an account (admins: any; organizers: participants
+    they created); hand it to its owner, who opens it and chooses a new password, which ends
+    every session and API token of the account."""
     user, token = passwords.issue_reset(session, actor, user_id, now,
                                         settings.password_reset_ttl_s)
     return ResetLinkOut(user_id=user.id, username=user.username,

@@ -1,18 +1,21 @@
 """Password login (rate-limited, services/login_limit.py) and password resets by one-time link.
 
-A reset link is issued by an organizer (for participants) or an admin (for anyone), or mailed
-to the account's address when SMTP is configured (services/mailer.py); only its sha256 is
-stored, it works once and expires. Setting a new password ends the account's web sessions
-(whoever knew the old password is logged out) but keeps its API tokens (the CLI keeps working;
-the profile page revokes those). Each of these functions commits its own unit of work,
-because a failed login must be recorded even though the call then raises.
+A reset link is issued by an admin (for anyone), by an organizer for the participants that
+organizer created (services/tenancy.py `may_reset_password`: never for an account that only
+takes part in their competition, which would hand them someone else's account), or mailed to
+the account's address when SMTP is configured (services/mailer.py); only its sha256 is stored,
+it works once and expires. Setting a new password by link ends every credential of the
+account: its web sessions and its API tokens (whoever knew the old password, or was handed a
+link, may have made tokens; the owner makes new ones on the profile page), and every other
+open reset link. Each of these functions commits its own unit of work, because a failed login
+must be recorded even though the call then raises.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from server.core.errors import BadCredentialsError, ForbiddenError, NotFoundError
@@ -20,6 +23,7 @@ from server.core.security import hash_password, hash_token, new_token, verify_pa
 from server.models import ApiToken, AuditLog, PasswordReset, User
 from server.services.login_limit import LoginLimit, check_login_allowed, record_attempt
 from server.services.signup import check_password
+from server.services.tenancy import managed_user_ids, may_reset_password
 
 
 def password_login(session: Session, username: str, password: str, address: str,
@@ -53,6 +57,15 @@ def issue_reset(session: Session, actor: User | None, user_id: int, now: datetim
     if actor is not None and actor.role != "admin" and user.role != "participant":
         raise ForbiddenError(f"{user.username!r} is an {user.role}; only an admin resets the "
                              "password of organizers and admins")
+    if actor is not None and not may_reset_password(session, actor, user):
+        managed = managed_user_ids(session, actor)
+        if managed is not None and user.id not in managed:  # invisible to them: as if absent
+            raise NotFoundError(f"no user with id {user_id}; `arena user list` shows the "
+                                "accounts you manage")
+        raise ForbiddenError(f"{user.username!r} made their own account; an organizer makes "
+                             "reset links only for accounts they created. Its owner resets "
+                             "it with 'Forgot your password?' (where the server sends mail), "
+                             "or an admin makes the link", code="user.reset_not_yours")
     token = new_token()
     session.add(PasswordReset(user_id=user.id, token_hash=hash_token(token),
                               created_by=actor.id if actor else None, created_at=now,
@@ -75,16 +88,18 @@ def reset_for(session: Session, token: str, now: datetime) -> PasswordReset:
 
 
 def reset_password(session: Session, token: str, password: str, now: datetime) -> User:
-    """Set a new password with a reset link (committed); the link dies, web sessions end."""
+    """Set a new password with a reset link (committed); this link and every other open one
+    die, and every web session and API token of the account ends."""
     row = reset_for(session, token, now)
     check_password(password)
     user = session.get_one(User, row.user_id)
     user.password_hash = hash_password(password)
-    row.used_at = now
-    session.execute(delete(ApiToken).where(ApiToken.user_id == user.id,
-                                           ApiToken.kind == "session"))
+    session.execute(update(PasswordReset).where(
+        PasswordReset.user_id == user.id, PasswordReset.used_at.is_(None)).values(used_at=now))
+    ended = len(session.execute(delete(ApiToken).where(ApiToken.user_id == user.id)
+                                .returning(ApiToken.id)).all())
     session.add(AuditLog(actor_id=user.id, action="user.password_reset",
-                         target=f"user:{user.id}", details={}, at=now))
+                         target=f"user:{user.id}", details={"tokens_ended": ended}, at=now))
     session.commit()
     return user
 

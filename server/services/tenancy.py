@@ -9,7 +9,11 @@ user organize" is decided here only (today: the competitions they own). A route 
 
 Accounts follow the same rule (`managed_user_ids`): an organizer manages the participants they
 created and those who take part in one of their competitions (a submission, a participation
-row, a request to join); every other account is invisible to them.
+row, a request to join: approval needs one, services/participation.py, so approving cannot make
+an arbitrary account managed); every other account is invisible to them. Taking over an account
+(a password-reset link, `may_reset_password`) is narrower still: an organizer resets only the
+participants they created, never an account that signed up itself and merely takes part (it
+may take part in other organizers' competitions too); those reset by mail or through an admin.
 """
 
 from __future__ import annotations
@@ -101,8 +105,20 @@ def managed_user_ids(session: Session, user: User) -> set[int] | None:
         select(Submission.user_id).where(Submission.phase_id.in_(phases)),
         select(Participation.user_id).where(Participation.phase_id.in_(phases)),
         select(CompetitionMember.user_id).where(CompetitionMember.competition_id.in_(comps)))
-    ids = set(session.execute(taking_part).scalars())
+    return set(session.execute(taking_part).scalars()) | created_user_ids(session, user)
+
+
+def created_user_ids(session: Session, user: User) -> set[int]:
+    """Ids of the accounts `user` created (`arena user create`, POST /api/v1/users)."""
     created = session.execute(select(AuditLog.target).where(
         AuditLog.action == "user.create", AuditLog.actor_id == user.id)).scalars()
-    ids |= {int(t.split(":", 1)[1]) for t in created if t.split(":", 1)[-1].isdigit()}
-    return ids
+    return {int(t.split(":", 1)[1]) for t in created if t.split(":", 1)[-1].isdigit()}
+
+
+def may_reset_password(session: Session, actor: User, target: User) -> bool:
+    """Whether `actor` may issue a password-reset link for `target` (a takeover: whoever holds
+    the link sets the password): admins for anyone, organizers for participants they created."""
+    if is_admin(actor):
+        return True
+    return (is_staff(actor) and target.role == "participant"
+            and target.id in created_user_ids(session, actor))
