@@ -14,12 +14,22 @@ each writable folder's own inode; a System V segment and queue handed to uid 655
 process (its name, and an abstract socket it serves) left running; soft rlimits and CPU
 affinity set on every other process of its uid (the supervisor, the fork server); the flags
 and pipe size of its stdout; the frames it was called from and the objects of its heap.
+
+Residency (issue 34): in each of a large shipped file, a learner file and a file of the image
+that nothing maps, the probe reads which pages are resident without any refused oracle (it
+touches one page at a time through a MADV_RANDOM mapping and counts major faults: a page not in
+the page cache costs one) and writes its nonce by touching chosen pages (two per bit, in the
+first region whose marker page was not resident). `residency` reports, per file, the pages it
+found resident of those it probed and the nonces it decoded: where the trusted side keeps the
+pages resident (the private tmpfs copy, the worker's pre-fault), every page reads resident in
+every task and nothing decodes.
 Importable by name: tests put this folder on sys.path.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 CENSUS_MODEL = r'''
@@ -405,18 +415,71 @@ def move_machine_counters():
         pass
 
 
+PAGE, BITS, REGIONS = 4096, 32, 6
+REGION = 1 + 2 * BITS
+RESIDENCY_FILES = {"shipped": lambda: os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                   "big.bin"),
+                   "learner": lambda: os.path.join(LEARNER_PATH[0], "weights.bin"),
+                   "image": lambda: os.path.join(os.path.dirname(os.__file__), "pydoc_data",
+                                                 "topics.py")}
+LEARNER_PATH = ["."]
+
+
+def residency(nonce):
+    """Per file: pages probed, pages found resident, nonces decoded; then this task's nonce
+    written into the first free region."""
+    report = {}
+    code = int(nonce[3:], 16)
+    for name, where in RESIDENCY_FILES.items():
+        try:
+            fd = os.open(where(), os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            view = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            os.close(fd)
+        except (OSError, ValueError) as error:
+            report[name] = {"error": str(error)}
+            continue
+        view.madvise(mmap.MADV_RANDOM)
+        def resident(page):
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+            view[page * PAGE]
+            return resource.getrusage(resource.RUSAGE_SELF).ru_majflt == before
+        probed = seen = 0
+        found, free = [], None
+        for region in range(min(REGIONS, size // PAGE // REGION)):
+            base = region * REGION
+            probed += 1
+            if not resident(base):
+                free = base
+                break
+            seen += 1
+            pairs = [(resident(base + 1 + 2 * j), resident(base + 2 + 2 * j)) for j in range(BITS)]
+            probed += 2 * BITS
+            seen += sum(a + b for a, b in pairs)
+            if all(a != b for a, b in pairs):
+                found.append("cns%08x" % sum(b << j for j, (_, b) in enumerate(pairs)))
+        if free is not None:
+            for j in range(BITS):
+                view[(free + 1 + 2 * j + ((code >> j) & 1)) * PAGE]
+        report[name] = {"probed": probed, "resident": seen, "found": found,
+                        "wrote": free is not None}
+        view.close()
+    return report
+
+
 def census():
     found = read_all()
     start = start_state()
     machine = machine_counters()
     where = world()
     nonce = "cns" + os.urandom(4).hex()
+    pages = residency(nonce)
     write_all(nonce)
     move_machine_counters()
     here = read_all()
     wrote = sorted(channel for channel, nonces in here.items() if nonce in nonces)
     print("CENSUS " + json.dumps({"found": found, "start": start, "machine": machine,
-                                  "wrote": wrote, "world": where}),
+                                  "wrote": wrote, "world": where, "residency": pages}),
           file=sys.stderr, flush=True)
 
 
@@ -432,21 +495,62 @@ class MyLearner(Learner):
     def fit(self, support_set):
         return MyPredictor(support_set[3])
     def save(self, path):
-        pass
+        # O_DIRECT: written past the page cache, so that its pages start out not resident
+        # (read in place, a task could then write bits into them for the next)
+        data = mmap.mmap(-1, RESIDENCY_BYTES)
+        data.write(os.urandom(RESIDENCY_BYTES))
+        target = os.path.join(path, "weights.bin")
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        except OSError:  # a file system without O_DIRECT (tmpfs)
+            with open(target, "wb") as handle:
+                handle.write(data)
     def load(self, path):
-        pass
+        LEARNER_PATH[0] = path
 
 
 class MyMetaLearner(MetaLearner):
     def meta_fit(self, meta_train_generator, meta_valid_generator):
         return MyLearner()
 '''
+RESIDENCY_BYTES = 4 << 20
+"""The shipped file and the learner file the residency probe reads (pages for 6 regions)."""
 
 
 def write_census(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model.py").write_text(CENSUS_MODEL)
+    (folder / "model.py").write_text(CENSUS_MODEL.replace("RESIDENCY_BYTES",
+                                                          str(RESIDENCY_BYTES)))
+    with (folder / "big.bin").open("wb") as handle:
+        handle.write(os.urandom(RESIDENCY_BYTES))
+        handle.flush()
+        os.fsync(handle.fileno())
+        # out of the page cache (on a disk-backed file system), as a shipped file of a zip
+        # long unpacked would be: read in place, a task could write bits into its pages
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     return folder
+
+
+def residency_crossings(reports: list[dict], files: tuple[str, ...]) -> list[str]:
+    """Where the page cache carried a nonce or changed between tasks, for `files` (of
+    "shipped", "learner", "image"): a nonce decoded, a page found not resident (a task could
+    then write it), or a file the probe could not read."""
+    problems = []
+    for i, report in enumerate(reports):
+        for name in files:
+            pages = report["residency"].get(name, {"error": "not probed"})
+            if "error" in pages:
+                problems.append(f"task {i}: {name}: {pages['error']}")
+                continue
+            problems += [f"task {i}: {name} carried {nonce}" for nonce in pages["found"]]
+            if pages["resident"] != pages["probed"] or pages["wrote"]:
+                problems.append(f"task {i}: {name}: {pages['resident']} of {pages['probed']} "
+                                "probed pages resident: residency a task can change")
+    return problems
 
 
 def parse_census(stderr: str) -> list[dict]:

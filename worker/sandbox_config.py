@@ -31,6 +31,9 @@ SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 CODE_TARGET = "/opt/arena"
 MOUNT_TARGETS = {"submission": "/submission", "bundle": "/bundle", "output": "/output"}
+PRIVATE_COPY_TARGET = "/run/arena-copy"
+"""The meta-test container's tmpfs for the run's private copy of the submission and the learner
+(`runner/private_copy.py`): its pages count in the container's memory limit."""
 ALLOWED_ENV = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
     "PYTHONHASHSEED", "PYTHONFAULTHANDLER", "TZ", "LC_ALL", "CUBLAS_WORKSPACE_CONFIG",
@@ -125,6 +128,10 @@ class SandboxSpec:
     output_read_only: bool = False
     """The meta-test stage: /output stays mounted (the driver's bound and copy-out need it) but
     read-only, so no test task can leave a file or an xattr on its root for the next."""
+    private_copy: bool = False
+    """The meta-test stage: a tmpfs at PRIVATE_COPY_TARGET (as large as the memory limit, and
+    charged to it) where the supervisor copies the submission and the learner before the first
+    test task, so that no task can change which of their pages are resident."""
     task_namespaces: bool = False
     """The meta-test stage: the container's seccomp profile lets the supervisor give every test
     task namespaces and fresh tmpfs mounts of its own (worker/sandbox_seccomp.py). False: Docker's
@@ -214,7 +221,9 @@ def build_container_kwargs(spec: SandboxSpec, limits: SandboxLimits,
         "mem_limit": limits.memory_mb * mb, "memswap_limit": limits.memory_mb * mb,
         "nano_cpus": int(limits.cpus * 1e9), "pids_limit": limits.pids,
         "shm_size": limits.shm_mb * mb,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_mb}m,mode=1777"},
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_mb}m,mode=1777",
+                  **({PRIVATE_COPY_TARGET: f"rw,nosuid,nodev,exec,size={limits.memory_mb}m,"
+                                           "mode=1777"} if spec.private_copy else {})},
         "ulimits": [Ulimit(name="nofile", soft=NOFILE_LIMIT, hard=NOFILE_LIMIT),
                     Ulimit(name="core", soft=0, hard=0)],
         # The driver streams stdout/stderr itself, capped; the daemon keeps no log file to fill.

@@ -78,6 +78,9 @@ class TaskConfig:
     threads: int
     sandboxed: bool
     private_namespaces: bool
+    copies: tuple[Path, ...] = ()
+    """The run's private tmpfs copies of `submission` and `learner` (`runner/private_copy.py`),
+    bound over them in each task's mount namespace; empty: read in place."""
 
 
 def preload() -> None:
@@ -255,7 +258,9 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
     if config.private_namespaces:
         try:
             folders = (config.submission, config.learner)
-            world = namespaces.enter(config.scratch, folders, copies=folders, frozen=counters)
+            world = namespaces.enter(config.scratch, folders,
+                                     copies=tuple(zip(folders, config.copies, strict=False)),
+                                     frozen=counters)
         except OSError as error:  # the task's process refuses to run (confine_task)
             sys.stderr.write(f"the task's namespaces were refused: {error}\n")
     to_task, from_t = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

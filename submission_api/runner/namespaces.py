@@ -24,7 +24,6 @@ import contextlib
 import ctypes
 import glob
 import os
-import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -78,14 +77,6 @@ class CounterSnapshot:
 
     files: dict[Path, bytes]
     folders: dict[Path, dict[str, bytes]]
-
-
-COPY_MAX_BYTES = 2 << 20
-COPY_MAX_FILES = 2000
-"""A folder the task reads (the submission, the learner) is copied into its tmpfs only up to
-this size: code and configuration, not weights (a 16 MiB copy added ~100 ms a task on a loaded
-2-core host, benchmarks/bench_task_namespaces.py); a larger one is read in place, through the
-page cache all tasks share (docs/internals.md)."""
 
 
 @dataclass(frozen=True)
@@ -186,11 +177,12 @@ def snapshot_counters() -> CounterSnapshot:
 
 
 def enter(scratch: Iterable[Path], visible: Iterable[Path],
-          copies: Iterable[Path] = (), frozen: CounterSnapshot | None = None) -> TaskWorld:
-    """Enter the task's namespaces, mount a fresh tmpfs on each place, give the task a
-    private copy of each of `copies` that is small enough and bind `frozen` (a
-    `snapshot_counters`) over the live counters; call in a process that will fork the task's
-    process next (the PID namespace is its children's).
+          copies: Iterable[tuple[Path, Path]] = (),
+          frozen: CounterSnapshot | None = None) -> TaskWorld:
+    """Enter the task's namespaces, mount a fresh tmpfs on each place, bind each of `copies`
+    (original folder, the run's private tmpfs copy of it: `runner/private_copy.py`) over its
+    original and `frozen` (a `snapshot_counters`) over the live counters; call in a process
+    that will fork the task's process next (the PID namespace is its children's).
 
     Raises:
         OSError: a step was refused (nothing of a task has run: the caller decides).
@@ -213,6 +205,10 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path],
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise _fail("cannot make the task's mounts private")
+    # opened in the new mount namespace (a bind's source must be in it), before the places are
+    # covered: a copy may live under one (/dev/shm on a workstation)
+    sources = [(Path(original).resolve(), os.open(copy, os.O_PATH | os.O_CLOEXEC))
+               for original, copy in copies]
     for place in places:
         options = f"mode=1777,size={sizes[place]}".encode()
         if libc.mount(b"tmpfs", str(place).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
@@ -221,8 +217,17 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path],
     _cover_cgroup_counters(libc)
     if places and frozen:
         _freeze_counters(libc, places[0] / ".arena-private-counters", frozen)
-    copied = tuple(folder for i, folder in enumerate(copies)
-                   if places and _copy_over(folder, places[0] / f".arena-private-{i}"))
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self/fd is root's otherwise (as above)
+    try:
+        for original, fd in sources:
+            if libc.mount(f"/proc/self/fd/{fd}".encode(), str(original).encode(), None,
+                          MS_BIND | MS_REC, None) != 0:
+                raise _fail(f"cannot bind the private copy over {original}")
+    finally:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        for _, fd in sources:
+            os.close(fd)
+    copied = tuple(original for original, _ in sources)
     with contextlib.suppress(OSError):
         os.chdir(os.getcwd())  # a folder now covered by a mount: see the mount's
     return TaskWorld(tuple(places), copied)
@@ -257,35 +262,6 @@ def _freeze_counters(libc: ctypes.CDLL, folder: Path, frozen: CounterSnapshot) -
             (copy / relative).parent.mkdir(parents=True, exist_ok=True)
             (copy / relative).write_bytes(content)
         libc.mount(str(copy).encode(), str(path).encode(), None, MS_BIND | MS_REC, None)
-
-
-def _small_tree(folder: Path) -> bool:
-    total, count = 0, 0
-    for root, dirs, files in os.walk(folder):
-        count += len(dirs) + len(files)
-        total += sum(os.lstat(os.path.join(root, name)).st_size for name in files)
-        if total > COPY_MAX_BYTES or count > COPY_MAX_FILES:
-            return False
-    return True
-
-
-def _copy_over(folder: Path, copy: Path) -> bool:
-    """Copy `folder` to `copy` (on a fresh tmpfs) and bind the copy over it (read-only later,
-    with the rest: `isolation.make_read_only_view`); False, and nothing changed, when it is
-    too large or the copy fails (a full tmpfs)."""
-    folder = Path(folder).resolve()
-    try:
-        if not folder.is_dir() or not _small_tree(folder):
-            return False
-        shutil.copytree(folder, copy, symlinks=True)
-    except OSError:
-        shutil.rmtree(copy, ignore_errors=True)
-        return False
-    if _libc().mount(str(copy).encode(), str(folder).encode(), None, MS_BIND | MS_REC,
-                     None) != 0:
-        shutil.rmtree(copy, ignore_errors=True)
-        return False
-    return True
 
 
 def probe(scratch: Iterable[Path], visible: Iterable[Path]) -> bool:

@@ -39,13 +39,16 @@ def meta_train_command(python: str, submission: str, bundle: str, output: str) -
 
 def meta_test_command(python: str, control: str, submission: str, learner: str,
                       scratch: Sequence[str], seed: int, threads: int,
-                      sandboxed: bool = False) -> list[str]:
+                      sandboxed: bool = False, private_copy: str | None = None) -> list[str]:
     """`sandboxed`: the meta-test side runs in a container of its own, whose IPC objects and
-    /dev/shm the supervisor may sweep entirely between tasks."""
+    /dev/shm the supervisor may sweep entirely between tasks. `private_copy`: the tmpfs folder
+    for the run's copy of the submission and the learner (`runner/private_copy.py`)."""
     command = [python, "-m", META_TEST_MODULE, "--control", control, "--submission", submission,
                "--learner", learner, "--seed", str(seed), "--threads", str(threads)]
     if sandboxed:
         command.append("--sandboxed")
+    if private_copy:
+        command += ["--private-copy", private_copy]
     for folder in scratch:
         command += ["--scratch", folder]
     return command

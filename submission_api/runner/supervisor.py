@@ -16,8 +16,13 @@ for every test task the trusted side releases:
    then checks that all of it is gone, and reports `ended` with a list of what is left (empty:
    verified clean). The trusted side releases the next task only on an empty list.
 
+Before any of it, the supervisor copies the submission and the learner once onto a tmpfs
+(`runner/private_copy.py`, `--private-copy`): every task reads them from there, where no task
+can change which of their pages are resident.
+
 Usage (the launchers build this): python -m submission_api.runner.supervisor --control SOCKET
     --submission DIR --learner DIR --scratch DIR [--scratch DIR ...] --seed N --threads N
+    [--private-copy TMPFS_DIR]
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import socket
 import sys
 from pathlib import Path
 
-from submission_api.runner import inherited, isolation, namespaces, sweep
+from submission_api.runner import inherited, isolation, namespaces, private_copy, sweep
 from submission_api.runner.channel import (
     ChannelError,
     receive_control,
@@ -83,6 +88,10 @@ class Supervisor:
         # they are the participant's own shell and tools: docs/internals.md, what remains.)
         self.ancestors = {pid: inherited.read_attributes(pid) for pid in _ancestors()
                           if config.sandboxed and _same_uid(pid)}
+        # In shared namespaces a task has no read-only mount view: what it could change on the
+        # private copy (modes, by chmod) is checked after each task.
+        self.copies = [] if config.private_namespaces else list(config.copies)
+        self.copy_state = private_copy.fingerprint(self.copies)
 
     def run(self, control: socket.socket, task_id: int, task_fd: int) -> dict:
         """One task, from fork to verified sweep; returns the `ended` report."""
@@ -148,6 +157,7 @@ class Supervisor:
         for pid, attributes in self.ancestors.items():
             left += inherited.restore_attributes(pid, attributes, f"process {pid}")
         left += self.stdio.restore()
+        left += private_copy.changed(self.copy_state, self.copies)
         with contextlib.suppress(OSError, IndexError):
             state = Path(f"/proc/{self.forks.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
             if state[0] in (b"T", b"t"):
@@ -156,21 +166,50 @@ class Supervisor:
         return left
 
 
+def _private_copies(folders: list[Path], space: Path | None) -> tuple[list[Path], str]:
+    """The run's copies of `folders` on the tmpfs `space` (or, with none given, under /dev/shm
+    where it is a tmpfs: `arena run`), and the isolation line's words for them.
+
+    Raises:
+        private_copy.CopyTooLarge: they do not fit in the run's memory.
+    """
+    candidates = [space] if space is not None else [Path("/dev/shm")]
+    for place in candidates:
+        if place.is_dir() and private_copy.is_tmpfs(place):
+            try:
+                return private_copy.make(folders, place), "read from a private tmpfs copy"
+            except private_copy.CopyTooLarge:
+                raise
+            except OSError as error:
+                sys.stderr.write(f"arena supervisor: no private copy in {place}: {error}\n")
+    return [], "read in place (no tmpfs for a private copy)"
+
+
 def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Path],
-          seed: int, threads: int, sandboxed: bool = False) -> int:
+          seed: int, threads: int, sandboxed: bool = False,
+          copy_space: Path | None = None) -> int:
     """Serve tasks until the trusted side says `end` or goes away; return the exit code."""
     isolation.protect_supervisor()
-    # the whole setup, tried in a throwaway child: a host whose AppArmor profile denies mount
-    # refuses it half-way, and its tasks then share namespaces
-    private = namespaces.probe(scratch, [submission, learner])
-    config = TaskConfig(submission, learner, tuple(scratch), seed, threads, sandboxed,
-                        private_namespaces=private)
-    supervisor = Supervisor(config)
     control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with unix_address(control_path) as address:
         control.connect(address)
-    send_control(control, {"type": "hello", "pid": os.getpid(),
-                           "isolation": f"{namespaces.describe(private)}; {isolation.describe()}"})
+    try:
+        copies, copied = _private_copies([submission, learner], copy_space)
+    except private_copy.CopyTooLarge as error:
+        send_control(control, {"type": "hello", "pid": os.getpid(), "refused": str(error)})
+        return 0
+    # the whole setup, tried in a throwaway child: a host whose AppArmor profile denies mount
+    # refuses it half-way, and its tasks then share namespaces
+    private = namespaces.probe(scratch, [submission, learner])
+    if copies and not private:  # no mount namespace to bind them over the originals
+        submission, learner = copies
+        copied += " (the originals stay readable in place)"
+    config = TaskConfig(submission, learner, tuple(scratch), seed, threads, sandboxed,
+                        private_namespaces=private, copies=tuple(copies))
+    supervisor = Supervisor(config)
+    send_control(control, {"type": "hello", "pid": os.getpid(), "private": private,
+                           "isolation": f"{namespaces.describe(private)}; submission and "
+                                        f"learner {copied}; {isolation.describe()}"})
     try:
         while True:
             try:
@@ -192,6 +231,8 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
     finally:
         supervisor.forks.stop()
         sweep.kill_descendants()
+        if copies:
+            private_copy.remove(copies[0].parent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,11 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scratch", type=Path, action="append", default=[])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--private-copy", type=Path, default=None,
+                        help="a tmpfs folder for the run's copy of the submission and learner")
     parser.add_argument("--sandboxed", action="store_true",
                         help="the container is the run's own: sweep all of its IPC and /dev/shm")
     args = parser.parse_args(argv)
     return serve(args.control, args.submission.resolve(), args.learner.resolve(),
-                 [p.resolve() for p in args.scratch], args.seed, args.threads, args.sandboxed)
+                 [p.resolve() for p in args.scratch], args.seed, args.threads, args.sandboxed,
+                 args.private_copy)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,8 @@ class MetaTestReport:
     message: str | None = None
     traceback: str | None = None
     isolation: str | None = None
+    task_namespaces: bool | None = None
+    """Whether every test task had its own namespaces (False: the shared fallback)."""
     seconds: float = 0.0
     startup_s: float = 0.0
     """Of `seconds`, until the supervisor had started (its fork server preloaded)."""
@@ -189,7 +191,8 @@ class TaskServer:
                                     f"{type(error).__name__}: {error}") from error
             self.report.n_tasks = len(plan.tasks)
             payloads = _Payloads(images)
-            self._accept()
+            if not self._accept():
+                return
             self.report.startup_s = round(time.monotonic() - started, 3)
             for index, task in enumerate(plan.tasks):
                 self._progress(started)
@@ -240,7 +243,7 @@ class TaskServer:
                                     "elapsed_s": round(time.monotonic() - started, 3)}))
         os.replace(temp, self.progress_path)
 
-    def _accept(self) -> None:
+    def _accept(self) -> bool:
         assert self._listener is not None
         self._listener.settimeout(max(0.01, self._remaining()))
         try:
@@ -252,7 +255,13 @@ class TaskServer:
         self.socket_path.unlink(missing_ok=True)
         self._control = control
         hello, _ = receive_control(control, self.deadline)
-        self.report.isolation = str(hello.get("isolation", ""))[:200]
+        self.report.isolation = str(hello.get("isolation", ""))[:400]
+        self.report.task_namespaces = hello.get("private") is True
+        if hello.get("refused"):  # the private copy did not fit in the run's memory
+            self._fail(None, FailureReason.OUT_OF_MEMORY, "meta_test",
+                       str(hello["refused"])[:1000])
+            return False
+        return True
 
     def _serve_task(self, task: AnswerTask, payloads: _Payloads,
                     following: AnswerTask | None) -> bool:

@@ -237,7 +237,8 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
                                           paths["submission"],
                                           paths["learner"], paths["scratch"].split(":"),
                                           request.task_seed, request.threads,
-                                          sandboxed=paths.get("sandboxed") == "1"))
+                                          sandboxed=paths.get("sandboxed") == "1",
+                                          private_copy=paths.get("private_copy")))
         return run_stage("meta-test", command, remaining, None, mounts, scratch_out)
 
     test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch,
@@ -286,14 +287,16 @@ def _make_readable(tree: Path) -> None:
 
 
 def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
-                         task_namespaces: bool = True) -> Executor:
+                         task_namespaces: bool = True, prefault: bool = True) -> Executor:
     """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own).
     `task_namespaces=False`: the meta-test container keeps Docker's default seccomp profile,
-    and its tasks share namespaces (the fallback of a host that refuses them; tests)."""
+    and its tasks share namespaces (the fallback of a host that refuses them; tests).
+    `prefault`: every page of the image and of the run's data is read before the run
+    (`worker/prefault.py`), so that no run can leave bits in which of them are resident."""
     from submission_api.runner.heap import with_huge_pages
     from worker.sandbox import SandboxPlatformError, run_sandbox
-    from worker.sandbox_config import SandboxSpec, build_limits
+    from worker.sandbox_config import PRIVATE_COPY_TARGET, SandboxSpec, build_limits
 
     def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
         threads = str(request.threads)
@@ -306,6 +309,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
                 code_dir=code_dir, read_only_mounts=mounts,
                 output_read_only=stage == "meta-test",
+                private_copy=stage == "meta-test",
                 task_namespaces=task_namespaces and stage == "meta-test",
                 env=with_huge_pages({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}))
             limits = build_limits(request.run_resources, wall_time_s=limit_s,
@@ -317,9 +321,18 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                 raise PlatformFault(f"sandbox platform error: {exc}") from exc
 
         reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
+        if prefault:
+            from worker.prefault import prefault_run
+
+            try:
+                prefault_run(docker_client, request.image, request.bundle_dir, code_dir)
+            except Exception as exc:  # noqa: BLE001 - the engine's or the host's, never theirs
+                raise PlatformFault(f"sandbox platform error: could not pre-fault the image "
+                                    f"and data: {type(exc).__name__}: {exc}") from exc
         paths = {"python": "python3", "submission": "/submission", "bundle": "/bundle",
                  "output": "/output", "learner": LEARNER_TARGET, "channel": CHANNEL_TARGET,
-                 "scratch": ":".join(META_TEST_SCRATCH), "sandboxed": "1"}
+                 "scratch": ":".join(META_TEST_SCRATCH), "sandboxed": "1",
+                 "private_copy": PRIVATE_COPY_TARGET}
         return run_two_stages(request, cancel, run_stage, paths)
 
     return execute

@@ -28,6 +28,7 @@ from isolation_census import (  # noqa: E402 - path above
     crossings,
     moved_machine_counters,
     parse_census,
+    residency_crossings,
     shared_with_init,
     write_census,
 )
@@ -80,10 +81,15 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
     # The machine's counters in /proc (CPU time, forks, page faults since boot), which every
     # task moves, read as they were before the first task.
     assert moved_machine_counters(reports) == []
-    # The submission and the learner (small here) are read from a private copy per task: a
-    # mount over Docker's own bind mount of each.
+    # The submission and the learner (a 4 MiB file in each) are read from the run's private
+    # tmpfs copy: a mount over Docker's own bind mount of each.
     assert all(r["world"]["copies"] == {"/submission": 2, "/learner": 2} for r in reports), \
         [r["world"]["copies"] for r in reports]
+    assert "submission and learner read from a private tmpfs copy" in report.isolation
+    # Issue 34: every probed page of the shipped file, the learner file and an image file no
+    # one maps reads resident in every task (the copy is a tmpfs; the worker pre-faulted the
+    # image), so the nonces the tasks wrote by touching pages carry nothing.
+    assert residency_crossings(reports, ("shipped", "learner", "image")) == []
 
 
 def test_under_dockers_default_profile_tasks_share_namespaces_and_the_sweep_holds(

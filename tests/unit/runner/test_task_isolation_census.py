@@ -16,6 +16,7 @@ from isolation_census import (  # noqa: E402 - path above
     crossings,
     moved_machine_counters,
     parse_census,
+    residency_crossings,
     write_census,
 )
 
@@ -40,3 +41,7 @@ def test_no_nonce_crosses_a_task_boundary_under_arena_run(
     assert crossings(reports) == []
     if all(r["world"]["pid"] == 1 for r in reports):  # own namespaces: this kernel allows them
         assert moved_machine_counters(reports) == []
+    # Issue 34: the shipped file (4 MiB: read in place before) and the learner's are read from
+    # the run's private tmpfs copy (/dev/shm here): every page resident in every task. (The
+    # image's files are pre-faulted by the platform's worker only: the sandbox census.)
+    assert residency_crossings(reports, ("shipped", "learner")) == []

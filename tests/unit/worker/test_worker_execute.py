@@ -139,7 +139,7 @@ def test_docker_executor_passes_spec_and_limits_and_copies_the_result(monkeypatc
 
     monkeypatch.setattr(worker.sandbox, "run_sandbox", fake_run_sandbox)
     request = request_for(tmp_path, gpu_ids=("1",))
-    result = make_docker_executor(FakeDocker())(request, threading.Event())
+    result = make_docker_executor(FakeDocker(), prefault=False)(request, threading.Event())
     spec, limits = seen["spec"], seen["limits"]
     # A failed meta-train stage ends the run; its sandbox is the only one started.
     assert spec.image == "arena/sandbox:cpu"
@@ -168,7 +168,7 @@ def test_docker_executor_hands_the_cancel_event_to_the_sandbox(monkeypatch, tmp_
     monkeypatch.setattr(worker.sandbox, "run_sandbox", recording)
     cancel = threading.Event()
     request = replace(request_for(tmp_path), live_tail=LiveTail())
-    make_docker_executor(FakeDocker())(request, cancel)
+    make_docker_executor(FakeDocker(), prefault=False)(request, cancel)
     assert seen["cancel"] is cancel and seen["live_tail"] is request.live_tail
     assert request.live_tail.text() == "==> meta-train <==\n"  # the worker's stage mark
 
@@ -183,7 +183,7 @@ def test_containers_left_by_a_killed_attempt_of_the_run_are_reaped(monkeypatch, 
     monkeypatch.setattr(worker.sandbox, "run_sandbox",
                         lambda client, spec, limits, cancel=None, live_tail=None:
                         sandbox_result(exit_code=1))
-    make_docker_executor(docker_client)(request, threading.Event())
+    make_docker_executor(docker_client, prefault=False)(request, threading.Event())
     assert docker_client.containers.removed == [mine]
 
 
@@ -194,7 +194,7 @@ def test_sandbox_platform_error_becomes_a_platform_fault(monkeypatch, tmp_path):
 
     monkeypatch.setattr(worker.sandbox, "run_sandbox", broken)
     with pytest.raises(PlatformFault, match="engine gone"):
-        make_docker_executor(FakeDocker())(request_for(tmp_path), threading.Event())
+        make_docker_executor(FakeDocker(), prefault=False)(request_for(tmp_path), threading.Event())
 
 
 def test_progress_reports_test_tasks_from_the_trusted_side_first(tmp_path):

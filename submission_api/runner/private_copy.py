@@ -1,0 +1,146 @@
+"""The run's private copy of the submission and the learner, on a tmpfs (issue 34).
+
+Every test task reads the submission and the learner. Read in place, their pages sit in the page
+cache every task shares: a task that touches chosen pages of a large shipped file leaves bits
+that the next task reads back (by timing a touch, or by the kernel's fault-around and any
+residency counter). A tmpfs page cannot be evicted without swap (the sandbox has none), and
+the copy writes every byte (no hole is left for a task to fill), so every page of the copy is
+resident from before the first task to the end: its residency is constant, whatever a task
+touches. The copy is made once per run, before the fork server starts and before any test task,
+by our code only; its memory is the run's (in the sandbox the tmpfs is charged to the meta-test
+container's memory limit).
+
+Each task reads the copy under the original paths: where the task has its own mount namespace
+the fork server's child binds the copy over `/submission` and the learner's folder
+(`namespaces.enter`); in shared namespaces the task is pointed at the copy (and the original
+stays readable in place: the fallback's isolation line says so). Files, folders and links are
+copied; anything else a learner folder may hold (a FIFO, a socket) is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+CHUNK = 1 << 20
+
+
+class CopyTooLarge(OSError):
+    """The copy did not fit in the space (memory) the run has for it."""
+
+
+def is_tmpfs(folder: Path) -> bool:
+    """Whether `folder` is on a tmpfs (read from /proc/self/mountinfo: statfs has no Python
+    binding)."""
+    target = str(Path(folder).resolve())
+    best, kind = "", ""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split(" ")
+        separator = fields.index("-")
+        point = fields[4].encode().decode("unicode_escape")
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and \
+                len(point) >= len(best):
+            best, kind = point, fields[separator + 1]
+    return kind == "tmpfs"
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """Write every byte (a hole in the copy would be a page a task could allocate by touching
+    it, for the next task to find)."""
+    with source.open("rb") as reader, target.open("wb") as writer:
+        while chunk := reader.read(CHUNK):
+            writer.write(chunk)
+    os.chmod(target, 0o555 if os.stat(source).st_mode & 0o111 else 0o444)
+
+
+def copy_tree(source: Path, target: Path) -> int:
+    """Copy `source` to `target` (files, folders, links; read-only modes); return the bytes
+    copied."""
+    total = 0
+    target.mkdir(mode=0o755)
+    for root, dirs, files in os.walk(source):
+        relative = Path(root).relative_to(source)
+        for name in [*dirs, *files]:
+            path, copy = Path(root, name), target / relative / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                os.symlink(os.readlink(path), copy)
+                if name in dirs:
+                    dirs.remove(name)  # os.walk does not follow it; neither do we
+            elif stat.S_ISDIR(mode):
+                copy.mkdir(mode=0o755)
+            elif stat.S_ISREG(mode):
+                _copy_file(path, copy)
+                total += os.stat(copy).st_size
+    for root, dirs, _files in os.walk(target, topdown=False):
+        for name in dirs:
+            if not Path(root, name).is_symlink():
+                os.chmod(Path(root, name), 0o555)
+    os.chmod(target, 0o555)
+    return total
+
+
+def make(folders: list[Path], space: Path) -> list[Path]:
+    """Copy each of `folders` into a new private folder under `space` (a tmpfs); return the
+    copies, in order.
+
+    Raises:
+        CopyTooLarge: the copies do not fit (the run's memory, in the sandbox).
+        OSError: `space` is not a tmpfs, or the copy failed.
+    """
+    if not is_tmpfs(space):
+        raise OSError(f"{space} is not a tmpfs: the private copy must not be evictable")
+    run_folder = Path(tempfile.mkdtemp(prefix="arena-copy-", dir=space))
+    copies = []
+    try:
+        for i, folder in enumerate(folders):
+            copy = run_folder / f"{i}-{Path(folder).name or 'root'}"
+            copy_tree(Path(folder).resolve(), copy)
+            copies.append(copy)
+    except OSError as error:
+        remove(run_folder)
+        if error.errno == 28:  # ENOSPC
+            raise CopyTooLarge(error.errno, "the submission and the learner do not fit in the "
+                               "run's memory, which holds a private copy of both during "
+                               "meta-test; make them smaller") from error
+        raise
+    os.chmod(run_folder, 0o555)
+    return copies
+
+
+def remove(folder: Path) -> None:
+    """Remove a copy (its folders are read-only: made writable first)."""
+    for root, dirs, _files in os.walk(folder):
+        for name in dirs:
+            if not Path(root, name).is_symlink():
+                os.chmod(Path(root, name), 0o755)
+    if folder.is_dir():
+        os.chmod(folder, 0o755)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def fingerprint(folders: list[Path]) -> dict[str, tuple[int, int, int]]:
+    """(mode, size, ctime) of every entry: what a task in shared namespaces (no read-only
+    mount view) could change on the copy by chmod or write; checked after every task."""
+    seen = {}
+    for folder in folders:
+        for root, dirs, files in os.walk(folder):
+            for name in [".", *dirs, *files]:
+                info = os.lstat(Path(root, name))
+                seen[str(Path(root, name))] = (info.st_mode, info.st_size, info.st_ctime_ns)
+    return seen
+
+
+def changed(before: dict[str, tuple[int, int, int]], folders: list[Path]) -> list[str]:
+    """What a task changed on the copies (empty: nothing)."""
+    now = fingerprint(folders)
+    names = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    return [f"the private copy of the submission or the learner changed: {name}"
+            for name in names[:10]]
