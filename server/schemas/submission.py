@@ -108,6 +108,10 @@ class LeaderboardEntry(BaseModel):
     created_at: datetime
     league: str | None = None
     ci95: float | None = None
+    ci95_low: float | None = Field(default=None, description="the bounded 95% interval of the "
+                                   "ranked value [ci95_low, ci95_high], inside the score's "
+                                   "bounds; `ci95` is the symmetric t half-width")
+    ci95_high: float | None = None
     per_dataset: dict[str, float] | None = None
     average_rank: float | None = None
     is_baseline: bool = False

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, Team, User
 from server.services.scores import aggregate_runs, compute_phase_sides, lower_is_better
-from submission_api.scoring.ranked_tasks import compute_metric_ci95s
+from submission_api.scoring.ranked_tasks import compute_metric_ci95s, compute_metric_interval
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
 
@@ -41,6 +41,8 @@ class Entry:
     user_id: int = 0
     league: str | None = None
     ci95: float | None = None
+    ci95_low: float | None = None
+    ci95_high: float | None = None
     per_dataset: dict[str, float] = field(default_factory=dict)
     average_rank: float | None = None
     is_baseline: bool = False
@@ -150,6 +152,8 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
     # once: one t quantile per entry made this most of a 1,000-entry board's time
     for sid, ci95 in zip(worst, compute_metric_ci95s(list(worst.values())), strict=True):
         out[sid]["ci95"] = ci95
+        # the bounded interval the board shows (issue 36: ± ci95 undercovers near 1)
+        out[sid]["ci95_bounds"] = compute_metric_interval(*worst[sid])
     return out
 
 
@@ -196,10 +200,12 @@ def build_entries(session: Session, ranked: list[Ranked], details: bool = True,
         summary = (item.summary if item.summary is not None else read.get(row.id, {})
                    ) if details else {}
         ci = summary.get("ci95")
+        bounds = summary.get("ci95_bounds") or (None, None)
         out.append(Entry(
             rank=item.position, username=row.username, submission_id=row.id, score=row.score,
             created_at=row.created_at, user_id=row.user_id, league=row.league,
             ci95=float(ci) if isinstance(ci, int | float) else None,
+            ci95_low=bounds[0], ci95_high=bounds[1],
             per_dataset=_per_dataset(summary), average_rank=item.average_rank,
             sides=dict(summary.get("sides") or {}),
             is_baseline=row.is_baseline, is_selected=row.is_selected,

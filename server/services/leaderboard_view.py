@@ -102,13 +102,15 @@ def _mark_flips(session: Any, phase: Phase, rows: list[dict[str, Any]]) -> None:
 def _row(entry: Entry, hide_numbers: bool) -> dict[str, Any]:
     row = {"rank": entry.rank, "username": entry.username, "submission_id": entry.submission_id,
            "score": entry.score, "created_at": entry.created_at, "league": entry.league,
-           "ci95": entry.ci95, "per_dataset": entry.per_dataset,
+           "ci95": entry.ci95, "ci95_low": entry.ci95_low, "ci95_high": entry.ci95_high,
+           "per_dataset": entry.per_dataset,
            "average_rank": entry.average_rank, "is_baseline": entry.is_baseline,
            "is_selected": entry.is_selected, "sides": entry.sides or None, "flips": None,
            "flip_stats": None,
            "team": entry.team, "method": entry.method}
     if hide_numbers:
-        row |= {"rank": None, "score": None, "ci95": None, "per_dataset": None,
+        row |= {"rank": None, "score": None, "ci95": None, "ci95_low": None, "ci95_high": None,
+                "per_dataset": None,
                 "average_rank": None, "sides": None}
     return row
 

@@ -18,6 +18,10 @@ value — NovelGen on an id-ood board, wAcc-A on a FewSTAB board — not of ever
   score, not noise) and is too wide when datasets differ in difficulty. One side (NovelGen,
   wAcc-A) takes the t interval of its tasks; a two-sided metric combines its sides' intervals
   as independent.
+- `compute_metric_interval(summary, metric)`: the bounded 95% interval [low, high] of the same
+  value around the run's own metric value (`intervals.compute_bounded_interval`, from the same
+  standard error and degrees of freedom): what a board and `arena run` show, since the
+  symmetric half-width undercovers near the bounds of the score (issue 36).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from submission_api.scoring.intervals import compute_bounded_interval
 from submission_api.scoring.student_t import compute_t_quantile
 from submission_api.scoring.summary import FEWSTAB_BIASED, FEWSTAB_RANDOM
 
@@ -148,6 +153,79 @@ def compute_stratified_ci95s(tables: Sequence[Any]) -> list[float | None]:
         for (i, (se2, _)), quantile in zip(live, quantiles, strict=True):
             out[i] = float(quantile * math.sqrt(se2))
     return out
+
+
+def compute_metric_interval(summary: Mapping[str, Any],
+                            metric: str) -> tuple[float, float] | None:
+    """Bounded 95% interval [low, high] of a run's `metric` value from its summary dict; None
+    when the summary lacks the value or its interval (module docstring)."""
+    parts = _metric_parts(summary, metric)
+    if parts is None:
+        return None
+    mean, se2, df, n = parts
+    if se2 <= 0 and n < 2:
+        return None
+    quantile = float(compute_t_quantile(0.95, df)) if se2 > 0 else 1.0
+    return compute_bounded_interval(mean, se2, quantile, n)
+
+
+def count_metric_tasks(summary: Mapping[str, Any], metric: str) -> int | None:
+    """How many of a run's tasks enter `metric` (5 FewSTAB-A tasks, not the run's 10), to
+    print beside its interval; None when the summary does not say."""
+    if metric == "score":
+        n = summary.get("n_tasks")
+        return n if isinstance(n, int) else None
+    tables = {"NovelGen": [("per_group", "NovelGen")], "BaseGen": [("per_group", "BaseGen")],
+              "BaseGen+NovelGen": [("per_group", "BaseGen"), ("per_group", "NovelGen")],
+              "wAcc-A": [("wacc_per_group", FEWSTAB_BIASED)],
+              "wAcc-gap": [("wacc_per_group", FEWSTAB_BIASED),
+                           ("wacc_per_group", FEWSTAB_RANDOM)]}.get(metric, [])
+    counts = [((summary.get(table) or {}).get(key) or {}).get("n") for table, key in tables]
+    known = [n for n in counts if isinstance(n, int)]
+    return sum(known) if known and len(known) == len(counts) else None
+
+
+def _metric_parts(summary: Mapping[str, Any],
+                  metric: str) -> tuple[float, float, float, int] | None:
+    """(value, squared standard error, df, task count) of `metric` in one run's summary."""
+
+    def side(table: str, key: str) -> tuple[float, float, float, int] | None:
+        stats = (summary.get(table) or {}).get(key)
+        if not isinstance(stats, Mapping):
+            return None
+        n, mean, ci95 = stats.get("n"), stats.get("mean"), stats.get("ci95")
+        if not (isinstance(n, int) and n >= 2 and isinstance(mean, int | float)
+                and isinstance(ci95, int | float) and math.isfinite(ci95)):
+            return None
+        se = float(ci95) / _t95(n - 1)
+        return float(mean), se * se, float(n - 1), n
+
+    if metric == "score":
+        table = summary.get("per_dataset")
+        stratified = _stratified_parts(table)
+        if stratified is None or not isinstance(table, Mapping):
+            return None
+        means = [float(s["mean"]) for s in table.values()]
+        n = sum(int(s["n"]) for s in table.values())
+        return sum(means) / len(means), stratified[0], stratified[1], n
+    if metric in ("NovelGen", "BaseGen"):
+        return side("per_group", metric)
+    if metric == "wAcc-A":
+        return side("wacc_per_group", FEWSTAB_BIASED)
+    if metric == "BaseGen+NovelGen":  # the mean of the two sides
+        first, second = side("per_group", "BaseGen"), side("per_group", "NovelGen")
+        sign, scale = 1.0, 0.5
+    elif metric == "wAcc-gap":  # wAcc-R - wAcc-A
+        first, second = side("wacc_per_group", FEWSTAB_RANDOM), side("wacc_per_group",
+                                                                     FEWSTAB_BIASED)
+        sign, scale = -1.0, 1.0
+    else:
+        return None
+    if first is None or second is None:
+        return None
+    (m1, v1, d1, n1), (m2, v2, d2, n2) = first, second
+    df = (v1 + v2) ** 2 / (v1 * v1 / d1 + v2 * v2 / d2) if v1 + v2 > 0 else 1.0
+    return scale * (m1 + sign * m2), scale * scale * (v1 + v2), max(df, 1.0), n1 + n2
 
 
 @functools.lru_cache(maxsize=4096)

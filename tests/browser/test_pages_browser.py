@@ -90,7 +90,7 @@ def test_leaderboard_marks_baselines_and_sorts_by_column(page, arena, tmp_path):
     expect(names).to_have_text([re.compile("bob"), "cat", "ann"])
     expect(page.locator("tr.baseline")).to_contain_text("baseline")
     expect(page.locator("table.leaderboard thead th")).to_contain_text(
-        ["#", "Participant", "Score", "± 95% CI", "birds", "insects", "plankton", "Submitted"])
+        ["#", "Participant", "Score", "95% CI", "birds", "insects", "plankton", "Submitted"])
     page.get_by_role("button", name="Score").click()
     expect(names).to_have_text(["ann", "cat", re.compile("bob")])
     page.get_by_role("button", name="Score").click()

@@ -44,7 +44,7 @@ def test_id_ood_board_shows_both_results_marks_flips_and_the_report_plots_them(p
     names = page.locator("table.leaderboard tbody tr td:nth-child(2)")
     expect(names).to_have_text([re.compile("bob"), re.compile("ann")])  # ranked by NovelGen
     expect(page.locator("table.leaderboard thead th")).to_contain_text(
-        ["#", "Participant", "Score", "± 95% CI", "BaseGen", "NovelGen"])
+        ["#", "Participant", "Score", "95% CI", "BaseGen", "NovelGen"])
     expect(page.locator("span.flip", has_text="1")).to_have_count(2)
     expect(page.locator("#sides-note")).to_contain_text("two results, not one mean")
     shot(page, "12-id-ood-leaderboard")

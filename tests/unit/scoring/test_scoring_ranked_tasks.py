@@ -87,8 +87,23 @@ def test_arena_run_prints_the_ranked_quantitys_interval():
     tasks = records({"BaseGen": {"tr": 40}, "NovelGen": {"te": 40}}, seed=2)
     summary = summarize_run(tasks).to_dict()
     scores = {"metric": "NovelGen", "ci95": summary["ci95"], "summary": summary}
-    assert _metric_interval(scores, "NovelGen") == pytest.approx(
-        summary["per_group"]["NovelGen"]["ci95"])
+    interval, n_tasks = _metric_interval(scores, "NovelGen")
+    novel = summary["per_group"]["NovelGen"]
+    assert interval == pytest.approx((novel["ci95_low"], novel["ci95_high"]))
+    assert n_tasks == 40
+
+
+def test_arena_run_counts_the_fewstab_a_tasks_beside_their_interval_not_every_task():
+    """Issue 36.5: `arena run --protocol fewstab` printed the run's 10 tasks beside the
+    interval of its 5 FewSTAB-A tasks."""
+    from starting_kit.cli import _metric_interval
+
+    summary = summarize_run(records({"fewstab-A": {"a": 5}, "fewstab-R": {"a": 5}})).to_dict()
+    assert summary["n_tasks"] == 10
+    interval, n_tasks = _metric_interval({"metric": "wAcc-A", "summary": summary}, "wAcc-A")
+    assert n_tasks == 5
+    biased = summary["wacc_per_group"]["fewstab-A"]
+    assert interval == pytest.approx((biased["ci95_low"], biased["ci95_high"]))
 
 
 def test_the_score_interval_is_stratified_over_datasets_not_pooled_over_tasks():

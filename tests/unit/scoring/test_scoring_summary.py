@@ -66,7 +66,8 @@ def test_t_interval_matches_scipy_ttest_confidence_interval():
 def test_single_task_has_no_t_interval_and_zero_meta_dataset_interval():
     g = compute_group_stats([0.3])
     assert g.ci95 is None and g.md_ci95 == 0.0
-    assert g.to_dict() == {"mean": 0.3, "ci95": None, "md_ci95": 0.0, "n": 1}
+    assert g.to_dict() == {"mean": 0.3, "ci95": None, "md_ci95": 0.0, "n": 1,
+                           "ci95_low": None, "ci95_high": None}
 
 
 def test_identical_scores_give_zero_width_interval():
