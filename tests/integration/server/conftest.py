@@ -1,6 +1,7 @@
-"""Fixtures for server integration tests, on both backends: real Postgres (one throwaway database
-per session, migrated with Alembic, emptied before each test) and SQLite (a migrated template
-file copied per test). Without Postgres the tests skip locally but FAIL when CI is set.
+"""Fixtures for server integration tests: real Postgres (one throwaway database per session,
+migrated with Alembic, emptied before each test) for every test, and SQLite (a migrated template
+file copied per test) as well for the tests that race requests or lock rows (`backends`).
+Without Postgres the tests skip locally but FAIL when CI is set.
 
 Emptying is one round trip of DELETEs (children before parents) and a reset of every sequence:
 ~12 ms, where the TRUNCATE it replaces took ~0.35 s a test (TRUNCATE rewrites each table's files
@@ -12,10 +13,12 @@ encloses, and rolling back the outer savepoint discards the inner commit.)
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -105,9 +108,34 @@ def sqlite_template(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+RACING = re.compile(r"\b(threading|Barrier|ThreadPoolExecutor|concurrent\.futures|"
+                    r"with_for_update)\b")
+"""What in a test's body says it races requests or takes a lock: such a test runs on both
+backends, whose locks differ (SQLite's BEGIN IMMEDIATE, Postgres's row locks)."""
+
+
+def backends(function: Callable[..., object], marked: bool) -> list[str]:
+    """Postgres (the scaled deployment, whose types and constraints are the stricter) for every
+    test; SQLite as well where a race or a lock is tested (`RACING`, or marked `both_backends`),
+    or for every test with ARENA_TEST_BACKENDS=both (the full matrix, twice the time)."""
+    if os.environ.get("ARENA_TEST_BACKENDS") == "both" or marked:
+        return ["sqlite", "postgres"]
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        source = ""
+    return ["sqlite", "postgres"] if RACING.search(source) else ["postgres"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_url" in metafunc.fixturenames:
+        marked = metafunc.definition.get_closest_marker("both_backends") is not None
+        metafunc.parametrize("database_url", backends(metafunc.function, marked), indirect=True)
+
+
+@pytest.fixture
 def database_url(request, tmp_path) -> str:
-    """Each test gets an empty migrated database, on both backends."""
+    """Each test gets an empty migrated database, on the backends `backends` gives it."""
     if request.param == "sqlite":
         target = tmp_path / "db" / "arena.db"
         target.parent.mkdir()
