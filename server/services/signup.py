@@ -10,12 +10,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, ForbiddenError, InvalidInputError
 from server.core.security import hash_password, same_secret
 from server.models import AuditLog, User
+from server.services.names import display_name, name_key
 
 USERNAME = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
 EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}$")
@@ -70,7 +71,7 @@ def sign_up(session: Session, policy: SignupPolicy, *, username: str, email: str
 
     The caller commits (with the first session token, when the web form signed them up).
     """
-    username, email = username.strip(), email.strip()
+    username, email = display_name(username), email.strip()  # NFKC: "ａｄａ" is "ada"
     check_signup(policy, email, invite_code)
     if not USERNAME.match(username):
         raise InvalidInputError(f"the username {username!r} is not 2 to 64 letters, digits or "
@@ -79,10 +80,11 @@ def sign_up(session: Session, policy: SignupPolicy, *, username: str, email: str
         raise InvalidInputError(f"{email!r} is not an email address; expected name@example.org",
                                 code="signup.bad_email")
     check_password(password)
-    taken = session.execute(select(User.id).where(
-        func.lower(User.username) == username.lower())).first()
-    if taken:
-        raise ConflictError(f"the username {username!r} is taken; choose another",
+    taken = session.execute(select(User.username).where(
+        User.name_key == name_key(username))).scalar()
+    if taken is not None:
+        alike = "" if taken == username else f" (as {taken!r}, which looks the same)"
+        raise ConflictError(f"the username {username!r} is taken{alike}; choose another",
                             code="user.exists")
     user = User(username=username, email=email, role="participant",
                 password_hash=hash_password(password), created_at=now)

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import BadCredentialsError, ConflictError, InvalidInputError
 from server.core.security import hash_password, hash_token, new_token, verify_password
 from server.models import ROLES, ApiToken, AuditLog, User
+from server.services.names import check_name, name_key
 
 
 def create_user(session: Session, *, username: str, role: str, password: str | None,
@@ -22,7 +23,8 @@ def create_user(session: Session, *, username: str, role: str, password: str | N
             f"an {actor.role} may create participants only; ask an admin for a {role!r} account",
             code="auth.forbidden_role",
         )
-    if session.execute(select(User.id).where(User.username == username)).first():
+    username = check_name(username, "username")
+    if session.execute(select(User.id).where(User.name_key == name_key(username))).first():
         raise ConflictError(f"the username {username!r} is taken; choose another",
                             code="user.exists")
     user = User(username=username, role=role, email=email,
@@ -46,7 +48,8 @@ def issue_token(session: Session, user: User, *, kind: str = "api", name: str | 
 
 def login(session: Session, username: str, password: str, now: datetime) -> tuple[User, str]:
     """Password login; returns the user and a new API token."""
-    user = session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+    user = session.execute(select(User).where(
+        User.name_key == name_key(username))).scalar_one_or_none()
     if user is None or not user.is_active or not verify_password(password, user.password_hash):
         raise BadCredentialsError(
             "unknown username or wrong password; check both, or ask an organizer to reset it"
