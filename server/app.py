@@ -89,6 +89,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         docs,
         factsheets,
         internal,
+        kits,
         leaderboard,
         pages,
         participation,
@@ -133,7 +134,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
                    submission_operations, admin, datasets, submissions, leaderboard, internal,
                    participation, participant_forms, joining, teams, team_pages, factsheets,
-                   factsheet_pages, pages, docs):
+                   factsheet_pages, kits, pages, docs):
         app.include_router(module.router)
     return app
 

@@ -52,6 +52,7 @@ from server.models import TERMINAL_STATES, Competition, Phase, Submission, Team,
 from server.services import users as user_service
 from server.services.audit_view import rerun_reasons
 from server.services.close_summary import participant_close_notes
+from server.services.kits import kit_files, phase_file_name
 from server.services.methods import check_method, store_method
 from server.services.passwords import password_login
 from server.services.queue import JobQueue
@@ -147,7 +148,10 @@ def competition_view(request: Request, session, settings, now, competition_id: i
                   entry=entry_of(session, comp, user), may_submit=entry_of(
                       session, comp, user).may_submit,
                   standing=standing(session, comp, user, shown[0]["phases"]),
-                  base_url=settings.public_base_url.rstrip("/"))
+                  base_url=settings.public_url_for(str(request.base_url)),
+                  kit=kit_files(request.app.state.storage, comp.id),
+                  kit_phase=next((phase_file_name(s.phase.name) for s in shown[0]["steps"]
+                                  if s.accepting), None))
 
 
 @router.get("/phases/{phase_id}")

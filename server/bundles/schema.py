@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from server.bundles.kit_spec import KitSpec
 from server.bundles.onboarding import QuestionSpec, TabsSpec, TeamsSpec, check_unique_keys
 from submission_api.contract.resources import RESOURCE_BOUNDS
 
@@ -188,6 +189,7 @@ class BundleSpec(_Strict):
     tabs: TabsSpec = Field(default_factory=TabsSpec)
     teams: TeamsSpec = Field(default_factory=TeamsSpec)
     leagues: list[LeagueSpec] = []
+    kit: KitSpec = Field(default_factory=KitSpec)  # uploaded by the CLI (bundles/kit_spec.py)
     phases: list[PhaseSpec] = Field(min_length=1, max_length=50)  # schemas.competition.MAX_PHASES
 
     @model_validator(mode="after")

@@ -44,8 +44,13 @@ class Settings(BaseSettings):
     test_seed_secret_by_phase: dict[int, str] = Field(default_factory=dict)
     # Accept the placeholder or short secrets (a laptop, never a deployment): `arena serve --dev`.
     insecure_dev_secrets: bool = False
-    # Where participants reach this server: the Get-started login line, team invites and
-    # password-reset links are absolute URLs built on it.
+    # Where participants reach this server (ARENA_PUBLIC_URL, e.g. https://arena.example.org):
+    # the Get-started `arena login` line and kit links are built on it; unset, on the address
+    # each request came to (what the participant's browser used). Set it behind a proxy that
+    # rewrites the host.
+    public_url: str = ""
+    # The older setting (ARENA_PUBLIC_BASE_URL) mailed links and team invites are built on;
+    # it takes ARENA_PUBLIC_URL's value when only that is set.
     public_base_url: str = "http://127.0.0.1:8000"
     admin_bootstrap_token: str | None = None
     auto_migrate: bool = True
@@ -113,7 +118,10 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _fill_paths(self) -> Settings:
-        """Derive the database URL and storage folder from data_dir when they are not given."""
+        """Derive the database URL and storage folder from data_dir when they are not given
+        (and the older public_base_url from public_url)."""
+        if self.public_url and "public_base_url" not in self.model_fields_set:
+            self.public_base_url = self.public_url
         if not self.database_url:
             self.database_url = f"sqlite:///{(self.data_dir / 'arena.db').as_posix()}"
         if self.storage_dir is None:
@@ -128,6 +136,11 @@ class Settings(BaseSettings):
         overflow = (self.db_max_overflow if self.db_max_overflow is not None
                     else max(need - size, 0))
         return PoolSize(size=size, max_overflow=overflow, timeout_s=self.db_pool_timeout_s)
+
+    def public_url_for(self, request_base_url: str) -> str:
+        """The URL participants reach this server at: `public_url` when set, else the base
+        URL of the request being answered (issue 32.4: it was 127.0.0.1:8000 everywhere)."""
+        return (self.public_url or request_base_url).rstrip("/")
 
     @property
     def seed_secret(self) -> str:

@@ -18,6 +18,7 @@ from rich.text import Text
 from starting_kit.commands.bundle_client import (
     confirm_changes,
     parse_start,
+    send_kit,
     shift_dates,
     unshift_message,
 )
@@ -326,6 +327,7 @@ def _send_bundle(bundle: Path, method: str, server: str | None, token: str | Non
                  "again:", *(f"  {bundle}:{p['line']}: {p['where']}: "
                              f"{unshift_message(p['message'], written, offset)}"
                              for p in exc.problems)])) from exc
+        send_kit(client, bundle, comp["id"], console)
     phases = ", ".join(f"{p['name']} (id {p['id']}, {p['status']})" for p in comp["phases"])
     console.print(Text(f"competition {comp['slug']} (id {comp['id']}): {phases}"))
 

@@ -247,7 +247,11 @@ def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, 
     dataset is compiled or uploaded, each with its line and the closest existing name."""
     import yaml
 
-    from starting_kit.commands.bundle_client import check_local_datasets, register_collection
+    from starting_kit.commands.bundle_client import (
+        check_kit_paths,
+        check_local_datasets,
+        register_collection,
+    )
 
     text = bundle.read_text(encoding="utf-8")
     try:
@@ -262,6 +266,7 @@ def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, 
             for role in ("meta_train", "meta_valid", "meta_test"):
                 names |= {str(r).split("@")[0] for r in data.get(role) or [] if isinstance(r, str)}
     check_local_datasets(bundle, text, paths)
+    check_kit_paths(bundle, text, raw)
     resolved = {}
     for rel, names in paths.items():
         folder = (bundle.parent / rel).resolve()

@@ -74,6 +74,8 @@ def test_the_cpu_example_bundle_gives_an_open_phase_with_start(env, arena_cli, b
     text = (example / "competition-cpu.yaml").read_text()
     _, headers = env.user("olga", role="organizer")
     (bundle_dir / "competition-cpu.yaml").write_text(text)
+    for name in ("resnet18_protonet", "README.md"):  # its kit: files (issue 32.4)
+        (bundle_dir / name).symlink_to(example / name)
     code, out = arena_cli("competition", "create", str(bundle_dir / "competition-cpu.yaml"),
                           "--cache", str(bundle_dir / "cache"), "--start",
                           env.clock.now.strftime("%Y-%m-%dT%H:%M:%SZ"), token=_token(headers))
