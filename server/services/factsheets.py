@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
 from server.models import AuditLog, FactsheetAnswer, Phase, Submission, User
+from server.services.csv_safety import neutralize_cell
 from server.services.participation import status_of
 
 URL = re.compile(r"^https?://[^\s<>\"']{1,490}$")
@@ -113,14 +114,19 @@ def export(session: Session, phase: Phase) -> dict[str, Any]:
 
 def export_csv(data: dict[str, Any]) -> str:
     """One row per answering account, one column per question (missing ones at the end,
-    with empty answers, so a spreadsheet shows who is missing)."""
+    with empty answers, so a spreadsheet shows who is missing). Every text cell goes through
+    `neutralize_cell` (issue 33.9): an answer like `=HYPERLINK(...)` is shown, never run."""
     keys = [q["key"] for q in data["questions"]]
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["username", "user_id", "answered", "updated_at", *keys])
+
+    def row(cells: list[Any]) -> None:
+        writer.writerow([neutralize_cell(c) for c in cells])
+
+    row(["username", "user_id", "answered", "updated_at", *keys])
     for a in data["answers"]:
-        writer.writerow([a["username"], a["user_id"], "yes", a["updated_at"].isoformat(),
-                         *[a["answers"].get(k, "") for k in keys]])
+        row([a["username"], a["user_id"], "yes", a["updated_at"].isoformat(),
+             *[a["answers"].get(k, "") for k in keys]])
     for m in data["missing"]:
-        writer.writerow([m["username"], m["user_id"], "no", "", *["" for _ in keys]])
+        row([m["username"], m["user_id"], "no", "", *["" for _ in keys]])
     return out.getvalue()
