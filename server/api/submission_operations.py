@@ -1,5 +1,6 @@
-"""Operations on one submission: cancel (owner or organizer), re-run and baseline flag
-(organizer), select (owner), and downloading the stored zip (owner or organizer).
+"""Operations on one submission: cancel (owner or organizer), re-run, baseline flag and
+disqualification (organizer), select (owner or a current team-mate), and downloading the stored
+zip (owner or organizer).
 Another participant's submission answers 404, exactly like an id that does not exist. Each
 route translates; `server.services.submission_actions` does the work and commits."""
 
@@ -22,7 +23,12 @@ from server.api.deps import (
 )
 from server.api.submissions import submission_out
 from server.models import Submission
-from server.schemas.operations import BaselineRequest, RerunOut, SelectRequest
+from server.schemas.operations import (
+    BaselineRequest,
+    DisqualifyRequest,
+    RerunOut,
+    SelectRequest,
+)
 from server.schemas.submission import SubmissionOut
 from server.services import submission_actions as actions
 from server.services.queue import JobQueue
@@ -67,6 +73,19 @@ def baseline(submission_id: int, user: Organizer, session: WriteSessionDep, now:
     """Flag (or unflag) a submission as a baseline: marked on the board, always carried."""
     flag = True if body is None else body.baseline
     submission = actions.flag_baseline(session, submission_id, user, flag, now)
+    return submission_out(session, submission, settings, user)
+
+
+@router.post("/submissions/{submission_id}/disqualify", response_model=SubmissionOut)
+def disqualify(submission_id: int, user: Organizer, session: WriteSessionDep, now: NowDep,
+               settings: SettingsDep, body: DisqualifyRequest | None = None) -> SubmissionOut:
+    """Disqualify a submission with a reason shown to its owner (`{"disqualified": false}`
+    reinstates). It follows the carry family: the origin and every copy carried into a final
+    are disqualified together, their waiting runs cancelled and running ones stopped, and they
+    leave every board (services/disqualify.py)."""
+    body = body or DisqualifyRequest()
+    submission = actions.disqualify(session, submission_id, user, body.disqualified,
+                                    body.reason, now)
     return submission_out(session, submission, settings, user)
 
 

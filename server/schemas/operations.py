@@ -42,6 +42,12 @@ class BaselineRequest(BaseModel):
     baseline: bool = True
 
 
+class DisqualifyRequest(BaseModel):
+    disqualified: bool = Field(True, description="false reinstates")
+    reason: str = Field("", max_length=500, description="why; shown to the owner; required "
+                        "to disqualify (422 disqualify.reason_required without one)")
+
+
 class QueueEntryOut(BaseModel):
     run_id: int
     submission_id: int

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import NotFoundError
 from server.models import Phase, Submission, User
 from server.services import operations as ops
+from server.services.disqualify import set_disqualified
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.submissions import in_team_of
 
@@ -71,6 +72,17 @@ def rerun(session: Session, submission_id: int, user: User, now: datetime, defau
     session.commit()
     enqueue_quietly(queue, jobs)
     return [job[0] for job in jobs]
+
+
+def disqualify(session: Session, submission_id: int, user: User, disqualified: bool | None,
+               reason: str, now: datetime) -> Submission:
+    """Disqualify (`True`, with a required `reason`), reinstate (`False`) or toggle (`None`) a
+    submission and its carry family (organizer of its competition; services/disqualify.py)."""
+    submission = ops.get_operable_submission(session, submission_id, user, organizer_only=True)
+    wanted = (submission.disqualified_at is None) if disqualified is None else disqualified
+    set_disqualified(session, submission, user, wanted, reason, now)
+    session.commit()
+    return submission
 
 
 def audit_download(session: Session, submission_id: int, user: User,

@@ -17,10 +17,8 @@ from server.api.deps import SESSION_COOKIE, NowDep, SettingsDep, get_db, get_que
 from server.core.db import Database
 from server.core.errors import AuthRequiredError
 from server.models import TERMINAL_STATES, Submission, User
-from server.services import operations
 from server.services import submission_actions as actions
 from server.services import users as user_service
-from server.services.disqualify import set_disqualified
 from server.services.queue import JobQueue
 from server.web.rendering import PageRoute, check_csrf
 from server.web.views import is_staff
@@ -61,11 +59,14 @@ def submission_actions(submission: Submission, user: User,
             actions.append(Action("baseline", "Unmark baseline" if submission.is_baseline
                                   else "Mark as baseline"))
         if submission.disqualified_at is not None:
-            actions.append(Action("disqualify", "Reinstate"))
+            actions.append(Action("disqualify", "Reinstate", confirm=(
+                f"Reinstate submission #{submission.id} and its carried copies? They return "
+                "to their boards; a copy whose runs were cancelled needs a re-run.")))
         else:
             actions.append(Action("disqualify", "Disqualify", danger=True, confirm=(
-                f"Disqualify submission #{submission.id}? It leaves the leaderboard and any "
-                "final; its owner sees the reason. You can reinstate it.")))
+                f"Disqualify submission #{submission.id}? It and every copy carried from it "
+                "leave every leaderboard and final, their waiting runs are cancelled; its "
+                "owner sees the reason. You can reinstate it.")))
     return actions
 
 
@@ -127,11 +128,9 @@ async def baseline(submission_id: int, request: Request, settings: SettingsDep, 
 @router.post("/submissions/{submission_id}/disqualify")
 async def disqualify(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
                      db: Annotated[Database, Depends(get_db)]):
-    """Disqualify (with the form's `reason`) or reinstate a submission; organizers only."""
+    """Disqualify (with the form's required `reason`) or reinstate a submission and its carried
+    copies; organizers only."""
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
-        submission = operations.get_operable_submission(session, submission_id, user,
-                                                        organizer_only=True)
-        set_disqualified(session, submission, user, submission.disqualified_at is None,
-                         str(form.get("reason", "")), now)
+        actions.disqualify(session, submission_id, user, None, str(form.get("reason", "")), now)
     return _back(form, submission_id, "disqualify")

@@ -36,7 +36,7 @@ from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
 from server.services.secrecy import publish_results, results_state, test_data_level
 from server.services.tenancy import organized_phase_ids
-from server.services.timeline import phase_step
+from server.services.timeline import effective_status, phase_step
 from server.services.workers import hide_host_details, list_workers, mask_foreign_runs
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
@@ -54,6 +54,8 @@ NOTICES = {"phase-status": "The phase status was changed.",
            "participation": "The participation request was decided.",
            "disqualify": "The submission's standing was changed (see the audit log).",
            "phase-reopened": "The phase was reopened: it takes submissions again.",
+           "phase-opened-now": "The phase was opened now (its start date is now): it takes "
+                               "submissions.",
            "published": "The phase's results were published: its board and every owner's "
                         "scores are shown (see the audit log).",
            "phase-reopened-ended": "The phase was reopened, but its end date has passed: it "
@@ -151,19 +153,22 @@ def _workers(session, user: User, now, settings) -> list[dict]:
 @router.post("/organizer/phases/{phase_id}/open")
 async def open_phase(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
                      db: Annotated[Database, Depends(get_db)]):
-    """Open a draft phase, or reopen a closed one (the PATCH /api/v1/phases/{id} service and
-    its dataset checks). Reopening carries nothing again: a phase's submissions are carried
-    into its final once (`closed_at` stays); dates are not changed here."""
+    """Open a draft phase, open an upcoming one now (its `starts_at` becomes now), or reopen a
+    closed one (the PATCH /api/v1/phases/{id} service and its dataset checks). Reopening
+    carries nothing again: a phase's submissions are carried into its final once (`closed_at`
+    stays); other dates are not changed here."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
         user, phase = _organized_phase(request, session, now, phase_id)
-        if phase.status == "open":
-            raise ConflictError(f"phase {phase.id} is already open")
+        upcoming = effective_status(phase, now) == "upcoming"
+        if phase.status == "open" and not upcoming:
+            raise ConflictError(f"phase {phase.id} is already open", code="phase.already_open")
         reopened = phase.status == "closed"
-        competition_service.update_phase(session, phase, {"status": "open"}, user, now)
+        changes: dict = {"starts_at": now} if upcoming else {"status": "open"}
+        competition_service.update_phase(session, phase, changes, user, now)
         ended = phase.ends_at is not None and phase.ends_at <= now
     done = "phase-reopened-ended" if reopened and ended else (
-        "phase-reopened" if reopened else "phase-status")
+        "phase-reopened" if reopened else "phase-opened-now" if upcoming else "phase-status")
     return RedirectResponse(f"/organizer?done={done}", status_code=303)
 
 

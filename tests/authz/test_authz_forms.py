@@ -79,7 +79,8 @@ def build_form_world(env: InProcess) -> FormWorld:
         user_ids[role] = me.json()["id"]
     asked = _approval_competition(env, world)
     ended = env.client.post(f"/api/v1/competitions/{world.ids['competition_id']}/phases",
-                            headers=organizer, json={"name": "ended", "status": "open"})
+                            headers=organizer, json={"name": "ended", "status": "open",
+                                                   "leaderboard": {"test_data": "secret"}})
     assert ended.status_code == 201, ended.text
     closed = env.client.post(f"/api/v1/phases/{ended.json()['id']}/close", headers=organizer)
     assert closed.status_code == 200, closed.text
@@ -220,7 +221,8 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/submissions/{submission_id}/disqualify"): Form(
         ORGANIZER_OF_IT, "/submissions/{submission_id}", {"submission_id": "submission_id"},
         submission_field("submission_id", "disqualified_at"),
-        lambda before, after: before is None and after is not None),
+        lambda before, after: before is None and after is not None,
+        lambda role: {"reason": "used the test labels"}),
     ("POST", "/organizer/phases/{phase_id}/open"): Form(
         ORGANIZER_OF_IT, "/organizer", {"phase_id": "draft_phase_id"},
         phase_status("draft_phase_id"), became("open")),

@@ -86,6 +86,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/submissions/{submission_id}/select"): "DADDDD",
     ("POST", "/api/v1/submissions/{submission_id}/rerun"): ORGANIZER_OF_IT,
     ("POST", "/api/v1/submissions/{submission_id}/baseline"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/submissions/{submission_id}/disqualify"): ORGANIZER_OF_IT,
     ("GET", "/api/v1/me/submissions"): SIGNED_IN,
     ("GET", "/api/v1/queue"): SIGNED_IN,  # participants see their own runs only
     ("GET", "/api/v1/admin/workers"): STAFF,

@@ -177,8 +177,11 @@ def test_dashboard_confirms_closing_reopens_filters_and_offers_baseline_for_fini
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Close phase feedback").click()
     expect(page.get_by_text("The phase was closed.")).to_be_visible()
+    reopen_asked: list[str] = []
+    page.once("dialog", lambda d: (reopen_asked.append(d.message), d.accept()))
     page.get_by_role("button", name="Reopen phase feedback").click()
     shots_at_both_widths(page, "14-organizer-after-reopen")
+    assert reopen_asked and "takes submissions again" in reopen_asked[0]
     expect(page.get_by_text("The phase was reopened")).to_be_visible()
     expect(page.locator("td .status-open")).to_have_count(1)
 
