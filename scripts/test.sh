@@ -12,4 +12,7 @@ export PATH="$ARENA_TEST_PG_BIN:$PATH"
 .venv/bin/ruff check .
 # The packages of pyproject.toml's [tool.mypy], incrementally (.mypy_cache: ~2 s warm).
 .venv/bin/mypy
-.venv/bin/python -m pytest --durations=25 "$@"  # the slowest 25, then the time per folder
+# Two xdist workers (this 2-core machine; fewer where there are fewer cores), each with its own
+# Redis database and queue; tests/conftest.py schedules the longest files first. `-n 0` (or
+# ARENA_TEST_WORKERS=0) runs in one process. The slowest 25, then the time per folder.
+.venv/bin/python -m pytest -n "${ARENA_TEST_WORKERS:-auto}" --maxprocesses 2 --durations=25 "$@"

@@ -9,11 +9,10 @@ and the tiers themselves: each test is marked by the folder it lives in, so that
 - e2e: the whole platform or an HTTP client against it (tests/e2e, faults, load, adversarial);
 - browser: headless Chromium (tests/browser).
 
-Under pytest-xdist (opt-in: `-n auto --maxprocesses 2`; `scripts/test.sh` stays serial until
-the four tests that fail under two workers are mended, docs/testing.md), the files in
-`SERIAL_PATHS` (Docker, whole platforms, Redis) form one unit of work that a single worker runs
-in order, while the workers share every other file, a file at a time (docs/testing.md). Without
-xdist, or with `-n 0`, nothing changes.
+Under pytest-xdist (`scripts/test.sh` runs `-n auto --maxprocesses 2`), a file is a unit of
+work that one worker runs whole (its module fixtures built once), the longest first; the files
+in `SERIAL_PATHS` form one unit together, run in order (docs/testing.md). Each worker has its
+own Redis database (`claim_redis_database`). Without xdist, or with `-n 0`, nothing changes.
 """
 
 from __future__ import annotations
@@ -45,51 +44,37 @@ SPAWNING_UNIT_FILES = frozenset({
     "unit/test_dependency_direction.py", "unit/worker/test_worker_client.py",
     "unit/worker/test_worker_local_executor.py", "unit/server/test_queue_inspect.py",
     "unit/server/test_queue_warm.py",
+    # found by tests/unit/conftest.py's check (issue 35.6)
+    "unit/runner/test_meta_train_residency_oracles.py", "unit/runner/test_progress_plain.py",
+    "unit/runner/test_run_phase_datasets.py", "unit/runner/test_task_heap.py",
+    "unit/runner/test_task_isolation_census.py", "unit/runner/test_task_isolation_hostile.py",
+    "unit/runner/test_task_isolation_seccomp.py", "unit/runner/test_task_server_faults.py",
+    "unit/sampling/test_neurips22_zip_runs.py", "unit/server/test_demo_launch.py",
+    "unit/server/test_secret_settings.py", "unit/test_tutorial_install.py",
+    "unit/worker/test_hostile_participant_output.py", "unit/worker/test_worker_live_tail.py",
 })
-"""Files under tests/unit that start processes or open sockets: they run in the integration
-tier until they are split (what they check needs a real process or a real socket)."""
+"""Files under tests/unit that start processes or open internet sockets: they run in the
+integration tier until they are split (what they check needs a real process or a real socket).
+tests/unit/conftest.py fails a test marked unit that does either, so this list stays true."""
 
-SERIAL_GROUP = "serial: docker, platforms, redis"
-SERIAL_PATHS = ("adversarial/", "faults/", "integration/deploy/", "integration/sandbox/",
-                "integration/worker/", "integration/server/test_celery_queue.py",
-                "e2e/test_competition_rehearsal.py",
-                "e2e/test_neurips22_torchvision.py", "e2e/test_platform_end_to_end.py",
-                "e2e/test_secret_phase_platform.py", "e2e/test_task_isolation_platform.py")
-"""What one xdist worker runs in order, never beside each other: Docker sandboxes (the sandbox
-tests count the host's containers), whole platforms (every e2e platform's workers read queue
-`arena` on Redis db 13: two platforms at once take each other's jobs; the hardened and faulty
-ones add restarts and SIGKILLs), Compose, Celery workers on Redis. Paths under tests/: the
-scheduler sees node ids only. `SERIAL_FIXTURES` keeps the list true."""
-SERIAL_FIXTURES = frozenset({"platform", "hardened_platform", "faulty_platform", "services",
-                             "docker_client", "redis_client"})
+SERIAL_GROUP = "serial"
+SERIAL_PATHS: tuple[str, ...] = (
+)
+"""Files that one xdist worker runs in order, never beside each other (paths under tests/: the
+scheduler sees node ids only). Nothing else needs it now: each test process has its own Redis
+database (`claim_redis_database`), each platform its own queue and Postgres database, each
+sandbox test counts only its own containers (by label), and the fault-injection suite its own
+Redis and Postgres. List here only what shares something on the host with another listed file."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        try:
-            relative = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
-        except ValueError:
-            continue
-        check_serial(item, relative)
-        tiers = TIERS.get(relative.split("/", 1)[0], ())
-        if relative in SPAWNING_UNIT_FILES:
-            tiers = ("integration",)
-        if relative.startswith(DOCKER_FOLDERS):
-            tiers = (*tiers, "docker")
-        for tier in tiers:
-            item.add_marker(getattr(pytest.mark, tier))
-
-
-def check_serial(item: pytest.Item, relative: str) -> None:
-    """A test that asks for a platform, Docker or Redis outside `SERIAL_PATHS` would run beside
-    the others under xdist: refuse the collection until its file is listed."""
-    fixtures = set(getattr(item, "fixturenames", ()))
-    callspec = getattr(item, "callspec", None)  # a parametrized argument is no fixture
-    fixtures -= set(callspec.params) if callspec is not None else set()
-    used = sorted(fixtures & SERIAL_FIXTURES)
-    if used and not relative.startswith(SERIAL_PATHS):
-        raise pytest.UsageError(f"{item.nodeid} uses {used}: add {relative!r} to SERIAL_PATHS "
-                                "in tests/conftest.py, or xdist may run it beside a platform")
+FOLDER_COST_S = {"e2e": 20.0, "faults": 23.0, "load": 29.0, "adversarial": 5.0, "browser": 4.0,
+                 "authz": 5.0, "integration/worker": 7.0, "integration/sandbox": 2.0,
+                 "integration/server": 0.4, "fuzz": 0.3, "unit": 0.3}
+"""Seconds a test of each folder takes, roughly (docs/testing.md): the scheduler's guess of a
+unit's length where the cache holds no measure of it (`UNIT_SECONDS_KEY`)."""
+UNIT_SECONDS_KEY = "arena/seconds-per-xdist-unit"
+"""Where the pytest cache keeps each unit's measured seconds (setup + call + teardown)."""
+_UNIT_SPENT: defaultdict[str, float] = defaultdict(float)
 
 
 def xdist_unit(nodeid: str) -> str:
@@ -107,6 +92,20 @@ if LoadScopeScheduling is not None:
 
         def _split_scope(self, nodeid: str) -> str:
             return xdist_unit(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            """The longest unit first (its last run's seconds, else `FOLDER_COST_S`): a long
+            platform file started last would run alone while the other worker idles."""
+            cache = getattr(self.config, "cache", None)
+            measured = cache.get(UNIT_SECONDS_KEY, {}) if cache is not None else {}
+
+            def cost(unit: str) -> float:
+                if unit in measured:
+                    return measured[unit]
+                return sum(FOLDER_COST_S.get(_folder(n), 1.0) for n in self.workqueue[unit])
+
+            self.workqueue.move_to_end(max(self.workqueue, key=cost), last=False)
+            super()._assign_work_unit(node)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -133,6 +132,17 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     spent = _SPENT[_folder(report.nodeid)]
     spent[0] += report.when == "call"
     spent[1] += report.duration
+    _UNIT_SPENT[xdist_unit(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Keep each unit's seconds for the next run's scheduler (the controller, or a run without
+    xdist; the units of this run replace their old measures, the others stay)."""
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _UNIT_SPENT:
+        return
+    cache.set(UNIT_SECONDS_KEY, {**cache.get(UNIT_SECONDS_KEY, {}),
+                                 **{unit: round(s, 2) for unit, s in _UNIT_SPENT.items()}})
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's own type
