@@ -111,6 +111,9 @@ class Run(Base):
     superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The worker's last heartbeat report (schemas.internal.RunProgress): step, tasks, log tail.
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Whether its test tasks had their own namespaces or fell back to shared ones, as the
+    # worker's meta-test reported it (issue 34); shown to organizers and operators.
+    isolation: Mapped[str | None] = mapped_column(Text)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")

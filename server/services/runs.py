@@ -75,6 +75,7 @@ class RunOutcome:
     summary: dict[str, Any] = field(default_factory=dict)
     tasks: list[dict[str, Any]] = field(default_factory=list)
     log: str = ""
+    isolation: str | None = None
 
 
 def guarded_update(session: Session, run_id: int, conditions: list, values: dict) -> bool:
@@ -148,6 +149,7 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
         "message": storable_text(outcome.message), "score": score,
         "summary": storable_json(outcome.summary),
         "log": cap_log(storable_text(outcome.log), policy),
+        "isolation": storable_text(outcome.isolation),
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
     })
     if not changed:

@@ -119,6 +119,9 @@ class TaskResult:
     resample; None elsewhere."""
 
 
+ISOLATION_CAP = 1000
+
+
 @dataclass(frozen=True)
 class FinishBody:
     fencing_token: int
@@ -128,11 +131,16 @@ class FinishBody:
     summary: dict[str, Any] = field(default_factory=dict)
     tasks: list[TaskResult] = field(default_factory=list)
     log: str = ""
+    isolation: str | None = None
+    """The run's isolation line (`MetaTestReport.isolation`): whether its test tasks had their
+    own namespaces or fell back to shared ones; None when meta-test never started. Stored with
+    the run and shown to organizers and operators (issue 34)."""
 
     def __post_init__(self) -> None:
         _check_length("reason", self.reason, REASON_CAP)
         _check_length("message", self.message, MESSAGE_CAP)
         _check_length("tasks", self.tasks, TASKS_CAP)
+        _check_length("isolation", self.isolation, ISOLATION_CAP)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ class Outcome:
     summary: dict[str, Any] = field(default_factory=dict)
     tasks: list[dict[str, Any]] = field(default_factory=list)
     log: str = ""
+    isolation: str | None = None
+    """The run's isolation line (the task server's report), kept with the run (issue 34)."""
 
     def to_finish_body(self, fencing_token: int) -> dict[str, Any]:
         """The `finish` body (`submission_api.contract.wire.FinishBody`'s fields and bounds;
@@ -56,7 +58,7 @@ class Outcome:
         FinishBody(fencing_token, self.state, self.reason, self.message)  # type: ignore[arg-type]
         return {"fencing_token": fencing_token, "state": self.state, "reason": self.reason,
                 "message": self.message, "summary": self.summary, "tasks": self.tasks,
-                "log": self.log}
+                "log": self.log, "isolation": self.isolation}
 
 
 def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *,
@@ -89,6 +91,7 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
     record = build_record(result, output_dir, answers_dir, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb)
     verdict = decide_verdict(record)
+    isolation = read_isolation(answers_dir)
     if verdict.kind is VerdictKind.SCORE:
         try:
             scored = score_within(score_output, output_dir, answers_dir, result.wall_time_s)
@@ -96,8 +99,20 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
             verdict = from_failure(failure.reason, failure.message, failure.trace)
         else:
             return Outcome("finished", summary=dict(scored.summary),
-                           tasks=[record.to_dict() for record in scored.records], log=log)
-    return verdict_outcome(verdict, log)
+                           tasks=[record.to_dict() for record in scored.records], log=log,
+                           isolation=isolation)
+    return replace(verdict_outcome(verdict, log), isolation=isolation)
+
+
+def read_isolation(answers_dir: Path) -> str | None:
+    """The isolation line the task server recorded (None: meta-test never started)."""
+    from submission_api.runner.task_server import read_report
+
+    try:
+        report = read_report(answers_dir)
+    except (OSError, ValueError, TypeError):
+        return None
+    return report.isolation[:1000] if report is not None and report.isolation else None
 
 
 def verdict_outcome(verdict: Verdict, log: str = "") -> Outcome:
