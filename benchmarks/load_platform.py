@@ -66,7 +66,11 @@ class LoadReport:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     server_errors: int = 0
-    """Responses >= 500 and broken connections (counted as 599)."""
+    """Responses >= 500 and broken connections (counted as 599); not the shed ones."""
+    shed: int = 0
+    """503 with Retry-After: admission refused the request at once (issue 38.5)."""
+    timeouts: int = 0
+    """Requests the client gave up on (its time-out ran out)."""
 
     @property
     def throughput(self) -> float:
@@ -87,6 +91,7 @@ class LoadReport:
         return {"requests": self.requests, "seconds": round(self.seconds, 2),
                 "throughput_rps": round(self.throughput, 1), "p95_ms": round(p95, 1),
                 "errors": len(self.errors), "first_errors": self.errors[:5],
+                "shed_503": self.shed, "client_timeouts": self.timeouts,
                 "per_operation": self.table()}
 
 
@@ -255,7 +260,7 @@ READS = ("leaderboard", "phases", "home")
 
 
 def run_mixed(base: str, readers: list[str], uploaders: list[str], phase_id: int, *,
-              n_requests: int, max_seconds: float) -> LoadReport:
+              n_requests: int, max_seconds: float, client_timeout_s: float = 120) -> LoadReport:
     """Readers and uploaders at once, without pause, until `max_seconds` or `n_requests`."""
     report, lock = LoadReport(), threading.Lock()
     budget = iter(range(n_requests))
@@ -274,21 +279,26 @@ def run_mixed(base: str, readers: list[str], uploaders: list[str], phase_id: int
                 answer = http.get(paths[op])
                 ok = answer.status_code == 200
             status, text = answer.status_code, answer.text[:200]
+            shed = status == 503 and "retry-after" in answer.headers
         except httpx.HTTPError as exc:
             ok, status, text = False, 599, f"{type(exc).__name__}: {exc}"
+            shed = False
+            report.timeouts += isinstance(exc, httpx.TimeoutException)
         elapsed = (time.perf_counter() - started) * 1000
         with lock:
             report.requests += 1
-            report.latencies.setdefault(op, []).append(elapsed)
-            if not ok:
+            report.latencies.setdefault("shed" if shed else op, []).append(elapsed)
+            if shed:
+                report.shed += 1
+            elif not ok:
                 report.errors.append(f"{op}: {status} {text}")
-            if status >= 500:
+            if status >= 500 and not shed:
                 report.server_errors += 1
 
     def client(token: str, slot: int, upload: bool) -> None:
         rng = random.Random(slot)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"},
-                          timeout=120) as http:
+                          timeout=client_timeout_s) as http:
             while time.monotonic() < deadline:
                 with lock:
                     if next(budget, None) is None:
@@ -320,14 +330,19 @@ def make_tokens(base: str, admin: str, prefix: str, n: int) -> list[str]:
 
 def load_mixed(folder: Path, *, postgres: bool = False, n_submissions: int = 10_000,
                n_users: int = 1000, readers: int = 200, uploaders: int = 30,
-               n_requests: int = 100_000, max_seconds: float = 60) -> dict:
-    """The mixed form: seed one server, then readers and uploaders at once."""
+               n_requests: int = 100_000, max_seconds: float = 60,
+               client_timeout_s: float = 120, reader_accounts: int | None = None) -> dict:
+    """The mixed form: seed one server, then readers and uploaders at once. Readers share
+    `reader_accounts` accounts in turn (default: one each)."""
     with database(postgres, folder) as url, server(url, folder) as (base, admin):
         phase_id = create_phase(base, admin)
         bulk_insert(url, phase_id, n_users, n_submissions)
-        report = run_mixed(base, make_tokens(base, admin, "reader", readers),
+        accounts = make_tokens(base, admin, "reader", min(readers, reader_accounts or readers))
+        reader_tokens = [accounts[i % len(accounts)] for i in range(readers)] if accounts else []
+        report = run_mixed(base, reader_tokens,
                            make_tokens(base, admin, "uploader", uploaders), phase_id,
-                           n_requests=n_requests, max_seconds=max_seconds)
+                           n_requests=n_requests, max_seconds=max_seconds,
+                           client_timeout_s=client_timeout_s)
     return {"database": "postgres" if postgres else "sqlite", "submissions": n_submissions,
             "readers": readers, "uploaders": uploaders, "server_errors": report.server_errors,
             **report.to_dict()}
@@ -367,6 +382,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--readers", type=int, default=0, help="mixed form: reader threads")
     parser.add_argument("--uploaders", type=int, default=0, help="mixed form: upload threads")
+    parser.add_argument("--client-timeout", type=float, default=120,
+                        help="mixed form: each client's time-out in seconds")
+    parser.add_argument("--reader-accounts", type=int, default=None,
+                        help="mixed form: accounts the readers share (default one each)")
     args = parser.parse_args()
     mix = {k: float(v) for k, v in (part.split("=") for part in args.mix.split(","))}
     with tempfile.TemporaryDirectory(prefix="arena-load-") as tmp:
@@ -374,7 +393,9 @@ def main() -> None:
             result = load_mixed(Path(tmp), postgres=args.postgres,
                                 n_submissions=args.submissions, n_users=args.users,
                                 readers=args.readers, uploaders=args.uploaders,
-                                n_requests=args.requests, max_seconds=args.max_seconds)
+                                n_requests=args.requests, max_seconds=args.max_seconds,
+                                client_timeout_s=args.client_timeout,
+                                reader_accounts=args.reader_accounts)
         else:
             result = load_platform(Path(tmp), postgres=args.postgres,
                                    n_submissions=args.submissions,
