@@ -5,6 +5,7 @@ phase, and the three planning functions every run uses, locally and on the platf
 from submission_api.protocols.fewstab import FewstabDraw, sample_fewstab_episode
 from submission_api.protocols.params import PROTOCOLS, ProtocolParams, ProtocolParamsError
 from submission_api.protocols.plans import (
+    compute_run_test_seed,
     plan_meta_train_view,
     plan_meta_valid_view,
     plan_test_episodes,
@@ -15,6 +16,7 @@ __all__ = [
     "FewstabDraw",
     "ProtocolParams",
     "ProtocolParamsError",
+    "compute_run_test_seed",
     "plan_meta_train_view",
     "plan_meta_valid_view",
     "plan_test_episodes",

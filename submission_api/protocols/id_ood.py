@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from submission_api.protocols.params import ProtocolParams
+from submission_api.protocols.params import SAME_BENCHMARK_SPLIT, ProtocolParams
 from submission_api.protocols.splits import (
     compute_held_out_images,
     compute_images_of_classes,
@@ -51,12 +51,41 @@ def _parts(params: ProtocolParams, collection: Collection, name: str) -> dict[st
         every = np.arange(len(ds.labels), dtype=np.int64)
         return {"train": np.setdiff1d(every, held), "BaseGen": held}
     train_c, valid_c, test_c = compute_within_domain_split(
-        len(ds.class_names), params.split_fractions, params.split_seed, name)
+        len(ds.class_names), params.classes_split, params.split_seed, name)
+    check_novel_classes(params, name, len(ds.class_names), len(valid_c), len(test_c))
     base = compute_images_of_classes(ds.labels, train_c)
     held = np.intersect1d(held, base)
     return {"train": np.setdiff1d(base, held), "BaseGen": held,
             "ValGen": compute_images_of_classes(ds.labels, valid_c),
             "NovelGen": compute_images_of_classes(ds.labels, test_c)}
+
+
+def check_novel_classes(params: ProtocolParams, name: str, n_classes: int, n_valid: int,
+                        n_test: int) -> None:
+    """Raise a clear error when the same-benchmark class split leaves fewer ValGen or NovelGen
+    classes than a task has ways: more shots or queries cannot be asked away, only classes."""
+    n_ways = params.shape[0]
+    if n_test >= n_ways and (n_valid == 0 or n_valid >= n_ways):
+        return
+    fractions = params.classes_split
+
+    def counts(c: int, split: tuple[float, float, float]) -> tuple[int, int, int]:
+        parts = compute_within_domain_split(c, split, params.split_seed, name)
+        return len(parts[0]), len(parts[1]), len(parts[2])
+
+    need = next((c for c in range(n_ways, 100_000)
+                 if min(counts(c, fractions)[2], counts(c, fractions)[1] or n_ways) >= n_ways),
+                None)
+    wide = counts(n_classes, SAME_BENCHMARK_SPLIT)
+    raise ValueError(
+        f"Dataset {name!r} (id-ood same-benchmark): split_fractions {list(fractions)} of its "
+        f"{n_classes} classes leave {n_valid} ValGen classes (the valid share) and {n_test} "
+        f"NovelGen classes (the test share), expected at least n_ways={n_ways} in each (a "
+        f"{n_ways}-way task needs {n_ways} classes; fewer shots or queries cannot help). Fix: "
+        f"raise the valid and test shares (split_fractions: {list(SAME_BENCHMARK_SPLIT)} gives "
+        f"{wide[0]}/{wide[1]}/{wide[2]} classes here), use meta-train datasets of at least "
+        f"{need} classes under {list(fractions)}, or lower n_ways."
+    )
 
 
 def plan_id_ood_groups(params: ProtocolParams, collection: Collection) -> list[Group]:

@@ -4,11 +4,13 @@ and which images the participant may see at meta-train and meta-valid time.
 Test episodes depend only on the phase's `test_seed`, the dataset name and the params — never
 on the run — so every run of a submission meets the same tasks and its runs differ only in the
 participant-side seed (MetaDL practice: "a different ingestion seed while the scoring seed
-remains the same"). The platform derives `test_seed` from a server secret
-(`server.services.seeds`); neither participants nor sandboxes ever see it. For each test dataset
-(and id-ood group) the plan takes the pools of `params.test_pools` (`sampling.pools`: by
-default each task draws support and query afresh from the whole class; `per_run` draws disjoint
-pools once, so no query image appears with its label in any task of the run) from
+remains the same"); a phase with `run_test_tasks: fresh` gives each run its own test seed
+instead (`compute_run_test_seed`, the NeurIPS'22 kit's practice). The platform derives
+`test_seed` from a server secret (`server.services.seeds`); neither participants nor sandboxes
+ever see it. For each test dataset (and id-ood group) the plan takes the pools of
+`params.test_pools` (`sampling.pools`: by default each task draws support and query afresh from
+the whole class; `per_run` draws disjoint pools once, so no query image appears with its label
+in any task of the run) from
 `make_rng(test_seed, "pools", group, dataset)`, then every episode of that dataset from the same
 generator. FewSTAB's tasks draw from whole classes by default too, as the reference does.
 Episodes come dataset after dataset, in the order of the split (or of `params.datasets`).
@@ -19,6 +21,7 @@ count in every run, as in Triantafillou et al.'s 600 test episodes per dataset.
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -115,6 +118,17 @@ def _plan_dataset(params: ProtocolParams, ds: Any, seed: int,
             else:
                 episodes.append(_draw(params, pools, rng, ds, group))
     return episodes
+
+
+def compute_run_test_seed(params: ProtocolParams, test_seed: int, participant_seed: int) -> int:
+    """The test seed a run plans with: the phase's under `run_test_tasks: shared` (every run
+    meets the same tasks), else 63 bits of SHA-256 of (the phase's, the run's participant seed):
+    as secret as the phase's, and a new draw of test tasks per run (NeurIPS'22 kit)."""
+    seed = _check_seed(test_seed)
+    if params.run_test_tasks == "shared":
+        return seed
+    message = f"metadl-arena/run-test-seed/v1|{seed}|{int(participant_seed)}".encode()
+    return int.from_bytes(hashlib.sha256(message).digest()[:8], "big") >> 1
 
 
 def _check_seed(seed: Any) -> int:

@@ -68,7 +68,7 @@ def compute_within_domain_splits(params: ProtocolParams,
         ds = _dataset(collection, name)
         try:
             splits[name] = compute_within_domain_split(
-                len(ds.class_names), params.split_fractions, params.split_seed, name)
+                len(ds.class_names), params.classes_split, params.split_seed, name)
         except ValueError:
             if params.datasets is not None:
                 raise
@@ -90,7 +90,7 @@ def count_servable_classes(labels: np.ndarray, class_ids: np.ndarray, n_shots: i
 
 def _unservable(params: ProtocolParams, ds: Any, split: Split, servable: int) -> ValueError:
     return ValueError(
-        f"Dataset {ds.name!r}: the within-domain split {params.split_fractions} of its "
+        f"Dataset {ds.name!r}: the within-domain split {params.classes_split} of its "
         f"{len(ds.class_names)} classes leaves {len(split[2])} test classes, {servable} able to "
         f"give {params.n_shots} shots + {params.n_queries} queries, expected >= "
         f"n_ways={params.n_ways}; raise the test fraction, lower n_ways, or leave this "
@@ -119,7 +119,7 @@ def plan_within_domain_tests(params: ProtocolParams, collection: Collection) -> 
         raise ValueError(
             f"No dataset of collection {collection.name!r} can give within-domain "
             f"{params.n_ways}-way {params.n_shots}-shot {params.n_queries}-query test tasks "
-            f"under the split {params.split_fractions} (usable test classes: "
+            f"under the split {params.classes_split} (usable test classes: "
             f"{'; '.join(skipped) or 'no splittable dataset'}); expected at least one dataset "
             f"with >= {params.n_ways}; add a dataset with more classes (the sample collection "
             "of `arena data generate` has one), or lower n_ways."

@@ -21,6 +21,7 @@ import numpy as np
 from submission_api.data import Collection, CompiledDataset, write_compiled_subset
 from submission_api.protocols import (
     ProtocolParams,
+    compute_run_test_seed,
     plan_meta_train_view,
     plan_meta_valid_view,
     plan_test_episodes,
@@ -81,8 +82,9 @@ def prepare_run(
 
     Args:
         seed: `(test_seed, participant_seed)`. Test tasks depend on the test seed alone (the
-            phase's, secret on the platform); only the participant seed reaches the participant
-            side (run.json), which seeds meta-train sampling and participant code.
+            phase's, secret on the platform; under `run_test_tasks: fresh` combined with the
+            participant seed, `compute_run_test_seed`); only the participant seed reaches the
+            participant side (run.json), which seeds meta-train sampling and participant code.
         threads: CPU threads the participant side may use (pins torch's, so local and platform
             runs compute alike).
     """
@@ -97,7 +99,8 @@ def prepare_run(
         plan_meta_valid_view(protocol, collection),
         bundle_dir / VIEW_FOLDERS["meta-valid"],
     )
-    episodes = plan_test_episodes(protocol, collection, int(seed[0]))
+    episodes = plan_test_episodes(
+        protocol, collection, compute_run_test_seed(protocol, int(seed[0]), int(seed[1])))
     tasks = write_task_plan(episodes, collection.datasets, answers_dir)
     run_info = {
         "participant_seed": int(seed[1]),

@@ -72,3 +72,18 @@ def test_within_domain_valid_and_test_pixels_stay_out_of_the_meta_train_view(col
         assert train[name] == pixels[0]
         assert valid[name] == pixels[1]
         assert not pixels[2] & (train[name] | valid[name])
+
+
+@pytest.mark.parametrize("run_test_tasks, differ", [("shared", False), ("fresh", True)])
+def test_a_runs_prepared_test_tasks_follow_the_phases_run_test_tasks(collection, tmp_path,
+                                                                    run_test_tasks, differ):
+    """Issue 36.4: the NeurIPS'22 kit draws new test tasks per run seed, MetaDL keeps them;
+    the phase chooses, and prepare_run (platform and `arena run` alike) follows it."""
+    params = ProtocolParams(name="fixed", n_ways=3, n_shots=1, n_queries=2, tasks_per_dataset=4,
+                            run_test_tasks=run_test_tasks)
+    for run in (0, 1):
+        prepare_run(collection, params, (3, run), tmp_path / f"b{run}", tmp_path / f"a{run}")
+    answers = [{p.relative_to(tmp_path / f"a{run}"): p.read_bytes()
+                for p in sorted((tmp_path / f"a{run}").rglob("*")) if p.is_file()}
+               for run in (0, 1)]
+    assert answers[0] and (answers[0] != answers[1]) is differ
