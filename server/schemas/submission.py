@@ -7,6 +7,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+COARSE_PROGRESS_KEYS = ("step",)
+
+
+def coarse_progress(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the owner of a run in a phase with secret test data sees while it runs (issue 34.5):
+    its step (meta_fit or meta_test) only. The count of test tasks done and the heartbeat's
+    time would give each test task's duration, beyond the run's wall time that
+    docs/internals.md budgets; organizers see the whole report."""
+    if not progress:
+        return None
+    return {k: progress[k] for k in COARSE_PROGRESS_KEYS if k in progress}
+
 
 class RunOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError
 from server.models import PLATFORM_ERROR, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
+from server.schemas.submission import coarse_progress
 from server.services.runs import RETRY_NOTE
 from server.services.tenancy import organizes_phase
 
@@ -166,6 +167,7 @@ def redact_run(run: dict[str, Any], view: OwnerView) -> dict[str, Any]:
     """A run's served fields (RunOut / RunResultOut as a dict) for `view`."""
     if not view.meta_test_text:
         run["message"] = redact_message(run.get("reason"), run.get("message"))
+        run["progress"] = coarse_progress(run.get("progress"))  # issue 34.5
     if not view.scores:
         run["score"] = None
     if not view.details:

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from sqlalchemy.orm import Session
 
 from server.models import Competition, Phase, User, utcnow
-from server.schemas.submission import RunResultOut
+from server.schemas.submission import RunResultOut, coarse_progress
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.participation import may_submit
@@ -171,8 +171,7 @@ def served_run(run, view: OwnerView):
         return run
     fields = redact_run(RunResultOut.model_validate(run).model_dump(), view)
     fields["log"] = run.log if view.meta_test_text else meta_train_log(run.log)
-    fields["progress"] = run.progress if view.meta_test_text else {
-        k: v for k, v in (run.progress or {}).items() if k != "log_tail"}
+    fields["progress"] = run.progress if view.meta_test_text else coarse_progress(run.progress)
     return SimpleNamespace(**fields)
 
 
