@@ -22,11 +22,11 @@ variance function of proportions on the logit scale, `var(m) = phi mu^2 (1 - mu)
 (Wedderburn 1974's quasi-likelihood), phi from the sample: every mu with
 `|m - mu| <= t se mu (1 - mu) / (m (1 - m))`. It stays inside the bounds, reaches further
 towards the middle than towards the nearer bound, is the t interval in the middle of the range
-(a chance-level entry), and covers 95% +- 3% from 10 tasks up (docs/statistics.md,
-`benchmarks/coverage_bounded.py`); a Wilson interval with the sample's dispersion
-(`var = phi mu (1 - mu)`) still undercovered near 1 (90-91% at 10 tasks). `ci95` stays the t
-half-width: the standard error is read back from it (`ranked_tasks`), including from summaries
-stored before the bounded interval.
+(a chance-level entry), and covers 92.3-97.7% per run from 10 tasks up, chance to 0.995
+(docs/statistics.md, `benchmarks/coverage_bounded.py`; the t interval: 85.8% near 1); a
+Wilson interval with the sample's dispersion (`var = phi mu (1 - mu)`) still undercovered near
+1 (90-91% at 10 tasks). `ci95` stays the t half-width: the standard error is read back from
+it (`ranked_tasks`), including from summaries stored before the bounded interval.
 """
 
 from __future__ import annotations
