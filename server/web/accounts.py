@@ -20,7 +20,14 @@ from server.core.security import same_secret
 from server.services import api_tokens, passwords
 from server.services.mailer import send_reset_mail, smtp_config
 from server.services.signup import sign_up
-from server.web.rendering import PageRoute, check_csrf, login_redirect, render, web_message
+from server.web.rendering import (
+    PageRoute,
+    check_csrf,
+    login_redirect,
+    render,
+    safe_next,
+    web_message,
+)
 from server.web.sessions import cookie_user, open_session, with_session_cookie
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
@@ -49,7 +56,8 @@ def _message(exc: ArenaError) -> str:
 @router.get("/signup")
 def signup_page(request: Request, user: OptionalUser, settings: SettingsDep,
                 policy: SignupPolicyDep):
-    return _with_form_nonce(request, "signup.html", user, settings, policy=policy, values={})
+    return _with_form_nonce(request, "signup.html", user, settings, policy=policy, values={},
+                            next_path=safe_next(request.query_params.get("next")))
 
 
 @router.post("/signup")
@@ -59,6 +67,7 @@ async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDe
     form = await request.form()
     _check_form_nonce(request, form)
     values = {k: str(form.get(k, "")) for k in ("username", "email", "invite_code")}
+    next_path = safe_next(str(form.get("next", "")))  # e.g. the team invite that sent them
     try:
         with db.session(write=True) as session:
             user = sign_up(session, policy, password=str(form.get("password", "")),
@@ -67,8 +76,8 @@ async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDe
     except ArenaError as exc:
         return _with_form_nonce(request, "signup.html", None, settings,
                                 status=describe_error(exc)[0], policy=policy, values=values,
-                                error=_message(exc))
-    response = RedirectResponse("/?welcome=1", status_code=303)
+                                error=_message(exc), next_path=next_path)
+    response = RedirectResponse(next_path or "/?welcome=1", status_code=303)
     response.delete_cookie(FORM_COOKIE)
     return with_session_cookie(response, token, settings)
 

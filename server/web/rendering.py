@@ -117,7 +117,9 @@ LOGIN_REASONS = {"login": "Log in to see that page: it shows your own submission
                  "expired": "Your session ended (it lasts 7 days, or you logged out elsewhere); "
                             "log in again to continue.",
                  "organizer": "Log in with an organizer's account to use the dashboard.",
-                 "reset": "Your new password is set; log in with it."}
+                 "reset": "Your new password is set; log in with it.",
+                 "invite": "Log in, or sign up, to join the team that invited you: you come "
+                           "back to the invitation afterwards."}
 
 
 def safe_next(target: str | None) -> str | None:

@@ -1,7 +1,12 @@
 """Team pages (issue 23): the competition's Team page (your team with its members, invite link
 and Leave; the captain's Remove buttons; else forms to create a team or join one by code) and
 the invite link `/teams/join/{code}`. Plain form POSTs with the session's CSRF token, calling
-services/teams.py (the service the JSON API uses)."""
+services/teams.py (the service the JSON API uses).
+
+An invite holds a newcomer all the way (issue 32.4): not logged in, the link leads to the login
+page and its sign-up link and back; not yet in the competition, the invite page's one button
+joins the competition (accepting its terms) and the team; where the organizers approve
+participants, it asks to join and the page says to come back to the same link once approved."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from server.core.db import Database
 from server.core.errors import AuthRequiredError, NotFoundError
 from server.models import Competition, Team
 from server.services import teams as service
+from server.services.participation import request_participation, status_of
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.sessions import cookie_user
 
@@ -91,7 +97,7 @@ async def remove(competition_id: int, member_id: int, request: Request, settings
 
 def _team_by_code(session, code: str) -> Team:
     team = session.execute(select(Team).where(Team.invite_code == code)).scalar_one_or_none()
-    if team is None:
+    if team is None or team.dissolved_at is not None:
         raise NotFoundError("this invite link is unknown: ask the team's captain for it again",
                             code="team.bad_code")
     return team
@@ -101,13 +107,14 @@ def _team_by_code(session, code: str) -> Team:
 def invite_page(code: str, request: Request, user: OptionalUser, settings: SettingsDep,
                 db: Annotated[Database, Depends(get_db)]):
     if user is None:
-        return login_redirect(request)
+        return login_redirect(request, why="invite")
     with db.session() as session:
         team = _team_by_code(session, code)
         comp = session.get_one(Competition, team.competition_id)
         mine = service.team_of(session, comp, user)
         return render(request, "team_invite.html", user, settings, team=team, competition=comp,
-                      size=len(service.members(session, team)), code=code, mine=mine)
+                      size=len(service.members(session, team)), code=code, mine=mine,
+                      taking_part=status_of(session, comp, user))
 
 
 @router.post("/teams/join/{code}")
@@ -117,5 +124,11 @@ async def join(code: str, request: Request, settings: SettingsDep, now: NowDep,
         user = await _signed_in(request, settings, session, now)
         team = _team_by_code(session, code)
         comp = session.get_one(Competition, team.competition_id)
+        if status_of(session, comp, user) == "none":  # a newcomer: the competition first
+            accept = (await request.form()).get("accept_terms") == "yes"
+            if request_participation(session, comp, user, now, accept_terms=accept) \
+                    != "approved":
+                session.commit()  # asked; the invite page says to come back once approved
+                return RedirectResponse(f"/teams/join/{code}", status_code=303)
         service.join_team(session, comp, user, code, now)
     return RedirectResponse(f"/competitions/{comp.id}/team", status_code=303)
