@@ -118,6 +118,20 @@ def build_executor(settings: WorkerSettings) -> Executor:
     return build_sandbox(settings)[0]
 
 
+_ISOLATION_CHECKED = threading.Event()
+
+
+def _check_isolation_once(docker_client: Any, image: str, code_dir: Path | None) -> None:
+    """At start-up, in the background: a host that would give runs only the shared fallback
+    says so in a WARNING (worker/isolation_probe.py; issue 34.4)."""
+    from worker.isolation_probe import check_host_isolation
+
+    if not _ISOLATION_CHECKED.is_set():
+        _ISOLATION_CHECKED.set()
+        threading.Thread(target=check_host_isolation, args=(docker_client, image, code_dir),
+                         name="arena-isolation-probe", daemon=True).start()
+
+
 def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | None]:
     """`build_executor`'s executor, and the check run before each claim that its Docker engine
     still answers (None for the local executor, which has no engine): an engine that stops
@@ -132,7 +146,9 @@ def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | Non
         return note_ignored_image(make_local_executor()), None
     docker_client = connect_docker()
     if docker_client is not None:
-        executor = make_docker_executor(docker_client, sync_sandbox_code(settings.sandbox_code_dir))
+        code_dir = sync_sandbox_code(settings.sandbox_code_dir)
+        executor = make_docker_executor(docker_client, code_dir)
+        _check_isolation_once(docker_client, settings.default_image, code_dir)
         return executor, docker_client.ping
     if settings.executor == "docker":
         raise RuntimeError("ARENA_WORKER_EXECUTOR=docker but no Docker engine answers; start "

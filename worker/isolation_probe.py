@@ -1,0 +1,61 @@
+"""At start-up, whether this worker host gives test tasks their own namespaces (issue 34.4).
+
+A run learns it from its supervisor's probe and says so in its isolation line; a host whose
+AppArmor profile denies mount, or whose kernel has no unprivileged user namespaces, would fall
+back to shared namespaces for every run. The worker tries the same setup once at start-up, in a
+container of the default image under the meta-test profile, and says loudly when it falls back.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+PROBE = ("from pathlib import Path; from submission_api.runner import namespaces; "
+         "print('task-namespaces', namespaces.probe([Path('/tmp')], []))")
+FALLBACK_WARNING = (
+    "this worker host refuses test tasks their own namespaces (AppArmor denies mount, or the "
+    "kernel has no unprivileged user namespaces): every run here falls back to shared "
+    "namespaces swept after each task, and says so in its isolation line. Give the sandbox "
+    "security_opt apparmor=unconfined or a profile allowing tmpfs mounts (docs/internals.md)")
+
+
+def probe_task_namespaces(client: Any, image: str, code_dir: Path | None = None,
+                          profile: bool = True) -> bool | None:
+    """True: tasks get their own namespaces here; False: the shared fallback; None: the probe
+    could not run (an engine or image failure: the run's own probe still decides). `profile`
+    False: under Docker's default seccomp profile (what a host that refuses ours amounts to;
+    tests)."""
+    from worker.sandbox import SandboxLimits, SandboxPlatformError, SandboxSpec, run_sandbox
+
+    with tempfile.TemporaryDirectory(prefix="arena-probe-") as folder:
+        spec = SandboxSpec(image=image, command=("python3", "-c", PROBE),
+                           submission_dir=Path(folder), bundle_dir=None,
+                           output_dir=Path(folder) / "output", code_dir=code_dir,
+                           task_namespaces=profile, workdir="/tmp")
+        try:
+            result = run_sandbox(client, spec, SandboxLimits(memory_mb=512, wall_time_s=120.0))
+        except SandboxPlatformError as error:
+            log.warning("worker.isolation_probe_failed", extra={"error": str(error)[:500]})
+            return None
+    words = result.stdout.split()
+    if result.exit_code != 0 or words[:1] != ["task-namespaces"]:
+        log.warning("worker.isolation_probe_failed",
+                    extra={"exit_code": result.exit_code, "stderr": result.stderr[-500:]})
+        return None
+    return words[1:2] == ["True"]
+
+
+def check_host_isolation(client: Any, image: str, code_dir: Path | None = None,
+                         profile: bool = True) -> bool | None:
+    """`probe_task_namespaces`, logged: a WARNING naming the fallback when tasks would share
+    namespaces, an INFO line otherwise."""
+    private = probe_task_namespaces(client, image, code_dir, profile)
+    if private is False:
+        log.warning("worker.task_isolation_fallback: %s", FALLBACK_WARNING)
+    elif private:
+        log.info("worker.task_isolation: own namespaces per test task")
+    return private
