@@ -2,7 +2,10 @@
 chose `approval` (as CodaLab lets them), only participants whose request they approved.
 
 A participant asks once (`request_participation`); the organizer approves or denies
-(`decide`), in the dashboard, the CLI (`arena participants`) or the API. A denied participant
+(`decide`), in the dashboard, the CLI (`arena participants`) or the API. Organizers decide only
+on accounts that asked to join this competition, submitted to it, or that they created: a
+decision on any other account would make it "managed" by them (services/tenancy.py: its email
+shown, revocable), so any organizer could reach any account by approving it. A denied participant
 stays denied until an organizer approves them: asking again changes nothing. Staff of the
 competition (its owner, admins) always may submit (baselines). The check runs inside the
 upload's transaction (services/upload.py), so an approval revoked a moment ago is honoured.
@@ -17,8 +20,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
-from server.models import AuditLog, Competition, CompetitionMember, User
+from server.models import AuditLog, Competition, CompetitionMember, Phase, Submission, User
 from server.models.competition import PARTICIPATION_MODES
+from server.services.tenancy import created_user_ids, is_admin
 
 
 def member(session: Session, competition_id: int, user_id: int) -> CompetitionMember | None:
@@ -97,11 +101,16 @@ def request_participation(session: Session, comp: Competition, user: User,
 
 def decide(session: Session, comp: Competition, user_id: int, approve: bool, actor: User,
            now: datetime) -> CompetitionMember:
-    """Approve or deny a participant (a request need not exist: organizers may invite)."""
-    if session.get(User, user_id) is None:
-        raise NotFoundError(f"no user with id {user_id}; list requests with "
-                            f"GET /api/v1/competitions/{comp.id}/participants")
+    """Approve or deny a participant who asked to join `comp`, submitted to it, or whom
+    `actor` created (admins: anyone). NotFoundError otherwise: the account stays unseen."""
     row = member(session, comp.id, user_id)
+    if session.get(User, user_id) is None or (row is None and not _may_decide(
+            session, comp, user_id, actor)):
+        raise NotFoundError(f"no request to join {comp.slug!r} from user {user_id}; decide on "
+                            f"the requests listed by `arena participants {comp.slug}` "
+                            f"(GET /api/v1/competitions/{comp.id}/participants). A participant "
+                            f"asks on the competition's page or with `arena join {comp.slug}`",
+                            code="participation.no_request")
     if row is None:
         row = CompetitionMember(competition_id=comp.id, user_id=user_id, requested_at=now)
         session.add(row)
@@ -111,6 +120,15 @@ def decide(session: Session, comp: Competition, user_id: int, approve: bool, act
                          target=f"competition:{comp.id}", details={"user_id": user_id}, at=now))
     session.flush()
     return row
+
+
+def _may_decide(session: Session, comp: Competition, user_id: int, actor: User) -> bool:
+    """Without a request: admins, an account `actor` created, or one that submitted here."""
+    if is_admin(actor) or user_id in created_user_ids(session, actor):
+        return True
+    return session.execute(select(Submission.id).join(Phase, Phase.id == Submission.phase_id)
+                           .where(Phase.competition_id == comp.id,
+                                  Submission.user_id == user_id).limit(1)).first() is not None
 
 
 def set_mode(session: Session, comp: Competition, mode: str, actor: User, now: datetime) -> None:
