@@ -52,7 +52,7 @@ def verify_password(password: str, stored_hash: str | None) -> bool:
         return False
     try:
         return _hasher.verify(stored_hash, password)
-    except (VerificationError, InvalidHashError):
+    except (VerificationError, InvalidHashError, UnicodeEncodeError):  # a lone surrogate
         return False
 
 

@@ -14,6 +14,7 @@ must be recorded even though the call then raises.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
@@ -21,7 +22,12 @@ from sqlalchemy.orm import Session
 from server.core.errors import BadCredentialsError, ForbiddenError, NotFoundError
 from server.core.security import hash_password, hash_token, new_token, verify_password
 from server.models import ApiToken, AuditLog, PasswordReset, User
-from server.services.login_limit import LoginLimit, check_login_allowed, record_attempt
+from server.services.login_limit import (
+    LoginLimit,
+    check_login_allowed,
+    login_key,
+    record_attempt,
+)
 from server.services.names import name_key
 from server.services.signup import check_password
 from server.services.tenancy import managed_user_ids, may_reset_password
@@ -31,19 +37,31 @@ def password_login(session: Session, username: str, password: str, address: str,
                    now: datetime, limit: LoginLimit) -> User:
     """The active user with this name and password; commits the attempt record either way.
 
-    Raises TooManyAttemptsError (before checking anything) or BadCredentialsError.
+    Raises TooManyAttemptsError (before checking anything) or BadCredentialsError. The same
+    work is done whether or not the account exists (an unknown, passwordless or deactivated
+    one is checked against a dummy argon2 hash), so the time of a wrong answer does not tell
+    which usernames exist.
     """
-    check_login_allowed(session, username, address, now, limit)
-    user = session.execute(select(User).where(
-        User.name_key == name_key(username))).scalar_one_or_none()
-    ok = user is not None and user.is_active and verify_password(password, user.password_hash)
-    record_attempt(session, username.strip(), address, ok, now, limit)
+    key = login_key(username)  # the limit counts the very key the account is found by
+    check_login_allowed(session, key, address, now, limit)
+    user = session.execute(select(User).where(User.name_key == key)).scalar_one_or_none() \
+        if key else None
+    stored = user.password_hash if user is not None and user.password_hash else None
+    matches = verify_password(password, stored or _dummy_hash())
+    ok = matches and stored is not None and user is not None and user.is_active
+    record_attempt(session, key, address, ok, now, limit)
     session.commit()
     if user is None or not ok:
         raise BadCredentialsError("unknown username or wrong password; check both, or use "
                                   "'Forgot your password?' (or ask an organizer for a "
                                   "reset link)")
     return user
+
+
+@lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    """An argon2 hash with the same parameters as real ones, of a password nobody knows."""
+    return hash_password(new_token())
 
 
 def issue_reset(session: Session, actor: User | None, user_id: int, now: datetime,
