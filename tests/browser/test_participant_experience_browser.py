@@ -222,7 +222,7 @@ def test_an_organizer_disqualifies_a_submission_and_its_owner_sees_why(browser, 
     staff = browser.new_context(base_url=arena.url).new_page()
     login(staff, organizer)
     staff.goto(f"/submissions/{submission_id}")
-    staff.get_by_placeholder("reason (shown to the participant)").fill("used test labels")
+    staff.get_by_placeholder("reason (required; shown to the participant)").fill("used test labels")
     staff.once("dialog", lambda d: d.accept())
     staff.get_by_role("button", name="Disqualify").click()
     expect(staff.locator("#disqualified")).to_contain_text("used test labels")
