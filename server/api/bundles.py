@@ -8,19 +8,28 @@ Validation errors answer 422 `bundle.invalid` with every problem and its line.
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from server.api.competitions import competition_out, find_competition
-from server.api.deps import NowDep, Organizer, SessionDep, WriteSessionDep
+from server.api.deps import (
+    NowDep,
+    Organizer,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+    get_queue,
+)
 from server.bundles import parse_bundle
 from server.core.errors import BodyTooLargeError, InvalidInputError, NotFoundError
 from server.schemas.competition import CompetitionOut
 from server.schemas.operations import BundleRequest
 from server.services import bundles as service
 from server.services.competitions import get_owned_competition
+from server.services.queue import JobQueue, enqueue_quietly
 
 DEFAULT_MAX_BUNDLE_BYTES = 1024**2
 router = APIRouter(prefix="/api/v1", tags=["bundles"])
@@ -81,16 +90,25 @@ async def create_from_bundle(request: Request, user: Organizer, session: WriteSe
 
 
 @router.put("/competitions/{ref}/bundle", response_model=CompetitionOut, openapi_extra=_BODY)
-async def update_from_bundle(ref: str, request: Request, user: Organizer,
-                             session: WriteSessionDep, now: NowDep) -> CompetitionOut:
+async def update_from_bundle(
+        ref: str, request: Request, user: Organizer, session: WriteSessionDep, now: NowDep,
+        settings: SettingsDep, queue: Annotated[JobQueue, Depends(get_queue)],
+        on_scored: Annotated[str | None, Query(description=(
+            "when the update changes what a phase with scored entries measures (datasets, "
+            "seed, protocol): 'rerun' re-runs every entry on the new settings, 'new_phase' "
+            "keeps the scored phase closed as '<name> (v<k>)' and opens a new one; without "
+            "it such an update is refused (409 bundle.scored_phase_changed)"))] = None,
+) -> CompetitionOut:
     """Apply a bundle to the competition `ref` (id or slug) that you organize."""
     body = await read_bundle(request)
 
     def work() -> CompetitionOut:
         comp = get_owned_competition(session, find_competition(session, ref, user).id, user)
         parsed = parse_bundle(body.yaml, body.resolved)
-        service.update_from_bundle(session, comp, parsed, body.yaml, user, now)
+        jobs = service.update_from_bundle(session, comp, parsed, body.yaml, user, now,
+                                          on_scored, settings.default_queue)
         session.commit()
+        enqueue_quietly(queue, jobs)  # after the commit: a worker never sees an unwritten run
         session.refresh(comp)
         return competition_out(comp, user)
 
@@ -101,7 +119,9 @@ async def update_from_bundle(ref: str, request: Request, user: Organizer,
 async def preview_bundle_update(ref: str, request: Request, user: Organizer,
                                 session: SessionDep) -> dict:
     """A dry run of `PUT /competitions/{ref}/bundle`: the same checks, nothing written;
-    answers `{"changes": [{phase, field, old, new, text}], "added_phases": [...]}`."""
+    answers `{"changes": [{phase, field, old, new, text}], "added_phases": [...], "scored":
+    [{phase, fields, entries, submission_ids, text}]}` — `scored`: the phases whose scores the
+    update would change the meaning of, which it refuses without `on_scored`."""
     body = await read_bundle(request)
 
     def work() -> dict:

@@ -5,7 +5,9 @@ it refuses to drop a phase the server has (submissions hang off it) — close it
 A phase that is open must name registered datasets only; the error points at the bundle line.
 A phase's status changes only when the bundle says `status:` (services.bundle_changes); an
 update can be previewed as a list of changes (`preview_update`), and its audit entry
-(`competition.bundle.create` / `competition.bundle.update`) keeps that list.
+(`competition.bundle.create` / `competition.bundle.update`) keeps that list. An update that
+changes what a scored phase measures is refused unless the organizer chooses to re-run its
+entries or start a new phase (services.scored_changes).
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ from server.core.errors import ConflictError, InvalidInputError
 from server.models import AuditLog, Competition, Dataset, Phase, User
 from server.services.bundle_changes import changes_out, compute_changes, intended_status
 from server.services.datasets import usable_hashes
+from server.services.operations import rerun_submission
+from server.services.scored_changes import (
+    archive_phases,
+    archived_base,
+    check_choice,
+    describe_scored,
+    find_scored_changes,
+    scored_submissions,
+)
 from server.services.workers import check_image_known
 
 
@@ -188,7 +199,9 @@ def preview_update(session: Session, comp: Competition, parsed: ParsedBundle,
     """What `update_from_bundle` would change, checked as it checks, writing nothing:
     `{"changes": [{phase, field, old, new, text}], "added_phases": [...]}`."""
     _check_update(session, comp, parsed, actor)
-    return changes_out(*compute_changes(comp, parsed, phase_values))
+    scored = find_scored_changes(session, list(comp.phases), parsed, phase_values)
+    return changes_out(*compute_changes(comp, parsed, phase_values)) | {
+        "scored": describe_scored(scored)}
 
 
 def _check_update(session: Session, comp: Competition, parsed: ParsedBundle,
@@ -197,7 +210,9 @@ def _check_update(session: Session, comp: Competition, parsed: ParsedBundle,
         raise InvalidInputError(f"the bundle's slug is {parsed.spec.slug!r} but competition "
                                 f"{comp.id} is {comp.slug!r}; a bundle cannot rename a "
                                 "competition", code="bundle.slug_mismatch")
-    dropped = sorted({p.name for p in comp.phases} - {p.name for p in parsed.spec.phases})
+    named = {p.name for p in parsed.spec.phases}
+    dropped = sorted({p.name for p in comp.phases if archived_base(p.name) not in named}
+                     - named)
     if dropped:
         raise InvalidInputError(f"the bundle lacks phases {dropped} that the competition has; "
                                 "phases cannot be removed (their submissions depend on them) "
@@ -209,16 +224,32 @@ def _check_update(session: Session, comp: Competition, parsed: ParsedBundle,
 
 
 def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle, text: str,
-                       actor: User, now: datetime) -> Competition:
+                       actor: User, now: datetime, on_scored: str | None = None,
+                       default_queue: str = "default") -> list[tuple[int, str, str]]:
     """Apply a bundle to an existing competition (same slug); fields it leaves out take the
-    schema's defaults, except phase status (kept unless the bundle names one)."""
+    schema's defaults, except phase status (kept unless the bundle names one). A change to what
+    a scored phase measures needs `on_scored` (services.scored_changes). Returns the jobs of
+    the re-runs, to enqueue after the commit; entries whose runs are still queued are not
+    re-run (they run on the new settings)."""
     _check_update(session, comp, parsed, actor)
+    scored = find_scored_changes(session, list(comp.phases), parsed, phase_values)
+    check_choice(scored, on_scored)
     diff = changes_out(*compute_changes(comp, parsed, phase_values))
+    if on_scored == "new_phase" and scored:
+        archive_phases(session, scored, now)
     _apply_competition(comp, parsed, text)
     added = _apply_phases(session, comp, parsed, now)
+    jobs: list[tuple[int, str, str]] = []
+    if on_scored == "rerun":
+        for change in scored:
+            for submission in scored_submissions(session, change.phase.id):
+                jobs += rerun_submission(session, submission, actor, now,
+                                         change.phase.queue or default_queue,
+                                         f"the bundle update changed {', '.join(change.fields)}")
     session.add(AuditLog(actor_id=actor.id, action="competition.bundle.update",
                          target=f"competition:{comp.id}",
                          details={"slug": comp.slug, "added_phases": added,
+                                  "on_scored": on_scored, "scored": describe_scored(scored),
                                   "changes": [{k: c[k] for k in ("phase", "field", "old", "new")}
                                               for c in diff["changes"]]}, at=now))
-    return comp
+    return jobs

@@ -167,9 +167,10 @@ def confirm_changes(client: ArenaClient, url: str, body: dict, yes: bool, consol
     import typer
     from rich.text import Text
 
-    diff = client.call("POST", f"{url}/diff", json=body).json()
+    diff = client.call("POST", f"{url.split('?')[0]}/diff", json=body).json()
     lines = [f"  {c['text']}" for c in diff["changes"]]
     lines += [f"  new phase: {name}" for name in diff["added_phases"]]
+    lines += [f"  scores: {s['text']}" for s in diff.get("scored", [])]
     if not lines:
         console.print(Text("the bundle changes nothing on the server; nothing was sent"))
         return False

@@ -300,7 +300,8 @@ def select_command(submission: int = typer.Argument(..., help="Submission id."),
 
 
 def _send_bundle(bundle: Path, method: str, server: str | None, token: str | None,
-                 cache: Path | None, start: str | None = None, yes: bool = True) -> None:
+                 cache: Path | None, start: str | None = None, yes: bool = True,
+                 on_scored: str | None = None) -> None:
     with _reported():
         client = _client(server, token)
         body = bundle_request(client, bundle, cache or Path.home() / ".cache" / "metadl-arena")
@@ -312,7 +313,8 @@ def _send_bundle(bundle: Path, method: str, server: str | None, token: str | Non
                                f"one is {first:%Y-%m-%d %H:%M} UTC"))
         found = re.search(r"^slug:\s*['\"]?([^'\"\s#]+)", body["yaml"], re.MULTILINE)
         url = ("/api/v1/competitions/bundle" if method == "POST"
-               else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle")
+               else f"/api/v1/competitions/{found.group(1) if found else ''}/bundle"
+               + (f"?on_scored={on_scored}" if on_scored else ""))
         try:
             if method == "PUT" and not confirm_changes(client, url, body, yes, console):
                 return
@@ -347,10 +349,21 @@ def competition_update(bundle: Path = typer.Argument(..., exists=True, dir_okay=
                        start: str | None = START,
                        yes: bool = typer.Option(False, "--yes", "-y", help="Apply the changes "
                                                 "without asking (for scripts)."),
+                       rerun: bool = typer.Option(False, "--rerun", help="If the update changes "
+                                                  "what a scored phase measures (datasets, "
+                                                  "seed, protocol), re-run every entry on the "
+                                                  "new settings."),
+                       new_phase: bool = typer.Option(False, "--new-phase", help="If it does, "
+                                                      "keep the scored phase closed as "
+                                                      "'<name> (v<k>)' and open a new one."),
                        server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Apply a bundle to the competition with the bundle's slug: prints what changes (phase
-    status only where the bundle says `status:`) and asks before applying."""
-    _send_bundle(bundle, "PUT", server, token, cache, start, yes)
+    status only where the bundle says `status:`, and what it does to existing scores) and asks
+    before applying. Changing what a scored phase measures needs --rerun or --new-phase."""
+    if rerun and new_phase:
+        raise typer.BadParameter("choose one of --rerun and --new-phase")
+    _send_bundle(bundle, "PUT", server, token, cache, start, yes,
+                 "rerun" if rerun else "new_phase" if new_phase else None)
 
 
 @competition_app.command("show")
