@@ -51,8 +51,10 @@ def display_name(raw: str) -> str:
 def name_key(raw: str) -> str:
     """The uniqueness key: two names with one key look alike and cannot both exist."""
     skeletons = _skeletons()
-    # Skeleton, fold, skeleton: "I" and "l" meet before folding, "M" and "rn" after it.
-    once = skeletons.getSkeleton(0, display_name(raw)).casefold()
+    # Upper case first, so every case of a name starts alike ("ivan", "Ivan": issue 33.3's
+    # login is case-insensitive); then skeleton, fold, skeleton: "I" and "l" meet before
+    # folding, "M" and "rn" after it.
+    once = skeletons.getSkeleton(0, display_name(raw).upper()).casefold()
     twice = skeletons.getSkeleton(0, once).casefold()
     decomposed = unicodedata.normalize("NFD", twice)
     return "".join(c for c in decomposed if not unicodedata.combining(c))

@@ -37,9 +37,16 @@ def test_spellings_of_one_name_share_one_count(vic):
     attacker = from_address(vic, "203.0.113.9")
     codes = [login(attacker, "vic", f"guess {i}") for i in range(4)]
     assert codes == [401, 401, 401, 429]
-    for spelling in (" vic", "vic ", "vic\t", "Vic", "ｖｉｃ", "vic\u200b", "v\u0456c"):
+    for spelling in (" vic", "vic ", "vic\t", "VIC", "Vic", "ｖｉｃ", "vic\u200b", "v\u0456c"):
         assert login(attacker, spelling, "another guess") == 429, spelling
         assert login(attacker, spelling, "correct horse") == 429, spelling
+
+
+def test_login_is_case_insensitive_for_every_letter(vic):
+    """`name_key` folds case before its skeleton: "VIC" and "Vic" find "vic" (an "I" once
+    turned into "l" before folding, so "VIC" and "vic" were two keys)."""
+    for spelling in ("VIC", "Vic", "vIc"):
+        assert login(from_address(vic, "192.0.2.77"), spelling, "correct horse") == 200
 
 
 def test_backoff_doubles_per_failure_and_a_success_clears_it(vic):
