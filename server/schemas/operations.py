@@ -43,9 +43,9 @@ class BaselineRequest(BaseModel):
 
 
 class DisqualifyRequest(BaseModel):
-    disqualified: bool = Field(True, description="false reinstates")
-    reason: str = Field("", max_length=500, description="why; shown to the owner; required "
-                        "to disqualify (422 disqualify.reason_required without one)")
+    disqualified: bool = Field(default=True, description="false reinstates")
+    reason: str = Field(default="", max_length=500, description="why; shown to the owner; "
+                        "required to disqualify (422 disqualify.reason_required without one)")
 
 
 class QueueEntryOut(BaseModel):
