@@ -264,13 +264,14 @@ FORMS: dict[tuple[str, str], Form] = {
     ("POST", "/competitions/{competition_id}/cli-token"): Form(
         SIGNED_IN, "/competitions/{competition_id}", {"competition_id": "competition_id"},
         api_tokens, lambda before, after: after == before + 1),
-    # Teams: the owner captains A (with a mate), "other" captains B, organizers have none.
+    # Teams: the owner captains A (with a mate), "other" captains B, organizers and admins are
+    # in none and may be in none (issue 33.13).
     ("POST", "/competitions/{competition_id}/team/create"): Form(
-        "DDDAAA", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},
+        "DDDDDD", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},
         own_team, lambda before, after: before is None and after is not None,
         lambda role: {"name": f"team of {role}"}),
     ("POST", "/teams/join/{code}"): Form(
-        "DDDAAA", "/teams/join/{code}", {"code": "code"}, own_team,
+        "DDDDDD", "/teams/join/{code}", {"code": "code"}, own_team,
         lambda before, after: before is None and after is not None),
     ("POST", "/competitions/{competition_id}/team/leave"): Form(
         "DAADDD", "/competitions/{competition_id}/team", {"competition_id": "competition_id"},

@@ -134,8 +134,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/teams/join/{code}"): NOBODY,
     ("GET", "/api/v1/competitions/{competition_id}/teams"): SIGNED_IN,
     ("GET", "/api/v1/competitions/{competition_id}/team"): "DAADDD",
-    ("POST", "/api/v1/competitions/{competition_id}/teams"): "DDDAAA",
-    ("POST", "/api/v1/competitions/{competition_id}/teams/join"): "DDDAAA",
+    # Organizers and admins are in no participant team (issue 33.13; test_authz_teams.py)
+    ("POST", "/api/v1/competitions/{competition_id}/teams"): NOBODY,
+    ("POST", "/api/v1/competitions/{competition_id}/teams/join"): NOBODY,
     ("POST", "/api/v1/competitions/{competition_id}/team/leave"): "DAADDD",
     ("DELETE", "/api/v1/teams/{team_id}/members/{member_id}"): "DADDDD",
     # Fact sheets (issue 23 item 4): participants of the competition answer; its organizers
