@@ -1,6 +1,6 @@
 """`arena phase close|publish` (issue 20): an organizer closes a secret phase and publishes its
-results from the command line; the owner's score appears only then, the action is audited, and
-another competition's organizer can do neither."""
+results from the command line (refused while its runs are pending); the owner's score appears
+only then, the action is audited, and another competition's organizer can do neither."""
 
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ def test_an_organizer_closes_and_publishes_a_secret_phase(env, monkeypatch):
     assert code == 0 and "closed" in out, out
     code, out = arena("phase", "publish", str(phase.id), token=_token(stranger))
     assert code == 1, out
+    code, out = arena("phase", "publish", str(phase.id), token=_token(staff))
+    assert code == 1 and "phase.runs_pending" in out and "1 queued" in out, out  # issue 32.3
+    with env.db.session() as s:  # its run ended as the worker would have ended it
+        s.get(Submission, submission_id).runs[0].state = "finished"
     code, out = arena("phase", "publish", str(phase.id), token=_token(staff))
     assert code == 0 and "published" in out, out
 
