@@ -68,6 +68,42 @@ def compute_usage(root: Path) -> int:
     return total
 
 
+def shape_bound(root: Path) -> str | None:
+    """Which shape bound `root` passes, in words for the participant (None: neither): a run
+    that nests 1,500 folders is told of the depth bound, not of a size it never used."""
+    entries = 0
+    try:
+        stack = [(os.open(root, _DIR_FLAGS), 0)]
+    except OSError:
+        return None
+    try:
+        while stack:
+            fd, depth = stack.pop()
+            try:
+                with os.scandir(fd) as listing:
+                    names = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+                for name, is_dir in names:
+                    entries += 1
+                    if entries > MAX_OUTPUT_ENTRIES:
+                        return (f"the output folder holds more than {MAX_OUTPUT_ENTRIES:,} "
+                                "files and folders; write only predictions and a compact "
+                                "learner")
+                    if is_dir and depth + 1 > MAX_OUTPUT_DEPTH:
+                        return (f"the output folder nests folders deeper than "
+                                f"{MAX_OUTPUT_DEPTH} levels; keep the learner's tree shallow")
+                    if is_dir:
+                        with contextlib.suppress(OSError):
+                            stack.append((os.open(name, _DIR_FLAGS, dir_fd=fd), depth + 1))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return None
+
+
 def copy_regular_tree(src: Path, dest: Path, budget_bytes: int) -> None:
     """Copy folders and regular files only: links, fifos and devices are left behind.
 

@@ -22,6 +22,7 @@ import requests
 
 import docker
 from worker.live_tail import LiveTail
+from worker.output_walk import shape_bound
 from worker.sandbox_config import SandboxLimits, SandboxSpec, build_container_kwargs
 from worker.sandbox_events import EngineWatch
 from worker.sandbox_kill import KILL_ATTEMPTS, kill_container
@@ -105,6 +106,7 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         oom = _is_oom(state, watch)
         _check_not_killed_from_outside(container, outcome, watch, oom)
         exceeded = outcome["output_exceeded"] or area.exceeded()
+        detail = shape_bound(area.mount_source) if exceeded else None
         return SandboxResult(
             exit_code=state.get("ExitCode"),
             oom_killed=oom,
@@ -112,7 +114,7 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
             wall_time_s=wall_time_s,
             stdout=pump.stdout.text(), stderr=pump.stderr.text(),
             stdout_truncated=pump.stdout.truncated, stderr_truncated=pump.stderr.truncated,
-            output_exceeded=exceeded, cancelled=outcome["cancelled"])
+            output_exceeded=exceeded, cancelled=outcome["cancelled"], output_detail=detail)
     finally:
         if watch is not None:
             watch.close()

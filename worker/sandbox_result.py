@@ -43,6 +43,9 @@ class SandboxResult:
     stderr_truncated: bool = False
     output_exceeded: bool = False
     cancelled: bool = False
+    output_detail: str | None = None
+    """Which bound of /output the run passed, when a shape bound (depth, entries) rather than
+    the size (`output_walk.shape_bound`)."""
     # Two stages merged (pipeline/execute.py): how many leading characters of stdout and stderr
     # meta-train wrote, so the server can tell them from what meta-test wrote (issue 20).
     meta_train_chars: tuple[int, int] | None = None

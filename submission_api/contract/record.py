@@ -80,6 +80,9 @@ class ResultRecord:
     timed_out: bool = False
     oom_killed: bool = False
     output_exceeded: bool = False
+    output_detail: str | None = None
+    """Which shape bound of the output folder was passed (its depth, its entries), in words;
+    None: its size, or none."""
     wall_time_s: float = 0.0
     time_limit_s: float | None = None
     memory_limit_mb: int | None = None

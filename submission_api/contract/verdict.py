@@ -123,8 +123,9 @@ def _limit_verdict(record: ResultRecord) -> Verdict | None:
         return failed(FailureReason.OUT_OF_MEMORY, f"the run was killed for exceeding its "
                       f"memory limit{limit}; use smaller batches or a smaller model.")
     if record.output_exceeded:
-        return failed(FailureReason.BAD_PREDICTIONS, "the output folder exceeded its size "
-                      "limit; write only predictions and a compact learner.")
+        return failed(FailureReason.BAD_PREDICTIONS, f"{record.output_detail}." if
+                      record.output_detail else "the output folder exceeded its size limit; "
+                      "write only predictions and a compact learner.")
     return None
 
 

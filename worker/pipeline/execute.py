@@ -198,7 +198,8 @@ def merge_stages(train: ExecutionResult, test: ExecutionResult) -> ExecutionResu
         stderr_truncated=train.stderr_truncated or test.stderr_truncated,
         output_exceeded=train.output_exceeded or test.output_exceeded,
         cancelled=train.cancelled or test.cancelled,
-        meta_train_chars=(len(train.stdout), len(train.stderr)))
+        meta_train_chars=(len(train.stdout), len(train.stderr)),
+        output_detail=train.output_detail or test.output_detail)
 
 
 StageRunner = Callable[[str, tuple[str, ...], float, Path | None, tuple[tuple[Path, str], ...],

@@ -71,7 +71,8 @@ def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *
     return ResultRecord(
         exit_code=exit_code, signal=signal,
         timed_out=result.timed_out, oom_killed=result.oom_killed,
-        output_exceeded=result.output_exceeded, wall_time_s=result.wall_time_s,
+        output_exceeded=result.output_exceeded, output_detail=result.output_detail,
+        wall_time_s=result.wall_time_s,
         time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
         status=read_reported_status(output_dir), meta_test=read_meta_test_end(answers_dir),
         stderr_empty=not result.stderr.strip(),
