@@ -60,7 +60,8 @@ def _lifespan(app: FastAPI):
             threading.Thread(target=warm, name="arena-queue-warm", daemon=True).start()
         if settings.admin_bootstrap_token:
             with app.state.db.session(write=True) as session:
-                bootstrap_admin(session, settings.admin_bootstrap_token, utcnow())
+                bootstrap_admin(session, settings.admin_bootstrap_token, utcnow(),
+                                settings.admin_bootstrap_username)
         stop = threading.Event()
         if settings.reconcile_interval_s > 0:
             threading.Thread(

@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     # it takes ARENA_PUBLIC_URL's value when only that is set.
     public_base_url: str = "http://127.0.0.1:8000"
     admin_bootstrap_token: str | None = None
+    admin_bootstrap_username: str = "admin"  # refused at start-up if a non-admin holds it
     auto_migrate: bool = True
 
     max_upload_bytes: int = 200 * 1024**2

@@ -17,6 +17,7 @@ from server.core.errors import ConflictError, ForbiddenError, InvalidInputError
 from server.core.security import hash_password, same_secret
 from server.models import AuditLog, User
 from server.services.names import display_name, name_key
+from server.services.reserved_names import check_not_reserved
 
 USERNAME = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
 EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}$")
@@ -76,6 +77,7 @@ def sign_up(session: Session, policy: SignupPolicy, *, username: str, email: str
     if not USERNAME.match(username):
         raise InvalidInputError(f"the username {username!r} is not 2 to 64 letters, digits or "
                                 "'_.-'; choose one like 'ada_l'", code="signup.bad_username")
+    check_not_reserved(username)
     if not EMAIL.match(email):
         raise InvalidInputError(f"{email!r} is not an email address; expected name@example.org",
                                 code="signup.bad_email")

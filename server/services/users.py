@@ -11,6 +11,7 @@ from server.core.errors import BadCredentialsError, ConflictError, InvalidInputE
 from server.core.security import hash_password, hash_token, new_token, verify_password
 from server.models import ROLES, ApiToken, AuditLog, User
 from server.services.names import check_name, name_key
+from server.services.reserved_names import check_not_reserved
 
 
 def create_user(session: Session, *, username: str, role: str, password: str | None,
@@ -24,6 +25,8 @@ def create_user(session: Session, *, username: str, role: str, password: str | N
             code="auth.forbidden_role",
         )
     username = check_name(username, "username")
+    if actor is not None and actor.role != "admin":
+        check_not_reserved(username)
     if session.execute(select(User.id).where(User.name_key == name_key(username))).first():
         raise ConflictError(f"the username {username!r} is taken; choose another",
                             code="user.exists")
@@ -79,11 +82,29 @@ def revoke_token(session: Session, token: str) -> None:
         session.delete(row)
 
 
-def bootstrap_admin(session: Session, token: str, now: datetime) -> User:
-    """Make sure an `admin` user exists and accepts `token` (idempotent, for first start)."""
-    admin = session.execute(select(User).where(User.username == "admin")).scalar_one_or_none()
+class AdminBootstrapError(RuntimeError):
+    """The bootstrap admin's name is held by an account that is not an admin."""
+
+
+def bootstrap_admin(session: Session, token: str, now: datetime,
+                    username: str = "admin") -> User:
+    """Make sure the admin `username` exists and accepts `token` (idempotent, first start).
+
+    Refuses (AdminBootstrapError) when the name, or one that looks like it, is held by an
+    account that is not an admin: the token would make someone who signed up as "admin" the
+    platform's admin (issue 33.11; sign-up now refuses reserved names, services/reserved_names.py,
+    but a database from before may hold one)."""
+    admin = session.execute(select(User).where(
+        User.name_key == name_key(username))).scalar_one_or_none()
+    if admin is not None and admin.role != "admin":
+        raise AdminBootstrapError(
+            f"refusing to start: ARENA_ADMIN_BOOTSTRAP_TOKEN would go to the {admin.role} "
+            f"account {admin.username!r} (id {admin.id}), which someone made for themselves, "
+            f"not to an admin. Fix: set ARENA_ADMIN_BOOTSTRAP_USERNAME to a name nobody holds "
+            f"(e.g. 'ops-admin'), then revoke {admin.username!r} with that admin "
+            f"(`arena user revoke {admin.username}`)")
     if admin is None:
-        admin = User(username="admin", role="admin", created_at=now)
+        admin = User(username=username, role="admin", created_at=now)
         session.add(admin)
         session.flush()
     if user_for_token(session, token, now) is None:
