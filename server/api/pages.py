@@ -16,7 +16,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from starlette.concurrency import run_in_threadpool
 
 from server.api import docs
@@ -48,7 +48,7 @@ from server.core.errors import (
     describe_error,
 )
 from server.core.security import same_secret
-from server.models import TERMINAL_STATES, Competition, Phase, Submission, Team, User
+from server.models import TERMINAL_STATES, Competition, Phase, Submission, Team, TeamMember, User
 from server.services import users as user_service
 from server.services.audit_view import rerun_reasons
 from server.services.close_summary import participant_close_notes
@@ -314,18 +314,23 @@ def my_page(request: Request, user: OptionalUser, session: SessionDep, settings:
             phase: int | None = None):
     if user is None:
         return login_redirect(request)
+    teams = select(TeamMember.team_id).where(TeamMember.user_id == user.id)
     query = (select(Submission, Phase.name, Competition.title, Competition.id)
              .join(Phase, Phase.id == Submission.phase_id)
              .join(Competition, Competition.id == Phase.competition_id)
-             .where(Submission.user_id == user.id))
+             .where(or_(Submission.user_id == user.id,  # and the current team's (32.2)
+                        Submission.team_id.in_(teams))))
     if phase is not None:
         query = query.where(Submission.phase_id == phase)
     rows = session.execute(query.order_by(Submission.id.desc()).limit(200)).all()
     on_board = boarded_submissions(session, {s.phase_id for s, *_ in rows}, user)
+    names = dict(session.execute(select(User.id, User.username).where(
+        User.id.in_({s.user_id for s, *_ in rows} - {user.id}))).all())
     views = {pid: view_for(session, session.get_one(Phase, pid), user)
              for pid in {s.phase_id for s, *_ in rows}}
     items = [{"s": s, "phase_name": name, "competition": title, "competition_id": comp_id,
               "on_board": s.id in on_board,
+              "by": None if s.user_id == user.id else names.get(s.user_id),
               "score": s.score if views[s.phase_id].scores else None,
               "position": None if s.state in TERMINAL_STATES
               else queue_position(session, s, settings.default_queue)}

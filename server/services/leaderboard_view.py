@@ -42,12 +42,14 @@ def league_names(comp: Competition | None) -> list[str]:
 
 def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, league: str | None,
                      sees_all: bool, *, offset: int = 0, limit: int | None = None,
-                     user_id: int | None = None) -> dict[str, Any]:
+                     user_id: int | None = None,
+                     team_ids: frozenset[int] = frozenset()) -> dict[str, Any]:
     """The leaderboard as a JSON-ready dict for one league (default: the first).
 
     `offset`/`limit` cut a window of the board in its shown order (ranks stay those of the
     whole board); `total` counts every entry. Entries of `user_id` outside the window come
-    back apart, in `pinned` (for a page that always shows the viewer's own row). Only the
+    back apart, in `pinned` (for a page that always shows the viewer's own row), and so do
+    the entries of the teams in `team_ids` (the viewer's team: its entry is theirs too). Only the
     rows returned have their run summaries read, and `datasets` are theirs.
     """
     leagues = league_names(comp)
@@ -63,8 +65,9 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
         ranked.sort(key=lambda r: (r.row.username, r.row.id))
     window = ranked[offset:None if limit is None else offset + limit]
     shown = {r.row.id for r in window} if user_id is not None else set()
-    pinned = [r for r in ranked if user_id is not None and r.row.user_id == user_id
-              and not r.row.is_baseline and r.row.id not in shown]
+    pinned = [r for r in ranked if user_id is not None and not r.row.is_baseline
+              and r.row.id not in shown and (r.row.user_id == user_id
+                                             or getattr(r.row, "team_id", None) in team_ids)]
     entries = build_entries(session, window + pinned, details=hidden == "none",
                             protocol=phase.protocol)
     rows = [_row(e, hidden == "scores") for e in entries]

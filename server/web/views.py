@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.models import Competition, Phase, User, utcnow
+from server.models import Competition, Phase, TeamMember, User, utcnow
 from server.schemas.submission import RunResultOut, coarse_progress
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
@@ -176,13 +177,16 @@ def served_run(run, view: OwnerView):
 
 
 def boarded_submissions(session: Session, phase_ids: set[int], user: User) -> set[int]:
-    """Ids of `user`'s submissions that stand for them on their phases' leaderboards (the
-    selected one, else the best or latest by the phase's rule), as the board computes it."""
+    """Ids of the submissions that stand for `user` (or their team) on their phases'
+    leaderboards (the selected one, else the best or latest by the phase's rule), as the board
+    computes it."""
     found: set[int] = set()
+    teams = frozenset(session.execute(select(TeamMember.team_id).where(
+        TeamMember.user_id == user.id)).scalars())
     for phase_id in phase_ids:
         phase = session.get_one(Phase, phase_id)
         board = view_leaderboard(session, phase, phase.competition, None, True, offset=0,
-                                 limit=0, user_id=user.id)
+                                 limit=0, user_id=user.id, team_ids=teams)
         found |= {row["submission_id"] for row in board["pinned"]}
     return found
 

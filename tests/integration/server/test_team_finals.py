@@ -105,11 +105,15 @@ def test_team_mates_open_and_select_each_others_submissions_until_removed(env):
     board = env.client.get(f"/api/v1/phases/{w['phase_id']}/leaderboard").json()
     foxes = [e["submission_id"] for e in board["entries"] if e["team"] == "Foxes"]
     assert foxes == [subs["ann"]]  # the team's choice, not bob's better score
+    mine = _web(env, bob).get("/my").text  # bob's page lists the team's, marks its entry
+    row = mine.split(f'href="/submissions/{subs["ann"]}"', 1)[1].split("</tr>", 1)[0]
+    assert "by team-mate ann" in row and "on the leaderboard" in row
     removed = env.client.delete(f"/api/v1/teams/{w['team_id']}/members/{w['bob_id']}",
                                 headers=ann)
     assert removed.status_code == 204, removed.text
     new = _finished(env, w["phase_id"], ann, b"# a2\n", "ProtoNet v2", 0.9)
     assert env.client.get(f"/api/v1/submissions/{new}", headers=bob).status_code == 404
+    assert f'href="/submissions/{new}"' not in _web(env, bob).get("/my").text
     own_old = env.client.post(f"/api/v1/submissions/{subs['bob']}/select", headers=bob)
     assert own_old.status_code == 403, own_old.text
     assert own_old.json()["error"]["code"] == "team.not_member"
