@@ -71,11 +71,16 @@ def check_changes_allowed(comp: Competition, now: datetime) -> None:
                             "removed any more", code="team.locked")
 
 
-def _check_may_be_in_a_team(session: Session, comp: Competition, user: User) -> None:
+def check_participant_account(user: User) -> None:
+    """Raise ForbiddenError for organizer and admin accounts: they are in no team."""
     if user.role in ("organizer", "admin"):
         raise ForbiddenError(f"{user.username!r} is an {user.role} account: organizers and "
                              "admins run competitions and are in no participant team; take "
                              "part with a participant account", code="team.staff")
+
+
+def _check_may_be_in_a_team(session: Session, comp: Competition, user: User) -> None:
+    check_participant_account(user)
     if status_of(session, comp, user) != "approved":
         raise ForbiddenError(f"join competition {comp.slug!r} before you make or join a team",
                              code="team.not_participant")

@@ -124,6 +124,7 @@ async def join(code: str, request: Request, settings: SettingsDep, now: NowDep,
         user = await _signed_in(request, settings, session, now)
         team = _team_by_code(session, code)
         comp = session.get_one(Competition, team.competition_id)
+        service.check_participant_account(user)  # before it asks to take part for them
         if status_of(session, comp, user) == "none":  # a newcomer: the competition first
             accept = (await request.form()).get("accept_terms") == "yes"
             if request_participation(session, comp, user, now, accept_terms=accept) \
