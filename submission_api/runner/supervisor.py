@@ -43,7 +43,7 @@ from submission_api.runner.channel import (
     send_control,
     unix_address,
 )
-from submission_api.runner.forkserver import ForkServer, TaskConfig
+from submission_api.runner.forkserver import ForkServer, ForkServerLost, TaskConfig
 
 
 def _exit_description(status: int) -> dict[str, int | None]:
@@ -90,19 +90,27 @@ class Supervisor:
                           if config.sandboxed and _same_uid(pid)}
         # In shared namespaces a task has no read-only mount view: what it could change on the
         # private copy (modes, by chmod) is checked after each task.
-        self.copies = [] if config.private_namespaces else list(config.copies)
+        # The run's copy folder, or in the sandbox the whole tmpfs it is on (the run's own).
+        watched = [] if config.private_namespaces or not config.copies else [
+            config.copies[0].parent.parent if config.sandboxed else config.copies[0].parent]
+        self.copies = watched
         self.copy_state = private_copy.fingerprint(self.copies)
 
     def run(self, control: socket.socket, task_id: int, task_fd: int) -> dict:
-        """One task, from fork to verified sweep; returns the `ended` report."""
+        """One task, from fork to verified sweep; returns the `ended` report (with `platform`
+        when the fork server or the task's reaper was lost: forkserver.ForkServerLost)."""
         try:
-            process = self.forks.fork_task(task_id, task_fd)
-        finally:
-            os.close(task_fd)
-        try:
-            status, killed = self._wait(control, task_id, process)
-        finally:
-            os.close(process)
+            try:
+                process = self.forks.fork_task(task_id, task_fd)
+            finally:
+                os.close(task_fd)  # only the task's process holds it: its end is an EOF
+            try:
+                status, killed = self._wait(control, task_id, process)
+            finally:
+                os.close(process)
+        except ForkServerLost as error:
+            return {"type": "ended", "id": task_id, "platform": str(error)[:500],
+                    "reachable": not self.config.private_namespaces, "left": []}
         left = self.sweep()
         return {"type": "ended", "id": task_id, **_exit_description(status),
                 "killed_by_supervisor": killed, "left": left}
@@ -158,30 +166,28 @@ class Supervisor:
             left += inherited.restore_attributes(pid, attributes, f"process {pid}")
         left += self.stdio.restore()
         left += private_copy.changed(self.copy_state, self.copies)
-        with contextlib.suppress(OSError, IndexError):
-            state = Path(f"/proc/{self.forks.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            if state[0] in (b"T", b"t"):
-                os.kill(self.forks.pid, signal.SIGCONT)
-                left.append("the fork server was stopped by a task")
-        return left
+        stopped = self.forks.check_stopped(reachable=not self.config.private_namespaces)
+        return [*left, stopped] if stopped else left
 
 
 def _private_copies(folders: list[Path], space: Path | None) -> tuple[list[Path], str]:
     """The run's copies of `folders` on the tmpfs `space` (or, with none given, under /dev/shm
-    where it is a tmpfs: `arena run`), and the isolation line's words for them.
+    where it is a tmpfs: `arena run`, on the participant's own machine, where a learner too
+    large for it is read in place instead), and the isolation line's words for them.
 
     Raises:
-        private_copy.CopyTooLarge: they do not fit in the run's memory.
+        private_copy.CopyTooLarge: they do not fit in `space` (the run's memory).
     """
-    candidates = [space] if space is not None else [Path("/dev/shm")]
-    for place in candidates:
-        if place.is_dir() and private_copy.is_tmpfs(place):
-            try:
-                return private_copy.make(folders, place), "read from a private tmpfs copy"
-            except private_copy.CopyTooLarge:
+    place = space if space is not None else Path("/dev/shm")
+    if place.is_dir() and private_copy.is_tmpfs(place):
+        try:
+            return private_copy.make(folders, place), "read from a private tmpfs copy"
+        except private_copy.CopyTooLarge:
+            if space is not None:  # the run's own, sized to its memory: theirs to fit in
                 raise
-            except OSError as error:
-                sys.stderr.write(f"arena supervisor: no private copy in {place}: {error}\n")
+            return [], "read in place (no room for a private copy in /dev/shm)"
+        except OSError as error:
+            sys.stderr.write(f"arena supervisor: no private copy in {place}: {error}\n")
     return [], "read in place (no tmpfs for a private copy)"
 
 
@@ -206,7 +212,11 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
         copied += " (the originals stay readable in place)"
     config = TaskConfig(submission, learner, tuple(scratch), seed, threads, sandboxed,
                         private_namespaces=private, copies=tuple(copies))
-    supervisor = Supervisor(config)
+    try:
+        supervisor = Supervisor(config)
+    except ForkServerLost as error:  # killed at start-up: no task had run (a platform fault)
+        send_control(control, {"type": "hello", "pid": os.getpid(), "platform": str(error)})
+        return 0
     send_control(control, {"type": "hello", "pid": os.getpid(), "private": private,
                            "isolation": f"{namespaces.describe(private)}; submission and "
                                         f"learner {copied}; {isolation.describe()}"})
