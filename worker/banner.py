@@ -13,6 +13,7 @@ in the compose image to drive Docker; participant code never does, it runs in th
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -81,7 +82,8 @@ def log_banner(settings: WorkerSettings, startup: Startup) -> None:
                         "engine; build it (scripts/build_sandbox_image.sh) or set "
                         "ARENA_WORKER_DEFAULT_IMAGE", wanted)
     log.info("worker.ready", extra={
-        "worker": settings.name, "server": settings.server_url,
+        "worker": settings.name, "instance": os.environ.get("ARENA_WORKER_INSTANCE", ""),
+        "server": settings.server_url,
         "broker": mask_url(settings.broker_url), "queues": settings.queues,
         "slots": settings.pool_size, "gpus": settings.gpu_ids or "none"})
 
@@ -89,4 +91,10 @@ def log_banner(settings: WorkerSettings, startup: Startup) -> None:
 def quiet_known_noise() -> None:
     """Demote the start-up noise named in the module docstring (it is not the operator's)."""
     logging.getLogger("kombu.connection").setLevel(logging.ERROR)
+    # One INFO line per HTTP call to the server (heartbeats every few seconds) would bury the
+    # run.* lines now that the pool children log at INFO; failures still say so (WARNING).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # Celery's INFO lines for a received or finished job print its arguments: the run token.
+    for name in ("celery.worker.strategy", "celery.app.trace"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"(?s).*running the worker with superuser")

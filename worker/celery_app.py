@@ -84,12 +84,14 @@ def run_worker(settings: WorkerSettings) -> None:
     Raises:
         StartupError: the worker cannot start as configured (one line with the fix)."""
     from worker.banner import check_startup, log_banner, quiet_known_noise
-    from worker.log_format import configure_worker_logging
-    from worker.pipeline.wiring import connect_docker
+    from worker.log_format import configure_worker_logging, keep_logging_through_celery
+    from worker.pipeline.wiring import connect_docker, worker_instance
     from worker.shutdown import install_stop_messages
     from worker.sweep import sweep_at_start
 
     configure_worker_logging()
+    keep_logging_through_celery()
+    worker_instance()  # chosen once here, before the pool forks: its lease-owner suffix
     quiet_known_noise()
     engine = connect_docker() if settings.executor != "local" else None
     log_banner(settings, check_startup(settings, engine))  # StartupError: one line, the fix

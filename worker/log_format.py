@@ -18,9 +18,24 @@ class EventFormatter(logging.Formatter):
 
 
 def configure_worker_logging(level: int = logging.INFO) -> None:
-    """Install the event formatter on the root logger (Celery is told not to take it over)."""
+    """Install the event formatter on the root logger at INFO (Celery is told not to take it
+    over: `keep_logging_through_celery`)."""
     handler = logging.StreamHandler()
     handler.setFormatter(EventFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def keep_logging_through_celery() -> None:
+    """Make Celery leave logging as `configure_worker_logging` set it, in the main process and
+    in every pool child. Without a `setup_logging` receiver Celery configures the root logger
+    itself, at the worker's --loglevel (WARNING), in the main process and again in each pool
+    child: the runs' INFO lines (`run.claimed`, a successful `run.finished`) were lost
+    (issue 32.6). A receiver makes Celery skip its own configuration."""
+    from celery.signals import setup_logging
+
+    def configure(**_: object) -> None:
+        configure_worker_logging()
+
+    setup_logging.connect(configure, weak=False)

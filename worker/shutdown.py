@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ _RUN_FOLDER = re.compile(r"^run-(\d+)-")
 
 
 class WorkerStopped(PlatformFault):
-    """The worker was stopped while evaluating a run (a second Ctrl-C)."""
+    """The worker was stopped while evaluating a run (a second Ctrl-C, or SIGTERM)."""
+
+    short_cause = "the worker evaluating this run was stopped by its operator"
+    """What the participant reads on the run (`evaluate.compute_short_cause`)."""
 
 
 def runs_in_progress(runs_dir: Path) -> list[int]:
@@ -49,8 +53,19 @@ def describe_stop(run_ids: list[int], max_time_limit_s: float) -> str:
 
 def stop_current_run(signum: int, frame: Any) -> None:
     """SIGTERM handler of a pool process: abort the run being evaluated as a platform fault."""
-    raise WorkerStopped("the worker was stopped (Ctrl-C twice) while this run was evaluated; "
-                        "it is released for another worker and not charged")
+    raise WorkerStopped("the worker was stopped (Ctrl-C twice, or SIGTERM) while this run was "
+                        "evaluated; it is released for another worker and not charged")
+
+
+def arm_stop_signal() -> None:
+    """Make SIGTERM raise `WorkerStopped` in this pool process, at the start of each job.
+
+    Setting it at `worker_process_init` is not enough: billiard resets the signals after that
+    hook, and its own SIGTERM handler exits with SystemExit, which no `except Exception`
+    catches, so the run was dropped without a release and waited for its lease to expire
+    (issue 32.6). Only the main thread may set a handler (jobs run there)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop_current_run)
 
 
 def install_stop_messages(settings: WorkerSettings) -> None:

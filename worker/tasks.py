@@ -19,6 +19,7 @@ from worker.client import RunId, ServerUnavailableError
 from worker.pipeline.evaluate import Runtime, evaluate_run
 from worker.pipeline.wiring import build_runtime
 from worker.settings import get_settings
+from worker.shutdown import arm_stop_signal
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def compute_claim_backoff(retries: int) -> float:
              ignore_result=True)
 def evaluate_run_job(self, run_id: RunId, run_token: str) -> None:  # noqa: ANN001 - Celery's
     """Evaluate one run; see `worker.pipeline.evaluate.evaluate_run`."""
+    arm_stop_signal()  # a second Ctrl-C (or SIGTERM) releases the run (worker.shutdown)
     try:
         result = evaluate_run(run_id, run_token, get_runtime())
     except ServerUnavailableError as exc:

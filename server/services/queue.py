@@ -85,6 +85,12 @@ class CeleryJobQueue:
             log.warning("queue.inspect.failed broker=%s", self.broker_url, exc_info=True)
         return None
 
+    def ping_workers(self, timeout_s: float) -> list[str]:
+        """The Celery node names (`arena@<worker name>`) that answer a ping through the
+        broker within `timeout_s`: idle workers too, which report nothing to the server."""
+        replies = self._celery().control.ping(timeout=timeout_s) or []
+        return sorted({name for reply in replies for name in reply})
+
     def live_task_ids(self) -> set[str] | None:
         """Ids of the jobs live workers hold (running, reserved, or waiting for their ETA), by
         Celery's remote control; None when no worker answers (none alive, or control off)."""

@@ -7,6 +7,7 @@ announced GPUs), so organizers see live and silent workers without any worker-si
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,9 +16,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from server.core.errors import InvalidInputError
-from server.models import Run, Submission, User, Worker
+from server.models import ACTIVE_STATES, Run, Submission, User, Worker
 from server.services.tenancy import organized_phase_ids
 from submission_api.storable_text import storable_text
+
+log = logging.getLogger(__name__)
 
 
 def _row(session: Session, name: str, now: datetime) -> Worker:
@@ -81,15 +84,48 @@ def check_image_known(session: Session, image: str | None, where: str) -> None:
 
 
 def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[dict[str, Any]]:
-    """Every known worker, most recently seen first, with a `silent` flag."""
+    """Every known worker, most recently seen first, with a `silent` flag.
+
+    The run a worker holds is read from the runs' live leases, never from the worker's last
+    report alone: a worker stopped while it held run 5 (its row still saying so) shows no run
+    once its lease is gone, beside the worker that holds run 5 now (issue 32.6). A silent
+    worker (no call for `silent_after_s`) holds nothing: its lease has lapsed by then."""
     rows = session.execute(select(Worker).order_by(Worker.last_seen_at.desc())).scalars()
     limit = now - timedelta(seconds=silent_after_s)
-    return [{"name": w.name, "first_seen_at": w.first_seen_at, "last_seen_at": w.last_seen_at,
-             "current_run_id": w.current_run_id, "stage": w.stage, "gpus": w.gpus or [],
-             "runs_claimed": w.runs_claimed, "silent": w.last_seen_at < limit,
-             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
-             "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at}
-            for w in rows]
+    live = live_leases(session, now)
+    listed = []
+    for w in rows:
+        silent = w.last_seen_at < limit
+        held = None if silent else live.get(w.name)
+        listed.append({
+            "name": w.name, "first_seen_at": w.first_seen_at, "last_seen_at": w.last_seen_at,
+            "current_run_id": held, "stage": w.stage if held is not None else None,
+            "gpus": w.gpus or [], "runs_claimed": w.runs_claimed, "silent": silent,
+            "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
+            "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at})
+    return listed
+
+
+def live_leases(session: Session, now: datetime) -> dict[str, int]:
+    """Lease owner -> the run it holds now (an active run whose lease has not expired)."""
+    rows = session.execute(select(Run.lease_owner, Run.id).where(
+        Run.state.in_(ACTIVE_STATES), Run.lease_expires_at > now,
+        Run.lease_owner.is_not(None)).order_by(Run.id)).all()
+    return {str(owner): run_id for owner, run_id in rows}
+
+
+def broker_workers(queue: object, timeout_s: float = 0.5) -> list[str]:
+    """Workers that answer a ping through the broker, idle ones included (a worker reports to
+    the server only when it takes a run, so the dashboard would say none is there); [] when
+    the broker cannot be asked (a queue without pings, or a broker failure, logged)."""
+    ping = getattr(queue, "ping_workers", None)
+    if ping is None:
+        return []
+    try:
+        return [name.split("@", 1)[-1] for name in ping(timeout_s)]
+    except Exception:  # noqa: BLE001 - the dashboard renders without it
+        log.warning("workers.ping.failed", exc_info=True)
+        return []
 
 
 def mask_foreign_runs(session: Session, user: User, rows: list[dict[str, Any]]

@@ -37,7 +37,12 @@ from server.services.queue_view import queue_entries
 from server.services.secrecy import publish_results, results_state, test_data_level
 from server.services.tenancy import organized_phase_ids
 from server.services.timeline import effective_status, phase_step
-from server.services.workers import hide_host_details, list_workers, mask_foreign_runs
+from server.services.workers import (
+    broker_workers,
+    hide_host_details,
+    list_workers,
+    mask_foreign_runs,
+)
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.views import is_staff
@@ -118,7 +123,9 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
     recent = session.execute(query.order_by(Submission.id.desc()).limit(50)).all()
     return render(request, "organizer.html", user, settings, phases=phases, queued=queued,
                   running=[e for e in entries if e["state"] != "queued"],
-                  workers=_workers(session, user, now, settings),
+                  workers=(workers := _workers(session, user, now, settings)),
+                  idle_workers=[] if any(not w["silent"] for w in workers)
+                  else broker_workers(request.app.state.queue),
                   pending=pending_requests(session, sorted({p.competition_id for p in phases})),
                   recent=recent, shown=shown, states=RUN_STATES,
                   finals={p.carry_from_id for p in phases if p.carry_from_id},

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import secrets
 import shutil
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -156,6 +159,21 @@ def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | Non
     return note_ignored_image(make_local_executor()), None
 
 
+INSTANCE_ENV = "ARENA_WORKER_INSTANCE"
+
+
+def worker_instance() -> str:
+    """This worker process's identity, `host:pid:random`, set once by `run_worker` in the
+    main process (pool children inherit it). Part of the lease owner, so two workers started
+    with one ARENA_WORKER_NAME never claim under the same owner (issue 32.6: both held runs as
+    'gpu-1/0', and each one's calls were taken for the other's)."""
+    value = os.environ.get(INSTANCE_ENV)
+    if not value:
+        value = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        os.environ[INSTANCE_ENV] = value
+    return value
+
+
 def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
     """Every real collaborator of one pool slot."""
     from submission_api.runner.prepare import prepare_run
@@ -168,7 +186,7 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
     return Runtime(
         client=client, execute=execute, engine_check=engine_check, prepare_run=prepare_run,
         parse_protocol=parse_protocol, score_output=score_output,
-        worker_name=f"{settings.name}/{slot}", cache_dir=settings.cache_dir,
+        worker_name=f"{settings.name}/{slot}@{worker_instance()}", cache_dir=settings.cache_dir,
         runs_dir=settings.runs_dir, gpu_ids=compute_slot_gpus(settings, slot),
         heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes,
         default_image=settings.default_image,

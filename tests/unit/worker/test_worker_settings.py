@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -67,5 +69,8 @@ def test_runtime_names_the_slot_and_uses_the_settings_folders(tmp_path: Path):
     settings = WorkerSettings(name="gpu-host", executor="local", data_dir=tmp_path,
                               gpu_ids=["0", "1"])
     runtime = build_runtime(settings, slot=1)
-    assert runtime.worker_name == "gpu-host/1" and runtime.gpu_ids == ("1",)
+    name, instance = runtime.worker_name.split("@")
+    assert name == "gpu-host/1" and runtime.gpu_ids == ("1",)
+    host, pid, _ = instance.split(":")  # the lease owner is this process's (issue 32.6)
+    assert (host, int(pid)) == (socket.gethostname(), os.getpid())
     assert (runtime.cache_dir, runtime.runs_dir) == (tmp_path / "cache", tmp_path / "runs")

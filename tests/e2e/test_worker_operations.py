@@ -1,0 +1,169 @@
+"""What operators see of real workers (issue 32.6), on the e2e platform (uvicorn, Postgres,
+Celery workers on Redis, the Docker sandbox):
+- an idle worker, which reports nothing to the server, is on the dashboard (it said "No worker
+  has reported yet");
+- a successful run logs `run.finished` at INFO on the worker (INFO was lost in the pool child),
+  and Celery's job lines, which print the run token, stay out;
+- a second Ctrl-C releases the run at once (it waited for its lease to expire: billiard's own
+  SIGTERM handler replaced ours and exited with SystemExit), and SIGTERM to the worker's process
+  group releases too, with no traceback;
+- two workers started with one name claim under lease owners of their own, and the dashboard
+  shows a stopped worker without the run it held."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from platform_support import Platform, make_model_zip, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+STOPPED = "the worker evaluating this run was stopped by its operator"
+
+
+@pytest.fixture(scope="module")
+def phase(platform: Platform, tiny_collection: Path, arena_cache: Path) -> dict:
+    organizer = platform.create_user("ops-organizer", "organizer")
+    data = platform.register_collection(tiny_collection, arena_cache)
+    return {"id": platform.create_phase(organizer, data,
+                                        protocol={"name": "cross-domain",
+                                                  "tasks_per_dataset": 2}),
+            "alice": platform.create_user("ops-alice")}
+
+
+def _dashboard(platform: Platform) -> str:
+    """The organizer dashboard as the admin sees it (logged in through the form)."""
+    with httpx.Client(base_url=platform.base_url, timeout=60) as web:
+        form = web.get("/login")
+        web.post("/login", data={"token": platform.admin_token,
+                                 "csrf_token": CSRF.search(form.text).group(1)})
+        return web.get("/organizer").text
+
+
+def _workers(platform: Platform) -> list[dict]:
+    with platform.api() as api:
+        return api.get("/api/v1/admin/workers").raise_for_status().json()
+
+
+def _log(platform: Platform, name: str) -> str:
+    return (platform.root / f"worker-{name}.log").read_text(errors="replace")
+
+
+def _stop(platform: Platform, worker) -> None:  # noqa: ANN001 - subprocess.Popen
+    if worker.poll() is None:
+        platform.kill_worker(worker)
+
+
+def test_an_idle_worker_is_on_the_dashboard(platform, phase):
+    worker = platform.start_worker("ops-idle")
+    try:
+        wait_until(lambda: "worker.ready" in _log(platform, "ops-idle"), 120, "the worker")
+        page = wait_until(lambda: (p := _dashboard(platform)) and "ops-idle" in p and p, 60,
+                          "the idle worker on the dashboard")
+        assert 'id="idle-workers"' in page and "No worker has reported yet" not in page
+    finally:
+        _stop(platform, worker)
+
+
+def test_a_finished_run_logs_at_info_and_never_its_token(platform, phase, tmp_path):
+    worker = platform.start_worker("ops-info")
+    try:
+        archive = make_model_zip(tmp_path / "quick")
+        sid = platform.submit(phase["alice"], phase["id"], archive)
+        assert platform.wait_terminal(phase["alice"], sid)["state"] == "finished"
+        log = wait_until(lambda: (t := _log(platform, "ops-info")) and "run.finished" in t and t,
+                         30, "the run.finished line")
+        assert re.search(r" INFO worker\.pipeline\.evaluate run\.finished .*score=", log), log
+        assert " INFO worker.pipeline.evaluate run.claimed" in log
+        assert "evaluate_run[" not in log or "received data=" not in log  # no args: the token
+    finally:
+        _stop(platform, worker)
+
+
+def _running(platform: Platform, phase: dict, tmp_path: Path, name: str):  # noqa: ANN202
+    worker = platform.start_worker(name)
+    archive = make_model_zip(tmp_path / name, meta_fit="time.sleep(90)")
+    sid = platform.submit(phase["alice"], phase["id"], archive)
+    wait_until(lambda: platform.submission(phase["alice"], sid)["runs"][0]["state"] == "running",
+               240, "the run to start")
+    time.sleep(3)  # into meta-training
+    return worker, sid
+
+
+def _released_by_the_worker(platform: Platform, phase: dict, sid: int) -> dict:
+    """The run once queued again; its message says the worker released it (a lapsed lease,
+    which the reconciler finds after 15 s, says 'lease of ... expired')."""
+    run = wait_until(lambda: (r := platform.submission(phase["alice"], sid)["runs"][0])
+                     ["state"] == "queued" and r, 60, "the run to be queued again")
+    assert STOPPED in run["message"] and "expired" not in run["message"], run
+    return run
+
+
+def _cancel(platform: Platform, phase: dict, sid: int) -> None:
+    with platform.api(phase["alice"]) as api:
+        api.post(f"/api/v1/submissions/{sid}/cancel")
+
+
+def test_a_second_ctrl_c_gives_the_run_back_at_once(platform, phase, tmp_path):
+    worker, sid = _running(platform, phase, tmp_path, "ops-ctrlc")
+    try:
+        os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        time.sleep(2)
+        os.killpg(worker.pid, signal.SIGINT)
+        worker.wait(timeout=60)
+        _released_by_the_worker(platform, phase, sid)
+        log = _log(platform, "ops-ctrlc")
+        assert "run.released" in log and "Traceback" not in log, log[-3000:]
+        rows = {w["name"].split("@")[0]: w for w in _workers(platform)}
+        assert rows["ops-ctrlc/0"]["current_run_id"] is None  # nothing held once released
+    finally:
+        _stop(platform, worker)
+        _cancel(platform, phase, sid)
+
+
+def test_sigterm_gives_the_run_back_and_a_clean_stop(platform, phase, tmp_path):
+    worker, sid = _running(platform, phase, tmp_path, "ops-term")
+    try:
+        os.killpg(worker.pid, signal.SIGTERM)  # docker stop, systemd: the whole group
+        worker.wait(timeout=60)
+        _released_by_the_worker(platform, phase, sid)
+        log = _log(platform, "ops-term")
+        assert "Traceback" not in log and "worker.stopping" in log, log[-3000:]
+    finally:
+        _stop(platform, worker)
+        _cancel(platform, phase, sid)
+
+
+def test_two_workers_with_one_name_hold_runs_as_two_owners(platform, phase, tmp_path):
+    first = platform.start_worker("ops-twin")
+    second = platform.start_worker("ops-twin", ARENA_WORKER_DATA_DIR=str(tmp_path / "twin2"))
+    sids = []
+    try:
+        for index in range(2):
+            archive = make_model_zip(tmp_path / f"twin{index}", meta_fit="time.sleep(60)")
+            sids.append(platform.submit(phase["alice"], phase["id"], archive))
+        holders = wait_until(
+            lambda: len(h := {w["name"]: w["current_run_id"] for w in _workers(platform)
+                              if w["name"].startswith("ops-twin/") and w["current_run_id"]})
+            == 2 and h, 240, "both twins to hold a run")
+        assert len(set(holders.values())) == 2, holders  # two owners, two runs
+        [stopped] = [n for n in holders if f":{first.pid}:" in n]
+        platform.kill_worker(first)  # stopped while it holds its run
+        wait_until(lambda: {w["name"]: w for w in _workers(platform)}[stopped]
+                   ["current_run_id"] is None, 90, "the stopped twin to hold no run")
+        page = wait_until(lambda: (p := _dashboard(platform)) and re.search(
+            rf"<code>{re.escape(stopped)}</code>.*?offline", p, re.S) and p, 90,
+            "the stopped twin shown offline")
+        assert page
+    finally:
+        _stop(platform, first)
+        _stop(platform, second)
+        for sid in sids:
+            _cancel(platform, phase, sid)
