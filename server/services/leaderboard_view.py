@@ -28,10 +28,12 @@ from server.services.scores import explain_phase_score
 from server.services.secrecy import board_hidden
 from submission_api.scoring.aggregate import compute_order_flips
 
-CSV_FIXED = ["rank", "competitor", "team", "username", "method", "league", "submission_id",
-             "score", "ci95", "average_rank", "baseline", "selected", "submitted_at"]
-"""`competitor` is who the entry stands for (the team's name, else the username); text cells
-pass through `csv_safety.neutralize_cell` (a team name or method a spreadsheet would evaluate)."""
+CSV_FIXED = ["rank", "competitor", "competitor_kind", "username", "method", "league",
+             "submission_id", "score", "ci95", "average_rank", "baseline", "selected",
+             "submitted_at"]
+"""`competitor` is who the entry stands for (the team's name, else the username), its kind
+`team` or `user`; `username` made the entry. Text cells pass through
+`csv_safety.neutralize_cell` (a team name or method a spreadsheet would evaluate)."""
 CSV_STATISTICS = ["rank_low", "rank_high", "tied_group"]
 """Columns after CSV_FIXED when the phase shows statistics (rank interval, tied group)."""
 
@@ -129,11 +131,12 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
                     + [f"dataset:{d}" for d in board["datasets"]])
     for e in board["entries"]:
         per_dataset, own = e["per_dataset"] or {}, e.get("sides") or {}
-        text = [neutralize_cell(v) for v in (e.get("team") or e["username"], e.get("team") or "",
-                                             e["username"], e.get("method") or "",
+        competitor = neutralize_cell(e.get("team") or e["username"])
+        text = [neutralize_cell(v) for v in (e["username"], e.get("method") or "",
                                              e["league"] or "")]
         writer.writerow([
-            e["rank"], *text, e["submission_id"],
+            e["rank"], competitor, "team" if e.get("team") else "user", *text,
+            e["submission_id"],
             _num(e["score"]), _num(e["ci95"]), _num(e["average_rank"]),
             int(e["is_baseline"]), int(e["is_selected"]), e["created_at"].isoformat(),
             *[e.get(k) if e.get(k) is not None else "" for k in extra],

@@ -89,8 +89,10 @@ def test_a_team_is_carried_once_with_its_name_and_method_and_every_member_is_tol
     text = env.client.get(f"/api/v1/phases/{w['final_id']}/leaderboard?format=csv",
                           headers=w["olga"]).text
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert [(r["competitor"], r["team"], r["method"]) for r in rows] == [
-        ("Foxes", "Foxes", "MAML++"), ("cat", "", "'=HYPERLINK(\"x\")")]  # never a formula
+    assert [(r["competitor"], r["competitor_kind"], r["username"], r["method"])
+            for r in rows] == [("Foxes", "team", "bob", "MAML++"),
+                               ("cat", "user", "cat", "'=HYPERLINK(\"x\")")]  # never a formula
+    assert text.count("Foxes") == 1  # one entry, named once
 
 
 def test_team_mates_open_and_select_each_others_submissions_until_removed(env):
