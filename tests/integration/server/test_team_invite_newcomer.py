@@ -77,3 +77,11 @@ def test_where_organizers_approve_the_invite_waits_for_the_approval(env):
     assert joined.headers["location"] == f"/competitions/{comp_id}/team", joined.text
     members = env.client.get(f"/api/v1/competitions/{comp_id}/team", headers=bob).json()
     assert [m["username"] for m in members["members"]] == ["ann", "bob"]
+
+
+def test_sign_up_without_a_next_page_lands_on_a_welcome(env):
+    page = env.client.get("/signup").text
+    made = env.client.post("/signup", data={
+        "csrf_token": CSRF.search(page).group(1), "username": "cat",
+        "email": "cat@uni.example.org", "password": "correct horse"})
+    assert made.status_code == 200 and 'id="welcome"' in made.text and "cat" in made.text
