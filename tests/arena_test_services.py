@@ -58,3 +58,12 @@ def claim_redis_database(base_url: str = "redis://127.0.0.1:6379", first: int = 
         return
     raise RuntimeError(f"every Redis database {first}..{last} is held by another test process "
                        "(/tmp/arena-test-redis-db-*.lock): set ARENA_TEST_REDIS to choose one")
+
+
+def release_redis_database() -> None:
+    """Give back this process's claim (an xdist controller, which runs no test: its workers,
+    started after this, inherit its environment and would otherwise all share its database
+    instead of claiming their own)."""
+    while _REDIS_DB_LOCK:
+        os.close(_REDIS_DB_LOCK.pop())
+        os.environ.pop("ARENA_TEST_REDIS", None)

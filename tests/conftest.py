@@ -22,7 +22,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from arena_test_services import claim_redis_database, load_services_env
+from arena_test_services import (
+    claim_redis_database,
+    load_services_env,
+    release_redis_database,
+)
 
 from starting_kit.sample_data import generate_collection
 
@@ -171,6 +175,14 @@ for _name in ("COLUMNS", "LINES"):
 # secret has no fallback. Subprocess servers and workers inherit them.
 os.environ.setdefault("ARENA_SECRET_KEY", "tests-only-secret-key-0123456789abcdef0123456789")
 os.environ.setdefault("ARENA_TEST_SEED_SECRET", "tests-only-test-seed-secret-0123456789abcdef01")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist controller runs no test: it gives its Redis database back before it starts its
+    workers (pytest_sessionstart), so that each worker claims one of its own."""
+    distributed = config.getoption("numprocesses", None) and config.getoption("dist", "no") != "no"
+    if distributed and not hasattr(config, "workerinput"):
+        release_redis_database()
 
 
 @pytest.fixture(scope="session")
