@@ -183,3 +183,20 @@ def test_organizers_and_admins_are_in_no_participant_team(env):
         joined = join(env, comp_id, headers, code)
         assert joined.status_code == 403 and joined.json()["error"]["code"] == "team.staff"
         assert "participant account" in joined.json()["error"]["message"]
+
+
+def test_a_dissolved_teams_submissions_go_back_to_their_makers_and_stay_charged(env):
+    comp_id, phase_id = team_competition(env, quota_total=2)
+    _, ann = env.user("ann")
+    _, bob = env.user("bob")
+    join(env, comp_id, bob, create(env, comp_id, ann).json()["invite_code"])
+    finish(env, submit(env, phase_id, ann, "a").json()["runs"][0]["id"], 0.5)
+    assert leave(env, comp_id, ann).status_code == 204  # her submission stays the team's
+    board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()["entries"]
+    assert [e["team"] for e in board] == ["Foxes"]
+    assert create(env, comp_id, ann, "Owls").status_code == 201
+    assert leave(env, comp_id, bob).status_code == 204  # the last one out: Foxes dissolves
+    board = env.client.get(f"/api/v1/phases/{phase_id}/leaderboard").json()["entries"]
+    assert [(e["team"], e["username"]) for e in board] == [("Owls", "ann")]
+    quota = env.client.get(f"/api/v1/phases/{phase_id}/quota", headers=bob).json()
+    assert quota["total"] == {"left": 1, "limit": 2}  # ann's, made while bob was her team-mate
