@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from server.api.deps import (
+    AddressDep,
     CurrentUser,
     NowDep,
     Organizer,
@@ -26,6 +27,7 @@ from server.schemas.accounts import (
 )
 from server.schemas.auth import UserOut
 from server.services import api_tokens, passwords
+from server.services.email_verification import mail_verification
 from server.services.signup import sign_up
 from server.services.users import issue_token
 
@@ -34,13 +36,17 @@ router = APIRouter(prefix="/api/v1", tags=["accounts"])
 
 @router.post("/auth/signup", response_model=SignupOut, status_code=201)
 def signup(body: SignupIn, policy: SignupPolicyDep, session: WriteSessionDep,
-           now: NowDep) -> SignupOut:
-    """Make a participant account (if the server's sign-up setting allows); returns an API
-    token named 'signup', shown once."""
+           now: NowDep, address: AddressDep, settings: SettingsDep) -> SignupOut:
+    """Make a participant account (if the server's sign-up setting allows; a few per client
+    address an hour, one per e-mail address); returns an API token named 'signup', shown
+    once. Where the server sends mail, the account verifies its address (a mailed link)
+    before it may take part."""
     user = sign_up(session, policy, username=body.username, email=body.email,
-                   password=body.password, invite_code=body.invite_code, now=now)
+                   password=body.password, invite_code=body.invite_code, now=now,
+                   address=address)
     token = issue_token(session, user, name="signup", now=now)
     session.commit()
+    mail_verification(settings, user)
     return SignupOut(user=UserOut.model_validate(user), token=token)
 
 

@@ -73,7 +73,9 @@ def get_write_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Sess
 
 def get_signup_policy(settings: Annotated[Settings, Depends(get_settings)]) -> SignupPolicy:
     return SignupPolicy(settings.signup, settings.signup_invite_code,
-                        tuple(settings.signup_email_domains))
+                        tuple(settings.signup_email_domains),
+                        per_address_per_hour=settings.signup_per_address_per_hour,
+                        verify_email=bool(settings.smtp_host))
 
 
 def get_login_limit(settings: Annotated[Settings, Depends(get_settings)]) -> LoginLimit:

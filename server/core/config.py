@@ -106,6 +106,7 @@ class Settings(BaseSettings):
     signup: Literal["open", "invite", "domains", "off"] = "open"
     signup_invite_code: str = ""  # signup="invite": the code a newcomer must give
     signup_email_domains: list[str] = Field(default_factory=list)  # signup="domains"
+    signup_per_address_per_hour: int = Field(default=10, ge=0)  # accounts per address; 0: any
     login_attempts_per_window: int = Field(default=10, ge=1)
     login_window_s: int = Field(default=900, ge=1)
     password_reset_ttl_s: int = Field(default=24 * 3600, ge=60)

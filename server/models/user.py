@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String
+from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, false
 from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -28,6 +28,13 @@ class User(Base):
     # one account name. Logins look it up by this key.
     name_key: Mapped[str] = mapped_column(String(255), unique=True, default=_username_key)
     email: Mapped[str | None] = mapped_column(String(255))
+    # Issue 33.12 (migration 0012): the normalized address, unique (services/signup.py
+    # `email_key`); where the account signed up from (the per-address sign-up limit); and
+    # whether it still has to verify its address (signed up while the server sends mail).
+    email_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    signup_address: Mapped[str | None] = mapped_column(String(64), index=True)
+    email_verify_pending: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                       server_default=false())
     role: Mapped[str] = mapped_column(String(16), default="participant")
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_active: Mapped[bool] = mapped_column(Boolean, default=True)

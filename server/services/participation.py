@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
 from server.models import AuditLog, Competition, CompetitionMember, Phase, Submission, User
 from server.models.competition import PARTICIPATION_MODES
+from server.services.email_verification import check_verified
 from server.services.tenancy import created_user_ids, is_admin
 
 
@@ -51,11 +52,13 @@ def may_submit(session: Session, comp: Competition, user: User | None) -> bool:
     competition anyone may enter at once (the button leads them to log in)."""
     if user is None:
         return comp.participation == "open" and not comp.terms
-    return status_of(session, comp, user) == "approved"
+    return not user.email_verify_pending and status_of(session, comp, user) == "approved"
 
 
 def check_may_submit(session: Session, comp: Competition, user: User) -> None:
-    """Raise ForbiddenError (`participation.required`) unless `user` may submit to `comp`."""
+    """Raise ForbiddenError (`participation.required`) unless `user` may submit to `comp`
+    (`account.unverified` while a new account's e-mail address waits for verification)."""
+    check_verified(user)
     status = status_of(session, comp, user)
     if status == "approved":
         return
@@ -76,7 +79,9 @@ def request_participation(session: Session, comp: Competition, user: User,
                           now: datetime, accept_terms: bool = False) -> str:
     """Ask to take part (accepting the terms, when the competition has them); returns the
     caller's status afterwards (idempotent). Raises InvalidInputError
-    (`participation.terms`) when terms exist and were not accepted."""
+    (`participation.terms`) when terms exist and were not accepted, ForbiddenError
+    (`account.unverified`) before a new account verified its address."""
+    check_verified(user)
     status = status_of(session, comp, user)
     if status != "none":
         return status

@@ -12,6 +12,7 @@ from server.core.security import hash_password, hash_token, new_token, verify_pa
 from server.models import ROLES, ApiToken, AuditLog, User
 from server.services.names import check_name, name_key
 from server.services.reserved_names import check_not_reserved
+from server.services.signup import check_email_free
 
 
 def create_user(session: Session, *, username: str, role: str, password: str | None,
@@ -30,7 +31,8 @@ def create_user(session: Session, *, username: str, role: str, password: str | N
     if session.execute(select(User.id).where(User.name_key == name_key(username))).first():
         raise ConflictError(f"the username {username!r} is taken; choose another",
                             code="user.exists")
-    user = User(username=username, role=role, email=email,
+    key = check_email_free(session, email) if email else None  # one account per address
+    user = User(username=username, role=role, email=email, email_key=key,
                 password_hash=hash_password(password) if password else None)
     session.add(user)
     session.flush()

@@ -13,11 +13,25 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse
 
-from server.api.deps import NowDep, OptionalUser, SettingsDep, SignupPolicyDep, get_db
+from server.api.deps import (
+    AddressDep,
+    NowDep,
+    OptionalUser,
+    SettingsDep,
+    SignupPolicyDep,
+    get_db,
+)
 from server.core.db import Database
-from server.core.errors import ArenaError, AuthRequiredError, CsrfError, describe_error
+from server.core.errors import (
+    ArenaError,
+    AuthRequiredError,
+    CsrfError,
+    NotFoundError,
+    describe_error,
+)
 from server.core.security import same_secret
 from server.services import api_tokens, passwords
+from server.services.email_verification import confirm_email, mail_verification
 from server.services.mailer import send_reset_mail, smtp_config
 from server.services.signup import sign_up
 from server.web.rendering import (
@@ -62,7 +76,7 @@ def signup_page(request: Request, user: OptionalUser, settings: SettingsDep,
 
 @router.post("/signup")
 async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDep,
-                 now: NowDep, db: Annotated[Database, Depends(get_db)]):
+                 now: NowDep, address: AddressDep, db: Annotated[Database, Depends(get_db)]):
     """Make the account and log it in at once (a web session, not an API token)."""
     form = await request.form()
     _check_form_nonce(request, form)
@@ -71,12 +85,15 @@ async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDe
     try:
         with db.session(write=True) as session:
             user = sign_up(session, policy, password=str(form.get("password", "")),
-                           now=now, **values)
+                           now=now, address=address, **values)
             token = open_session(session, user, now)
+            session.flush()
+            session.expunge(user)  # read after the commit, to mail the verification link
     except ArenaError as exc:
         return _with_form_nonce(request, "signup.html", None, settings,
                                 status=describe_error(exc)[0], policy=policy, values=values,
                                 error=_message(exc), next_path=next_path)
+    mail_verification(settings, user)
     response = RedirectResponse(next_path or "/?welcome=1", status_code=303)
     response.delete_cookie(FORM_COOKIE)
     return with_session_cookie(response, token, settings)
@@ -84,12 +101,13 @@ async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDe
 
 @router.get("/profile")
 def profile_page(request: Request, user: OptionalUser, now: NowDep, settings: SettingsDep,
-                 db: Annotated[Database, Depends(get_db)], created: str | None = None):
+                 db: Annotated[Database, Depends(get_db)], mailed: int | None = None):
     if user is None:
         return login_redirect(request)
     with db.session() as session:
         tokens = api_tokens.list_tokens(session, user)
-    return render(request, "profile.html", user, settings, tokens=tokens, created=None)
+    return render(request, "profile.html", user, settings, tokens=tokens, created=None,
+                  mailed=mailed)
 
 
 @router.post("/profile/tokens")
@@ -125,6 +143,29 @@ def _signed_in(request: Request, session, now):
     if user is None:
         raise AuthRequiredError("log in again to manage your API tokens")
     return user
+
+
+@router.get("/verify-email/{user_id}/{token}")
+def verify_email(user_id: int, token: str, request: Request, user: OptionalUser,
+                 settings: SettingsDep, now: NowDep, db: Annotated[Database, Depends(get_db)]):
+    """The link mailed at sign-up: the account's address is verified (it may take part)."""
+    with db.session(write=True) as session:
+        confirm_email(session, settings.secret_key, user_id, token, now)
+    return render(request, "verified.html", user, settings)
+
+
+@router.post("/profile/verify-email")
+async def resend_verification(request: Request, settings: SettingsDep, now: NowDep,
+                              db: Annotated[Database, Depends(get_db)]):
+    """Mail the verification link again (the profile page offers it while it is pending)."""
+    check_csrf(request, settings, (await request.form()).get("csrf_token"))
+    with db.session() as session:
+        user = _signed_in(request, session, now)
+        session.expunge(user)
+    if not user.email_verify_pending:
+        raise NotFoundError("your e-mail address needs no verification", code="email.verified")
+    sent = mail_verification(settings, user)
+    return RedirectResponse(f"/profile?mailed={int(sent)}", status_code=303)
 
 
 @router.get("/reset/{token}")

@@ -153,6 +153,10 @@ EXPECTED: dict[tuple[str, str], str] = {
     # A reset link takes the account over: organizers only for participants they created
     # (issue 33.1; `other` signed up via the admin and takes part in this competition).
     ("POST", "/api/v1/users/{user_id}/reset-link"): ADMIN,
+    # E-mail verification (issue 33.12): the world's link is no link (404); the resend form
+    # is CSRF-protected.
+    ("GET", "/verify-email/{user_id}/{token}"): NOBODY,
+    ("POST", "/profile/verify-email"): NOBODY,
 }
 
 
