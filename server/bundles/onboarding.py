@@ -22,12 +22,15 @@ phases:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-URL = r"^https?://[^\s]+$|^/[^\s]*$"
+# A Get-started link: an absolute https:// URL, or a path on this platform that starts with one
+# "/" (never "//host" or "/\\host", which browsers open on another host: issue 33.13).
+URL = r"^https://[^\s/\\][^\s\\]*$|^/(?![/\\])[^\s\\]*$"
 
 
 class _Strict(BaseModel):
@@ -38,10 +41,19 @@ class TabsSpec(_Strict):
     overview: str = ""
     data: str = ""
     evaluation: str = ""
-    starting_kit: str | None = Field(default=None, pattern=URL, max_length=500,
+    starting_kit: str | None = Field(default=None, max_length=500,
                                      description="where the starting kit downloads from")
-    sample_data: str | None = Field(default=None, pattern=URL, max_length=500,
+    sample_data: str | None = Field(default=None, max_length=500,
                                     description="where the public sample data downloads from")
+
+    @field_validator("starting_kit", "sample_data")
+    @classmethod
+    def _link(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(URL, value):
+            raise ValueError(f"{value!r} is not a link participants can trust: use an https:// "
+                             "URL (https://example.org/kit.zip) or a path on this platform "
+                             "that starts with a single '/' (/static/kit.zip)")
+        return value
 
 
 class TeamsSpec(_Strict):

@@ -1,11 +1,16 @@
 """Alembic environment: the URL comes from `config.attributes["database_url"]` (set by
-server.core.db.upgrade_database), never from a file or the working directory."""
+server.core.db.upgrade_database) or, for the plain CLI (`alembic -c server/alembic.ini upgrade
+head`), from the server's own Settings: ARENA_DATABASE_URL, else the SQLite file under
+ARENA_DATA_DIR (the same default `arena serve` uses)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from server.core.config import Settings
 from server.models import Base
 
 config = context.config
@@ -15,7 +20,9 @@ target_metadata = Base.metadata
 def _url() -> str:
     url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        raise RuntimeError("no database URL; call server.core.db.upgrade_database(url)")
+        url = Settings().database_url  # what the server would open
+        if url.startswith("sqlite:///") and ":memory:" not in url:
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     return url
 
 
