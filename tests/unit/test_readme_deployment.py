@@ -4,7 +4,9 @@ defaults agree on it (the server sends jobs where the worker takes them)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 from server.core.config import Settings
@@ -28,3 +30,36 @@ def test_server_and_worker_default_to_the_same_broker(monkeypatch):
     for name in ("ARENA_BROKER_URL", "ARENA_WORKER_BROKER_URL"):
         monkeypatch.delenv(name, raising=False)
     assert Settings().broker_url == WorkerSettings().broker_url
+
+
+def bash_blocks(section: str) -> list[str]:
+    """The section's ```bash blocks, in order (server host, then worker host)."""
+    return re.findall(r"```bash\n(.*?)```", section, re.S)
+
+
+def exported(block: str) -> dict[str, str]:
+    """The ARENA_* variables the block's `export` lines set, evaluated by bash as printed
+    (`$(openssl rand ...)` included); the block's last command is not run."""
+    exports = "\n".join(line for line in block.splitlines() if line.startswith("export "))
+    done = subprocess.run(["bash", "-c", f"set -eu\n{exports}\nenv -0"], capture_output=True,
+                          timeout=60, check=True)
+    pairs = (item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
+    return {k: v for k, v in pairs if k.startswith("ARENA_")}
+
+
+def test_the_server_block_sets_every_secret_a_deployment_needs_and_its_public_url(monkeypatch):
+    """`arena serve` refuses a deployment without ARENA_TEST_SEED_SECRET (issue 32.6: the
+    block printed none), and the login line must name the public URL, not 127.0.0.1."""
+    start = README.index("### One server, several workers")
+    server_block = bash_blocks(README[start:README.index("\n#", start + 10)])[0]
+    assert server_block.strip().splitlines()[-1].startswith("arena serve")
+    values = exported(server_block)
+    for name in [n for n in os.environ if n.startswith("ARENA_")]:
+        monkeypatch.delenv(name)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.secret_problems() == []
+    host = re.search(r"--host (\S+) --port (\d+)", server_block)
+    assert settings.public_url.startswith("http://") and host is not None
+    assert settings.public_url_for("http://0.0.0.0:8000") == settings.public_url.rstrip("/")
