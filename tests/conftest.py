@@ -63,6 +63,7 @@ tests/unit/conftest.py fails a test marked unit that does either, so this list s
 
 SERIAL_GROUP = "serial"
 SERIAL_PATHS: tuple[str, ...] = (
+    "e2e/test_competition_rehearsal.py",
 )
 """Files that one xdist worker runs in order, never beside each other (paths under tests/: the
 scheduler sees node ids only). Nothing else needs it now: each test process has its own Redis
