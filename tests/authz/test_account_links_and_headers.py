@@ -65,6 +65,14 @@ def test_hsts_when_cookies_are_secure(tmp_path, secure):
                 assert header is None, path
 
 
+def test_the_forgot_page_names_what_really_exists(tmp_path):
+    """Issue 32.4: it pointed at `arena user reset-link`, which does not exist."""
+    with inprocess_app(tmp_path) as env:
+        page = env.client.get("/forgot").text
+    assert "arena user reset-link" not in page
+    assert "admin" in page and "/api/v1/users/{id}/reset-link" in page
+
+
 def test_the_plain_alembic_cli_migrates_the_servers_database(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
     db = tmp_path / "cli.db"
