@@ -29,6 +29,7 @@ from worker.sandbox_kill import KILL_ATTEMPTS, kill_container
 from worker.sandbox_output import OutputArea, open_output_area
 from worker.sandbox_result import SandboxPlatformError, SandboxResult
 from worker.sandbox_streams import LogPump
+from worker.sandbox_usage import read_usage, remove_parent, usage_parent
 
 __all__ = ["SandboxLimits", "SandboxPlatformError", "SandboxResult", "SandboxSpec",
            "build_container_kwargs", "run_sandbox"]
@@ -83,6 +84,10 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
                  area: OutputArea, cancel: threading.Event,
                  live_tail: LiveTail | None = None) -> SandboxResult:
     kwargs = build_container_kwargs(spec, limits, output_source=area.mount_source)
+    # A parent cgroup whose counters outlive the container: its CPU time and peak (issue 38.6).
+    parent = None if "cgroup_parent" in kwargs else usage_parent(client, spec.name)
+    if parent is not None:
+        kwargs["cgroup_parent"] = parent
     container = client.containers.create(**kwargs)
     watch: EngineWatch | None = None
     try:
@@ -91,6 +96,7 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
                                    logs=False, demux=True)
         pump = LogPump(frames, limits.log_cap_bytes, live_tail)
         pump.start()
+        started_at = time.time()
         container.start()
         # The clock starts once the engine says the process runs: start-up is not charged.
         started = time.monotonic()
@@ -107,6 +113,7 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         _check_not_killed_from_outside(container, outcome, watch, oom)
         exceeded = outcome["output_exceeded"] or area.exceeded()
         detail = shape_bound(area.mount_source) if exceeded else None
+        usage = read_usage(parent)
         return SandboxResult(
             exit_code=state.get("ExitCode"),
             oom_killed=oom,
@@ -114,11 +121,13 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
             wall_time_s=wall_time_s,
             stdout=pump.stdout.text(), stderr=pump.stderr.text(),
             stdout_truncated=pump.stdout.truncated, stderr_truncated=pump.stderr.truncated,
-            output_exceeded=exceeded, cancelled=outcome["cancelled"], output_detail=detail)
+            output_exceeded=exceeded, cancelled=outcome["cancelled"], output_detail=detail,
+            cpu_s=usage.cpu_s, peak_memory_mb=usage.peak_memory_mb, started_at=started_at)
     finally:
         if watch is not None:
             watch.close()
         _remove(container)
+        remove_parent(parent)
 
 
 def _watch_exit(container: Any) -> threading.Event:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from submission_api.contract.usage import StageMark, StageUsage
+
 
 class SandboxPlatformError(RuntimeError):
     """The platform (Docker engine, host mounts) failed; retry the run, do not blame the code.
@@ -49,6 +51,15 @@ class SandboxResult:
     # Two stages merged (pipeline/execute.py): how many leading characters of stdout and stderr
     # meta-train wrote, so the server can tell them from what meta-test wrote (issue 20).
     meta_train_chars: tuple[int, int] | None = None
+    cpu_s: float | None = None
+    """CPU time of every process of the container, from its cgroup (None: not readable)."""
+    peak_memory_mb: float | None = None
+    started_at: float | None = None
+    """Unix time the container was started."""
+    stages: tuple[StageUsage, ...] = ()
+    """Per stage (the two-stage executors fill it): CPU time, peak memory, wall time."""
+    marks: tuple[StageMark, ...] = ()
+    """When each stage began and ended (`submission_api.contract.usage.MARK_ORDER`)."""
 
     @property
     def ok(self) -> bool:

@@ -76,6 +76,7 @@ from server.web.rendering import (
     web_message,
 )
 from server.web.report import report_response
+from server.web.run_usage import usage_rows
 from server.web.sessions import open_session, with_session_cookie
 from server.web.views import (
     PER_PAGE,
@@ -368,7 +369,8 @@ def submission_page(submission_id: int, request: Request, user: OptionalUser,
                   test_data=test_data_level(phase), results=results_state(phase),
                   sandbox_packages=SANDBOX_PACKAGES, now=now, competition=phase.competition,
                   module_advice=module_advice, standing=standing,
-                  reruns=rerun_reasons(session, submission.id))
+                  reruns=rerun_reasons(session, submission.id),
+                  usage=usage_rows(current) if sees_all else [])
 
 
 def submission_owner(session, submission: Submission) -> str:

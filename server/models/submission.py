@@ -114,6 +114,9 @@ class Run(Base):
     # Whether its test tasks had their own namespaces or fell back to shared ones, as the
     # worker's meta-test reported it (issue 34); shown to organizers and operators.
     isolation: Mapped[str | None] = mapped_column(Text)
+    # Per-stage CPU time and peak memory, and the stage marks (contract.usage.RunUsage, issue
+    # 38.6); shown to the phase's organizers.
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")

@@ -76,6 +76,8 @@ class RunOutcome:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     log: str = ""
     isolation: str | None = None
+    usage: dict[str, Any] | None = None
+    """Per-stage CPU time, peak memory and stage marks (`contract.usage.RunUsage`)."""
 
 
 def guarded_update(session: Session, run_id: int, conditions: list, values: dict) -> bool:
@@ -150,6 +152,7 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
         "summary": storable_json(outcome.summary),
         "log": cap_log(storable_text(outcome.log), policy),
         "isolation": storable_text(outcome.isolation),
+        "usage": storable_json(outcome.usage) if outcome.usage is not None else None,
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
     })
     if not changed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -91,7 +91,8 @@ def finish(session: Session, run: Run, body: FinishBody, now: datetime,
         state=body.state, reason=body.reason, message=body.message, summary=body.summary,
         tasks=[{"task_id": t.id, "dataset": t.dataset, "group": t.group, "n_ways": t.n_ways,
                 "n_shots": t.n_shots, "score": t.score, "accuracy": t.accuracy}
-               for t in body.tasks], log=body.log, isolation=body.isolation)
+               for t in body.tasks], log=body.log, isolation=body.isolation,
+        usage=None if body.usage is None else asdict(body.usage))
     owner = run.lease_owner
     with _commit_if_cancelled(session, owner, now):
         finished = run_service.finish_run(session, run.id, body.fencing_token, outcome, now,

@@ -87,6 +87,10 @@ class ResultRecord:
     time_limit_s: float | None = None
     memory_limit_mb: int | None = None
     peak_memory_mb: float | None = None
+    """The participant side's peak memory, whole process tree (the largest of its stages';
+    None where the executor cannot read it)."""
+    cpu_time_s: float | None = None
+    """Its CPU time, user and system, every process of every stage (None: not readable)."""
     status: ReportedStatus = ReportedStatus()
     meta_test: MetaTestEnd | None = None
     stderr_empty: bool = False

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from submission_api.contract.caps import LOG_TAIL_CAP, MESSAGE_CAP, REASON_CAP
+from submission_api.contract.usage import RunUsage
 
 WORKER_NAME_CAP = 200
 GPUS_CAP = 64
@@ -135,6 +136,9 @@ class FinishBody:
     """The run's isolation line (`MetaTestReport.isolation`): whether its test tasks had their
     own namespaces or fell back to shared ones; None when meta-test never started. Stored with
     the run and shown to organizers and operators (issue 34)."""
+    usage: RunUsage | None = None
+    """Per-stage CPU time and peak memory and the stage marks (issue 38.6); stored with the
+    run, shown to the phase's organizers."""
 
     def __post_init__(self) -> None:
         _check_length("reason", self.reason, REASON_CAP)

@@ -20,7 +20,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from worker.pipeline.score import (
     decide_outcome,
     failure_outcome,
     fault_outcome,
+    run_usage,
 )
 
 log = logging.getLogger(__name__)
@@ -202,8 +203,10 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
                                             "wall_time_s": result.wall_time_s})
     if not _enter_stage(heartbeat, "scoring"):
         return None
-    return decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
-                          log_cap_bytes=rt.log_cap_bytes)
+    scoring_start = time.time()
+    outcome = decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
+                             log_cap_bytes=rt.log_cap_bytes)
+    return replace(outcome, usage=run_usage(result, scoring_start))  # issue 38.6
 
 
 def running_progress(work: Path | None, live_tail: LiveTail) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from submission_api.contract.resources import RunResources
+from submission_api.contract.usage import StageMark, StageUsage
 from submission_api.runner.stages import (
     compute_task_seed,
     meta_test_command,
@@ -199,7 +201,24 @@ def merge_stages(train: ExecutionResult, test: ExecutionResult) -> ExecutionResu
         output_exceeded=train.output_exceeded or test.output_exceeded,
         cancelled=train.cancelled or test.cancelled,
         meta_train_chars=(len(train.stdout), len(train.stderr)),
-        output_detail=train.output_detail or test.output_detail)
+        output_detail=train.output_detail or test.output_detail,
+        cpu_s=None if train.cpu_s is None or test.cpu_s is None else train.cpu_s + test.cpu_s,
+        peak_memory_mb=max((p for p in (train.peak_memory_mb, test.peak_memory_mb)
+                            if p is not None), default=None),
+        started_at=train.started_at, stages=train.stages + test.stages,
+        marks=train.marks + test.marks)
+
+
+def with_stage(result: ExecutionResult, stage: str, began: float,
+               extra: tuple[StageMark, ...] = ()) -> ExecutionResult:
+    """`result` with its stage's usage and marks (container start, `extra`, end) recorded
+    (issue 38.6); `began` is the Unix time before the stage was launched."""
+    key = stage.replace("-", "_")
+    usage = StageUsage(stage, round(result.wall_time_s, 3), result.cpu_s,  # type: ignore[arg-type]
+                       result.peak_memory_mb)
+    start = StageMark(f"{key}_container_start", result.started_at or began)  # type: ignore[arg-type]
+    end = StageMark(f"{key}_end", max(time.time(), start.at))  # type: ignore[arg-type]
+    return replace(result, stages=(usage,), marks=(start, *extra, end))
 
 
 StageRunner = Callable[[str, tuple[str, ...], float, Path | None, tuple[tuple[Path, str], ...],
@@ -220,8 +239,9 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
     train_command = tuple(meta_train_command(paths["python"], paths["submission"],
                                              paths["bundle"], paths["output"]))
     _mark(request, "meta-train")
-    train = run_stage("meta-train", train_command, request.time_limit_s, request.bundle_dir, (),
-                      request.output_dir)
+    began = time.time()
+    train = with_stage(run_stage("meta-train", train_command, request.time_limit_s,
+                                 request.bundle_dir, (), request.output_dir), "meta-train", began)
     if not train.ok or cancel.is_set():
         return train
     remaining = request.time_limit_s - train.wall_time_s
@@ -242,9 +262,14 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
                                           private_copy=paths.get("private_copy")))
         return run_stage("meta-test", command, remaining, None, mounts, scratch_out)
 
-    test, _report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch,
-                                  progress_path=request.output_dir.parent / PROGRESS_FILE)
-    return merge_stages(train, test)
+    began = time.time()
+    test, report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch,
+                                 progress_path=request.output_dir.parent / PROGRESS_FILE)
+    # The task server's clock started just before the launch; the supervisor's hello ends
+    # its start-up.
+    supervisor = ((StageMark("supervisor_start", began + report.startup_s),)
+                  if report.startup_s > 0 else ())
+    return merge_stages(train, with_stage(test, "meta-test", began, supervisor))
 
 
 def _mark(request: ExecutionRequest, stage: str) -> None:

@@ -10,12 +10,14 @@ scored, by the runner's own `score_output`, against the kept answers. Everything
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from submission_api.contract.record import ResultRecord, exit_status
+from submission_api.contract.usage import RunUsage, StageMark
 from submission_api.contract.verdict import (
     Verdict,
     VerdictKind,
@@ -51,6 +53,9 @@ class Outcome:
     log: str = ""
     isolation: str | None = None
     """The run's isolation line (the task server's report), kept with the run (issue 34)."""
+    usage: RunUsage | None = None
+    """Per-stage CPU time and peak memory, and the stage marks (issue 38.6); the `publish`
+    mark is added when the body is built."""
 
     def to_finish_body(self, fencing_token: int) -> dict[str, Any]:
         """The `finish` body (`submission_api.contract.wire.FinishBody`'s fields and bounds;
@@ -58,7 +63,20 @@ class Outcome:
         FinishBody(fencing_token, self.state, self.reason, self.message)  # type: ignore[arg-type]
         return {"fencing_token": fencing_token, "state": self.state, "reason": self.reason,
                 "message": self.message, "summary": self.summary, "tasks": self.tasks,
-                "log": self.log, "isolation": self.isolation}
+                "log": self.log, "isolation": self.isolation,
+                "usage": None if self.usage is None else with_mark(self.usage, "publish").to_json()}
+
+
+def with_mark(usage: RunUsage, name: str, at: float | None = None) -> RunUsage:
+    """`usage` with one more stage mark, at `at` (default: now)."""
+    mark = StageMark(name, time.time() if at is None else at)  # type: ignore[arg-type]
+    return RunUsage(stages=list(usage.stages), marks=[*usage.marks, mark])
+
+
+def run_usage(result: ExecutionResult, scoring_start: float) -> RunUsage:
+    """What the executed run cost per stage and when its stages happened, through scoring."""
+    usage = RunUsage(stages=list(result.stages), marks=list(result.marks))
+    return with_mark(with_mark(usage, "scoring_start", scoring_start), "scoring_end")
 
 
 def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *,
@@ -72,8 +90,8 @@ def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *
         exit_code=exit_code, signal=signal,
         timed_out=result.timed_out, oom_killed=result.oom_killed,
         output_exceeded=result.output_exceeded, output_detail=result.output_detail,
-        wall_time_s=result.wall_time_s,
-        time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+        wall_time_s=result.wall_time_s, peak_memory_mb=result.peak_memory_mb,
+        cpu_time_s=result.cpu_s, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
         status=read_reported_status(output_dir), meta_test=read_meta_test_end(answers_dir),
         stderr_empty=not result.stderr.strip(),
         logs_truncated=result.stdout_truncated or result.stderr_truncated)

@@ -1,0 +1,66 @@
+"""A run's usage (issue 38.6): the worker sends per-stage CPU time, peak memory and stage marks
+with `finish` as typed fields, the server stores them with the run, and the submission page
+shows them to the phase's organizers, never to the participant of a secret phase."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from test_pages import login
+
+from server.models import Run
+
+T0 = 1_800_000_000.0
+USAGE = {
+    "stages": [{"stage": "meta-train", "wall_s": 12.5, "cpu_s": 11.25, "peak_memory_mb": 812.5},
+               {"stage": "meta-test", "wall_s": 30.0, "cpu_s": 27.75, "peak_memory_mb": 1415.0}],
+    "marks": [{"name": name, "at": T0 + offset} for name, offset in (
+        ("meta_train_container_start", 0), ("meta_train_end", 12.6),
+        ("meta_test_container_start", 12.8), ("supervisor_start", 14.1),
+        ("meta_test_end", 43.0), ("scoring_start", 43.1), ("scoring_end", 43.4),
+        ("publish", 43.5))]}
+
+
+def _finish(env, phase, user, usage):
+    submission_id = env.submit(phase.id, user).json()["id"]
+    run_id, token, _ = env.queue.jobs[-1]
+    auth = {"Authorization": f"Bearer {token}"}
+    fencing = env.client.post(f"/internal/runs/{run_id}/claim", json={"worker": "w"},
+                              headers=auth).json()["fencing_token"]
+    answer = env.client.post(f"/internal/runs/{run_id}/finish", headers=auth, json={
+        "fencing_token": fencing, "state": "failed", "reason": "crashed",
+        "message": "the process of test task 0 exited with code 1", "usage": usage})
+    return submission_id, run_id, answer
+
+
+def test_usage_is_stored_and_shown_to_organizers_not_to_a_secret_phases_participant(env):
+    olga, olga_headers = env.user("olga", role="organizer")
+    phase = env.phase(owner=olga, leaderboard={"test_data": "secret"})
+    _, ann = env.user("ann")
+    submission_id, run_id, answer = _finish(env, phase, ann, USAGE)
+    assert answer.status_code == 200, answer.text
+    with env.db.session() as s:
+        stored = s.execute(select(Run.usage).where(Run.id == run_id)).scalar_one()
+    assert stored["stages"][1] == USAGE["stages"][1]
+    assert [m["name"] for m in stored["marks"]] == [m["name"] for m in USAGE["marks"]]
+
+    login(env, olga_headers)
+    page = env.client.get(f"/submissions/{submission_id}")
+    assert page.status_code == 200 and 'id="run-usage"' in page.text
+    assert "39.00 s CPU" in page.text and "peak 1415.0 MB" in page.text
+    assert "+14.10 s: supervisor started" in page.text
+    assert "+43.50 s: result sent to the server" in page.text
+    env.client.cookies.clear()
+    login(env, ann)
+    page = env.client.get(f"/submissions/{submission_id}")
+    assert page.status_code == 200 and 'id="run-usage"' not in page.text
+    assert "1415.0" not in page.text and "supervisor started" not in page.text
+
+
+def test_usage_of_a_wrong_shape_is_refused_with_a_clear_error(env):
+    phase = env.phase()
+    _, ann = env.user("ann")
+    bad = {"stages": [{"stage": "meta-train", "wall_s": -1.0}], "marks": []}
+    _, _, answer = _finish(env, phase, ann, bad)
+    assert answer.status_code == 422 and "wall_s" in answer.text, answer.text
+    _, _, answer = _finish(env, phase, ann, {"stages": [], "marks": [{"name": "lunch", "at": T0}]})
+    assert answer.status_code == 422 and "name" in answer.text, answer.text
