@@ -32,7 +32,7 @@ from server.services.names import display_name, name_key
 from server.services.reserved_names import check_not_reserved
 
 USERNAME = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
-EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}$")
+EMAIL = re.compile(r"^[^@\s\x00-\x1f\x7f]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}$")
 MIN_PASSWORD, MAX_PASSWORD = 8, 256
 HOUR = timedelta(hours=1)
 
@@ -83,7 +83,11 @@ def email_key(email: str) -> str:
 
 
 def check_email_free(session: Session, email: str) -> str:
-    """The address's `email_key`; ConflictError (`user.email_taken`) when an account has it."""
+    """The address's `email_key`; InvalidInputError (`signup.bad_email`) unless it is an address,
+    ConflictError (`user.email_taken`) when an account has it."""
+    if not EMAIL.match(email.strip()):
+        raise InvalidInputError(f"{email!r} is not an email address; expected name@example.org",
+                                code="signup.bad_email")
     key = email_key(email)
     if session.execute(select(User.id).where(User.email_key == key)).first() is not None:
         raise ConflictError(f"an account with the e-mail address {email!r} exists already; "

@@ -63,6 +63,9 @@ def test_one_account_per_email_address_whatever_its_case(env):
     made = env.client.post("/api/v1/users", headers=admin,
                            json={"username": "ada2", "email": "Ada@uni.example.org"})
     assert made.status_code == 409 and made.json()["error"]["code"] == "user.email_taken"
+    nul = env.client.post("/api/v1/users", headers=admin,  # Postgres cannot store a NUL
+                          json={"username": "ada3", "email": "ada\u0000@uni.example.org"})
+    assert nul.status_code == 422 and nul.json()["error"]["code"] == "signup.bad_email", nul.text
 
 
 def test_with_smtp_an_account_verifies_its_address_before_taking_part(env):
