@@ -29,6 +29,7 @@ from server.models import AuditLog, Competition, Phase, Run, Submission, User
 from server.services.close_summary import compute_close_summary
 from server.services.competitions import check_phase_data
 from server.services.leaderboard import choose_entries
+from submission_api.contract.states import RunState
 
 Job = tuple[int, str, str]
 
@@ -112,7 +113,7 @@ def _copy(session: Session, origin: Submission, final: Phase, now: datetime,
         state="queued", created_at=now, league=origin.league, is_baseline=origin.is_baseline,
         charged=False, carried_from_id=origin.id)
     tokens = [new_token() for _ in range(max(final.runs_per_submission, 1))]
-    copy.runs = [Run(index=i, seed=i, state="queued", run_token_hash=hash_token(tok),
+    copy.runs = [Run(index=i, seed=i, state=RunState.QUEUED, run_token_hash=hash_token(tok),
                      enqueued_at=now, created_at=now) for i, tok in enumerate(tokens)]
     session.add(copy)
     session.flush()

@@ -27,8 +27,10 @@ from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
 from server.services import tenancy
 from server.services.competitions import check_phase_data
-from server.services.runs import CANCELLED_MESSAGE, guarded_update
+from server.services.run_transitions import guarded_update, move_run
+from server.services.runs import cancelled_values
 from server.services.submissions import in_team_of, refresh_submission
+from submission_api.contract.states import RunState
 
 Job = tuple[int, str, str]
 
@@ -71,10 +73,9 @@ def cancel_submission(session: Session, submission: Submission, actor: User,
     """Cancel queued runs now, mark active ones; 409 when nothing is left to cancel."""
     touched = 0
     for run in current_runs(session, submission.id):
-        if run.state == "queued":
-            touched += guarded_update(session, run.id, [Run.state == "queued"], {
-                "state": "cancelled", "message": CANCELLED_MESSAGE, "finished_at": now,
-                "run_token_hash": None, "fencing_token": Run.fencing_token + 1})
+        if run.state == RunState.QUEUED:
+            touched += move_run(session, run.id, RunState.CANCELLED, cancelled_values(now),
+                                among=[RunState.QUEUED])
         elif run.state in ACTIVE_STATES and run.cancel_requested_at is None:
             touched += guarded_update(session, run.id, [Run.state.in_(ACTIVE_STATES)],
                                       {"cancel_requested_at": now})
@@ -108,7 +109,7 @@ def rerun_submission(session: Session, submission: Submission, actor: User, now:
     for offset, old in enumerate(runs):
         token = new_token()
         run = Run(submission_id=submission.id, index=(next_index or 0) + 1 + offset,
-                  seed=old.seed, state="queued", run_token_hash=hash_token(token),
+                  seed=old.seed, state=RunState.QUEUED, run_token_hash=hash_token(token),
                   enqueued_at=now, created_at=now)
         session.add(run)
         session.flush()

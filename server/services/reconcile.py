@@ -30,7 +30,9 @@ from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, Phase, Run, Submission, utcnow
 from server.services.finals import close_phase, due_phases
 from server.services.queue import JobQueue, enqueue_quietly
-from server.services.runs import LeasePolicy, guarded_update, requeue_or_fail
+from server.services.run_transitions import guarded_update
+from server.services.runs import LeasePolicy, requeue_or_fail
+from submission_api.contract.states import RunState
 
 log = logging.getLogger("arena.reconcile")
 
@@ -67,7 +69,7 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
     failed: list[int] = []
     for run, queue_name in lost_runs(session, now, queue, policy, suspects):
         token = new_token()
-        unchanged = [Run.state == "queued", Run.enqueued_at == run.enqueued_at]
+        unchanged = [Run.state == RunState.QUEUED, Run.enqueued_at == run.enqueued_at]
         if guarded_update(session, run.id, unchanged,
                           {"run_token_hash": hash_token(token), "enqueued_at": now}):
             jobs.append((run.id, token, queue_name))
@@ -75,8 +77,7 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
     for run, queue_name in _runs_with_queue(session, policy, [
         Run.state.in_(ACTIVE_STATES), Run.lease_expires_at < now,
     ]):
-        guard = [Run.fencing_token == run.fencing_token, Run.state.in_(ACTIVE_STATES),
-                 Run.lease_expires_at < now]
+        guard = [Run.fencing_token == run.fencing_token, Run.lease_expires_at < now]
         resent = requeue_or_fail(session, run, guard, f"lease of {run.lease_owner!r} expired",
                                  now, policy.lease)
         if resent:
@@ -99,7 +100,8 @@ def lost_runs(session: Session, now: datetime, queue: JobQueue, policy: Reconcil
               suspects: Suspects | None) -> list[tuple[Run, str]]:
     """Queued runs the broker lost (see the module docstring); updates `suspects`."""
     old = _runs_with_queue(session, policy, [
-        Run.state == "queued", Run.enqueued_at < now - timedelta(seconds=policy.lost_after_s)])
+        Run.state == RunState.QUEUED,
+        Run.enqueued_at < now - timedelta(seconds=policy.lost_after_s)])
     inspect = getattr(queue, "pending_runs", None)
     # Read the broker after the database: a job sent later than our read cannot hide a loss.
     held = {name: inspect(name) if inspect else None for name in {q for _r, q in old}}

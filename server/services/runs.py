@@ -21,20 +21,20 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.core.db import count_changed
 from server.core.errors import InvalidInputError, NotClaimableError, StaleLeaseError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, Submission, TaskResult
+from server.services.run_transitions import guarded_update, move_run
 from server.services.submissions import refresh_submission
+from submission_api.contract.states import ACTIVE_STATES as STAGES
+from submission_api.contract.states import FINISH_STATES, RunState
 from submission_api.log_text import cap_text
 from submission_api.storable_text import storable_json, storable_text
 
 log = logging.getLogger(__name__)
-STAGE_ORDER = {"queued": 0, "preparing": 1, "running": 2, "scoring": 3}
-FINISH_STATES = ("finished", "failed", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,6 @@ class RunOutcome:
     """Per-stage CPU time, peak memory and stage marks (`contract.usage.RunUsage`)."""
 
 
-def guarded_update(session: Session, run_id: int, conditions: list, values: dict) -> bool:
-    """Apply `values` to the run only if every condition holds; True if a row changed."""
-    stmt = (update(Run).where(Run.id == run_id, *conditions).values(**values)
-            .execution_options(synchronize_session=False))
-    return count_changed(session, stmt) == 1
-
-
 def _load(session: Session, run_id: int) -> Run:
     query = select(Run).where(Run.id == run_id).execution_options(populate_existing=True)
     return session.execute(query).scalar_one()
@@ -95,15 +88,13 @@ def _load(session: Session, run_id: int) -> Run:
 def claim_run(session: Session, run_id: int, worker: str, now: datetime,
               policy: LeasePolicy) -> Run:
     """Take the lease; raises NotClaimableError if the run is terminal or leased to another."""
-    claimable = or_(Run.state == "queued",
-                    (Run.state.in_(ACTIVE_STATES)) & (Run.lease_expires_at < now)
-                    & Run.cancel_requested_at.is_(None))
-    changed = guarded_update(session, run_id, [claimable], {
-        "state": "preparing", "lease_owner": worker[:200],
+    lapsed = (Run.lease_expires_at < now) & Run.cancel_requested_at.is_(None)
+    changed = move_run(session, run_id, RunState.PREPARING, {
+        "lease_owner": worker[:200],
         "lease_expires_at": now + timedelta(seconds=policy.lease_seconds),
         "fencing_token": Run.fencing_token + 1, "attempts": Run.attempts + 1,
         "started_at": now,
-    })
+    }, reclaim=lapsed)
     run = _load(session, run_id)
     if not changed:
         raise NotClaimableError(
@@ -123,7 +114,7 @@ def heartbeat_run(session: Session, run_id: int, fencing_token: int, stage: str,
             f"stage {stage!r} is not a working stage; expected one of {list(ACTIVE_STATES)}"
         )
     stop_if_cancel_requested(session, run_id, fencing_token, now)
-    earlier = [s for s in ACTIVE_STATES if STAGE_ORDER[s] <= STAGE_ORDER[stage]]
+    earlier = STAGES[:STAGES.index(RunState(stage))]
     expires = now + timedelta(seconds=policy.lease_seconds)
     holder = [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
               Run.cancel_requested_at.is_(None)]
@@ -131,8 +122,8 @@ def heartbeat_run(session: Session, run_id: int, fencing_token: int, stage: str,
     # has reached (the worker's background beat racing its own stage change) still extends
     # the lease and leaves the stage where it is; a 409 would make the worker throw away a
     # finished result.
-    moved = guarded_update(session, run_id, [*holder, Run.state.in_(earlier)],
-                           {"state": stage, "lease_expires_at": expires})
+    moved = move_run(session, run_id, RunState(stage), {"lease_expires_at": expires}, holder,
+                     among=earlier)
     if not moved and not guarded_update(session, run_id, holder, {"lease_expires_at": expires}):
         raise _stale(session, run_id, fencing_token)
     return expires
@@ -144,17 +135,15 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
     score = _check_outcome(outcome)
     stop_if_cancel_requested(session, run_id, fencing_token, now)
     outcome = charge_repeated_internal_error(session, run_id, outcome, now, policy)
-    changed = guarded_update(session, run_id,
-                       [Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
-                        Run.cancel_requested_at.is_(None)], {
-        "state": outcome.state, "reason": outcome.reason,
+    changed = move_run(session, run_id, RunState(outcome.state), {
+        "reason": outcome.reason,
         "message": storable_text(outcome.message), "score": score,
         "summary": storable_json(outcome.summary),
         "log": cap_log(storable_text(outcome.log), policy),
         "isolation": storable_text(outcome.isolation),
         "usage": storable_json(outcome.usage) if outcome.usage is not None else None,
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
-    })
+    }, [Run.fencing_token == fencing_token, Run.cancel_requested_at.is_(None)], among=STAGES)
     if not changed:
         raise _stale(session, run_id, fencing_token)
     session.add_all(_task_rows(run_id, outcome.tasks))
@@ -192,7 +181,8 @@ CANCELLED_MESSAGE = "cancelled on request (by its owner or an organizer); nothin
 
 
 def cancelled_values(now: datetime) -> dict[str, Any]:
-    return {"state": "cancelled", "message": CANCELLED_MESSAGE, "finished_at": now,
+    """What a run moved to `cancelled` also gets (see `move_run`)."""
+    return {"message": CANCELLED_MESSAGE, "finished_at": now,
             "lease_owner": None, "lease_expires_at": None, "run_token_hash": None,
             "fencing_token": Run.fencing_token + 1}
 
@@ -202,12 +192,12 @@ def stop_if_cancel_requested(session: Session, run_id: int, fencing_token: int,
     """If the run's cancel was requested, end it as cancelled and raise 409 `run.cancelled`.
 
     The caller must commit before the error reaches the worker (see api/internal.py)."""
-    if guarded_update(session, run_id, [
-            Run.fencing_token == fencing_token, Run.state.in_(ACTIVE_STATES),
-            Run.cancel_requested_at.is_not(None)], cancelled_values(now)):
+    if move_run(session, run_id, RunState.CANCELLED, cancelled_values(now), [
+            Run.fencing_token == fencing_token, Run.cancel_requested_at.is_not(None)],
+            among=STAGES):
         refresh_submission(session, _load(session, run_id).submission_id, now)
         raise StaleLeaseError(f"run {run_id} was cancelled on request; stop it and publish "
-                              "nothing", code="run.cancelled", state="cancelled")
+                              "nothing", code="run.cancelled", state=RunState.CANCELLED.value)
 
 
 def release_run(session: Session, run_id: int, fencing_token: int, error: str, now: datetime,
@@ -217,8 +207,8 @@ def release_run(session: Session, run_id: int, fencing_token: int, error: str, n
     run = _load(session, run_id)
     if run.fencing_token != fencing_token or run.state not in ACTIVE_STATES:
         raise _stale(session, run_id, fencing_token)
-    token = requeue_or_fail(session, run, [Run.fencing_token == fencing_token,
-                                            Run.state.in_(ACTIVE_STATES)], error, now, policy)
+    token = requeue_or_fail(session, run, [Run.fencing_token == fencing_token], error, now,
+                            policy)
     if token == "":
         raise _stale(session, run_id, fencing_token)
     return token
@@ -231,8 +221,9 @@ read "the run failed during meta-testing"); `secrecy.redact_message` keeps this 
 
 def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: datetime,
                      policy: LeasePolicy) -> str | None:
-    """Shared by release and the reconciler: "" when the guard lost the race, None when the
-    run failed for good, else the new run token."""
+    """Shared by release and the reconciler: moves an active run (meeting `guard`) back to
+    queued, or to failed or cancelled; "" when the guard lost the race, None when the run
+    failed for good, else the new run token."""
     failures = run.platform_failures + 1
     token = new_token()
     values: dict[str, Any] = {
@@ -241,17 +232,20 @@ def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: da
         "message": storable_text(f"{RETRY_NOTE} (the fault: {error})"[:4000]),
     }
     give_up = failures >= policy.max_platform_failures or run.cancel_requested_at is not None
+    target = RunState.QUEUED
     if run.cancel_requested_at is not None:  # asked to stop anyway: do not run it again
+        target = RunState.CANCELLED
         values = cancelled_values(now) | {"platform_failures": failures}
     elif give_up:
-        values |= {"state": "failed", "reason": PLATFORM_ERROR, "finished_at": now,
+        target = RunState.FAILED
+        values |= {"reason": PLATFORM_ERROR, "finished_at": now,
                    "run_token_hash": None,
                    "message": storable_text(f"the platform failed {failures} times running "
                                             f"this run (last: {error}); it is not charged to "
                                             "your quota"[:4000])}
     else:
-        values |= {"state": "queued", "run_token_hash": hash_token(token), "enqueued_at": now}
-    if not guarded_update(session, run.id, guard, values):
+        values |= {"run_token_hash": hash_token(token), "enqueued_at": now}
+    if not move_run(session, run.id, target, values, guard, among=STAGES):
         return ""
     refresh_submission(session, run.submission_id, now)
     return None if give_up else token
@@ -270,10 +264,11 @@ def _check_outcome(outcome: RunOutcome) -> float | None:
     """Validate before writing; returns the run score (summary 'score', else 'mean')."""
     if outcome.state not in FINISH_STATES:
         raise InvalidInputError(
-            f"state {outcome.state!r} cannot end a run; expected one of {list(FINISH_STATES)}"
+            f"state {outcome.state!r} cannot end a run; expected one of "
+            f"{[str(s) for s in FINISH_STATES]}"
         )
     raw = outcome.summary.get("score", outcome.summary.get("mean"))
-    if outcome.state != "finished":
+    if outcome.state != RunState.FINISHED:
         return None
     if not isinstance(raw, int | float):
         raise InvalidInputError(

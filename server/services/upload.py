@@ -23,6 +23,7 @@ from server.services.participation import check_may_submit
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.quotas import check_quota, lock_participation, lock_team, team_id_of
 from server.services.storage import Storage, lock_content, place_by_hash
+from submission_api.contract.states import RunState
 from submission_api.submission_zip import ZipLimits, ZipReport, check_submission_zip
 
 
@@ -155,7 +156,7 @@ def _insert(session: Session, storage: Storage, user_id: int, phase: Phase,
     )
     tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
     submission.runs = [
-        Run(index=i, seed=i, state="queued", run_token_hash=hash_token(tok), enqueued_at=now,
+        Run(index=i, seed=i, state=RunState.QUEUED, run_token_hash=hash_token(tok), enqueued_at=now,
             created_at=now)
         for i, tok in enumerate(tokens)
     ]
