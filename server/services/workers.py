@@ -103,7 +103,15 @@ def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[d
             "gpus": w.gpus or [], "runs_claimed": w.runs_claimed, "silent": silent,
             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
             "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at})
-    return listed
+    return mark_shared_names(listed)
+
+
+def mark_shared_names(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`shared_by`: how many live processes report under this row's configured name (the part
+    before '@host:pid:random'); above 1, two workers were started with one ARENA_WORKER_NAME."""
+    live = [w["name"].split("@", 1)[0] for w in rows if not w["silent"]]
+    return [{**w, "shared_by": live.count(w["name"].split("@", 1)[0]) if not w["silent"]
+             else 0} for w in rows]
 
 
 def live_leases(session: Session, now: datetime) -> dict[str, int]:
