@@ -25,6 +25,7 @@ from submission_api.contract.caps import MESSAGE_CAP, cap_error, cap_tail, cap_t
 from submission_api.contract.reasons import (
     BETWEEN_TASKS,
     LAST_STAGE,
+    META_TRAIN_STAGES,
     STAGE_REASONS,
     FailureReason,
 )
@@ -55,6 +56,9 @@ class Verdict:
     reason: FailureReason | None = None
     message: str = ""
     trace: str | None = None
+    stage: str | None = None
+    """The meta-train stage the failure was raised in (`META_TRAIN_STAGES`), or the test task's
+    stage; None where no participant stage explains it (meta-test as a whole)."""
 
     @property
     def state(self) -> RunState | None:
@@ -86,9 +90,10 @@ def compose_message(message: str, trace: str | None) -> str:
 SCORE = Verdict(VerdictKind.SCORE)
 
 
-def failed(reason: str, message: str, trace: str | None = None) -> Verdict:
+def failed(reason: str, message: str, trace: str | None = None,
+           stage: str | None = None) -> Verdict:
     """A charged failure with a stored reason (`FailureReason` values only)."""
-    return Verdict(VerdictKind.FAILED, FailureReason(reason), message, cap_trace(trace))
+    return Verdict(VerdictKind.FAILED, FailureReason(reason), message, cap_trace(trace), stage)
 
 
 def platform(message: str) -> Verdict:
@@ -132,6 +137,10 @@ def _limit_verdict(record: ResultRecord) -> Verdict | None:
 def _meta_test_verdict(record: ResultRecord, end: MetaTestEnd) -> Verdict:
     """The trusted side's account of meta-test outranks whatever status.json says."""
     message = end.message or str(end.reason)
+    if end.reason == FailureReason.PLATFORM_ERROR:
+        # the trusted side's own failure, or the fork server / a task's reaper lost where the
+        # task could not reach them (runner/forkserver.py): retried, never charged
+        return platform(message)
     if end.reason == FailureReason.KILLED:
         return unexplained_kill(f"{message}, and no memory limit was hit (no out-of-memory kill "
                                 "recorded); not charged unless it happens to several of your "
@@ -173,7 +182,9 @@ def _exit_verdict(record: ResultRecord) -> Verdict:
         else:
             what = (f"ended the process with exit code {code} without reporting an error (a "
                     f"crash, an explicit exit or a signal); {_log_hint(record)}")
-        return failed(STAGE_REASONS[stage], f"{stage}{where} {what}", status.traceback)
+        # a meta-train stage named with a test task is a forgery: it is meta-test's
+        placed = None if status.task is not None and stage in META_TRAIN_STAGES else stage
+        return failed(STAGE_REASONS[stage], f"{stage}{where} {what}", status.traceback, placed)
     if status.stage == BETWEEN_TASKS:
         return failed(FailureReason.PREDICT_ERROR, f"the process died during meta-testing with "
                       f"exit code {code}; see the log.", status.traceback)

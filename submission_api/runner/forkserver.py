@@ -38,6 +38,16 @@ supervisor sends `fork` {id} with the task's socket attached, which the fork ser
 standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` with pidfds
 of P and of itself attached (or `forked` {error} without them) and, when P has ended,
 `exited` {id, status} (P's wait status).
+
+Faults of the fork server and of T are the host's, never a task's where the task has its own
+namespaces (it cannot name, signal or trace them): every wait on them has a deadline
+(`FORK_REPORT_S`, `EXIT_REPORT_S`) and a lost one raises `ForkServerLost`, which the supervisor
+reports as a platform fault (retried, uncharged) rather than hanging to the run's wall clock
+(issue 36: a killed T once left `fork_task` waiting for `forked` forever, charged `timed_out`).
+In shared namespaces a task could kill T itself, so there the loss is reported as reachable
+(an unexplained kill, uncharged but counted). A stop of the fork server is judged the same way
+(`check_stopped`): a ptrace stop (a profiler on the host) or, in the task's own namespaces, any
+stop is not the task's doing.
 """
 
 from __future__ import annotations
@@ -59,6 +69,13 @@ from submission_api.runner.channel import ChannelError, receive_control, send_co
 
 EXIT_REPORT_S = 30.0
 """How long the supervisor waits for T's report once P has ended (T only reaps it)."""
+FORK_REPORT_S = 30.0
+"""How long the supervisor waits for T's `forked` (a standby is ready: one message; else a fork,
+the namespaces and P's confinement, ~20 ms, seconds on a loaded host)."""
+
+
+class ForkServerLost(ChannelError):
+    """The fork server or a task's T (platform code) ended or stopped answering."""
 
 PRELOAD = ("numpy", "torch", "torchvision", "submission_api.api", "submission_api.data",
            "submission_api.sampling.seeds", "submission_api.runner.participant",
@@ -123,9 +140,14 @@ class ForkServer:
                 sys.stderr.flush()
                 os._exit(code)
         theirs.close()
-        ready, _ = receive_control(ours)
+        try:
+            ready, _ = receive_control(ours)
+        except ChannelError as error:  # killed while it preloaded: no task had run
+            ours.close()
+            raise ForkServerLost(f"the fork server (platform code) ended before it was ready: "
+                                 f"{error}") from error
         if ready.get("type") != "ready":
-            raise ChannelError(f"the fork server did not start: {ready}")
+            raise ForkServerLost(f"the fork server did not start: {ready}")
         return cls(pid, ours, inherited.read_attributes(pid))
 
     def fork_task(self, task_id: int, task_fd: int) -> int:
@@ -136,8 +158,12 @@ class ForkServer:
         reap: a task that ends before the supervisor looks (a quick task on a busy host) is
         still named by them, and no pid can have been reused for another process meanwhile.
         """
-        send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
-        forked, fds = receive_control(self.sock, max_fds=2)
+        try:
+            send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
+            forked, fds = receive_control(self.sock, time.monotonic() + FORK_REPORT_S, max_fds=2)
+        except (ChannelError, OSError) as error:  # T or the fork server killed: no report
+            raise ForkServerLost(f"the fork server did not report test task {task_id}'s process "
+                                 f"within {FORK_REPORT_S:g} s: {error}") from error
         if forked.get("type") != "forked" or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
@@ -150,10 +176,15 @@ class ForkServer:
         """P's wait status, as T reports it once P has ended.
 
         Raises:
-            ChannelError: no report within `wait_s` (T was killed: the memory bound).
+            ForkServerLost: no report within `wait_s` (T was killed: the memory bound, or the
+                host).
         """
         deadline = time.monotonic() + wait_s
-        exited, _ = receive_control(self.sock, deadline)
+        try:
+            exited, _ = receive_control(self.sock, deadline)
+        except ChannelError as error:
+            raise ForkServerLost(f"test task {task_id}'s reaper (platform code) did not report "
+                                 f"how the task ended within {wait_s:g} s: {error}") from error
         if exited.get("type") != "exited" or exited.get("id") != task_id:
             raise ChannelError(f"the fork server reported {str(exited)[:200]} for test task "
                                f"{task_id}; expected its exit status")
@@ -170,6 +201,29 @@ class ForkServer:
         finally:
             os.close(self._reaper)
             self._reaper = None
+
+    def check_stopped(self, reachable: bool) -> str | None:
+        """What the sweep should blame on the last task if the fork server is stopped, else
+        None. A job-control stop is resumed (SIGCONT); it is the task's doing only where the
+        task could signal the fork server (`reachable`: shared namespaces). A ptrace stop is a
+        tracer's on the host (the task's processes are gone by now, and in its own namespaces
+        it can trace nothing outside): never blamed, and left to its tracer."""
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            tracer = next((int(line.split()[1]) for line in
+                           Path(f"/proc/{self.pid}/status").read_text().splitlines()
+                           if line.startswith("TracerPid:")), 0)
+        except (OSError, IndexError, ValueError):
+            return None
+        if state == b"t" or tracer:
+            sys.stderr.write(f"arena supervisor: the fork server is traced by process {tracer} "
+                             "(a profiler or debugger on the host); not the task's doing\n")
+            return None
+        if state != b"T":
+            return None
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGCONT)
+        return "the fork server was stopped by a task" if reachable else None
 
     def stop(self) -> None:
         self.sock.close()  # it exits on EOF; the supervisor's sweep reaps it

@@ -254,7 +254,17 @@ class TaskServer:
         self._listener.close()
         self.socket_path.unlink(missing_ok=True)
         self._control = control
-        hello, _ = receive_control(control, self.deadline)
+        try:
+            hello, _ = receive_control(control, self.deadline)
+        except ChannelError as error:  # before any task: only platform code had run
+            self._fail(None, FailureReason.PLATFORM_ERROR, "meta_test",
+                       f"the meta-test supervisor (platform code) ended before its first test "
+                       f"task: {error}; retried, not charged")
+            return False
+        if hello.get("platform"):  # its fork server was lost at start-up (runner/forkserver.py)
+            self._fail(None, FailureReason.PLATFORM_ERROR, "meta_test",
+                       f"{str(hello['platform'])[:1000]}; retried, not charged")
+            return False
         self.report.isolation = str(hello.get("isolation", ""))[:400]
         self.report.task_namespaces = hello.get("private") is True
         if hello.get("refused"):  # the private copy did not fit in the run's memory
@@ -301,6 +311,17 @@ class TaskServer:
         if ended.get("type") != "ended" or ended.get("id") != task.id:
             raise ChannelError(f"the supervisor answered {str(ended)[:200]} for test task "
                                f"{task.id}; expected its 'ended' report")
+        if ended.get("platform"):  # the fork server or the task's reaper was lost
+            lost = str(ended["platform"])[:1000]
+            if ended.get("reachable"):  # shared namespaces: the task could have killed it
+                self._fail(task.id, FailureReason.KILLED, "meta_test",
+                           f"test task {task.id}: {lost} (in shared namespaces, where the task "
+                           "could have ended it itself)")
+            else:
+                self._fail(task.id, FailureReason.PLATFORM_ERROR, "meta_test",
+                           f"test task {task.id}: {lost}; the task cannot reach it (its own "
+                           "namespaces): retried, not charged")
+            return False
         left = ended.get("left") or []
         if left:
             self._fail(task.id, "crashed", "meta_test",

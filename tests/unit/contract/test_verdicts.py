@@ -284,3 +284,17 @@ def test_every_stored_reason_is_explained_on_the_submission_page():
     assert timed_out is not None and time_limit is not None
     assert timed_out.meaning == time_limit.meaning != "The run failed."
 
+
+
+def test_a_platform_error_the_trusted_side_records_in_meta_test_is_retried_not_charged():
+    """Issue 36.1: a lost fork server or task reaper (platform code the task cannot reach)
+    ends meta-test as `platform_error`; the verdict was a charged `failed` with that reason."""
+    from submission_api.contract.record import MetaTestEnd, ReportedStatus, ResultRecord
+    from submission_api.contract.verdict import VerdictKind, decide_verdict
+
+    record = ResultRecord(exit_code=0, status=ReportedStatus(stage="meta_test"),
+                          meta_test=MetaTestEnd(tasks_done=0, n_tasks=5, reason="platform_error",
+                                                message="the fork server (platform code) ended "
+                                                        "before it was ready"))
+    verdict = decide_verdict(record)
+    assert verdict.kind == VerdictKind.PLATFORM and not verdict.charged
