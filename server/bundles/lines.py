@@ -47,7 +47,23 @@ class LineMap:
 
 class _Loader(yaml.SafeLoader):
     """The safe loader, whose impossible dates (`2022-13-45`) are YAML errors with a line,
-    not a bare ValueError from `datetime` that would escape as a traceback."""
+    not a bare ValueError from `datetime` that would escape as a traceback, and which stops
+    composing past MAX_DEPTH levels (issue 36: PyYAML's scanner pays for every open flow level
+    on every token, so a 100 KB document of 50,000 nested `[` cost seconds of CPU before its
+    refusal; bounded while composing, it reads 65 levels and stops)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"the document nests deeper than {MAX_DEPTH} levels (a bundle "
+                    "needs about six); flatten it", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _timestamp(loader: _Loader, node: yaml.ScalarNode) -> Any:
