@@ -22,6 +22,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from server.core.errors import InvalidInputError, UploadStalledError, UploadTooLargeError
+from server.core.form_text import check_field_text
 from server.services.storage import Storage, StreamingFile
 from server.services.upload import StagedUpload
 
@@ -62,7 +63,7 @@ class _Receiver:
 
     def on_headers_finished(self) -> None:
         _, options = parse_options_header(self._headers.get("content-disposition", ""))
-        name = options.get(b"name", b"").decode()
+        name = options.get(b"name", b"").decode(errors="replace")  # checked at the part's end
         if name == self.file_field and b"filename" in options:
             if self.file is not None:
                 raise InvalidInputError(f"more than one {self.file_field!r} part; send one file")
@@ -72,6 +73,7 @@ class _Receiver:
         else:
             self._buffer = bytearray()
             self._headers["__name__"] = name
+            self._headers["__file__"] = "1" if b"filename" in options else ""
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._writing_file and self.file is not None:
@@ -86,7 +88,10 @@ class _Receiver:
 
     def on_part_end(self) -> None:
         if self._buffer is not None:
-            self.fields[self._headers["__name__"]] = self._buffer.decode(errors="replace")
+            name, value = self._headers["__name__"], self._buffer.decode(errors="replace")
+            if not self._headers.get("__file__"):  # text: no NUL, controls or non-UTF-8 bytes
+                check_field_text(name, value)
+            self.fields[name] = value
         self._buffer, self._writing_file = None, False
 
 

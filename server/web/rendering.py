@@ -31,9 +31,9 @@ from server.core.errors import (
     ArenaError,
     AuthRequiredError,
     CsrfError,
-    InvalidInputError,
     describe_error,
 )
+from server.core.form_text import check_field_text
 from server.core.security import csrf_token, same_secret
 from server.services.timeline import format_duration, format_limit
 from submission_api.log_text import escape_controls
@@ -197,7 +197,6 @@ def install_page_errors(app) -> None:
 
 
 FORM_TYPE = "application/x-www-form-urlencoded"
-_BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd\ud800-\udfff]")
 
 
 async def check_form_text(request: Request) -> None:
@@ -211,12 +210,7 @@ async def check_form_text(request: Request) -> None:
             FORM_TYPE):
         return
     for name, value in (await request.form()).multi_items():
-        for text in (name, value):
-            if isinstance(text, str) and (bad := _BAD_CHARS.search(text)):
-                raise InvalidInputError(
-                    f"the form field {name[:40]!r} holds the character U+{ord(bad.group()):04X}"
-                    ", which no form sends (a control character, or bytes that are not UTF-8)"
-                    "; reload the page and type the value again", code="form.bad_bytes")
+        check_field_text(name, value)
 
 
 class PageRoute(APIRoute):

@@ -10,8 +10,9 @@ import re
 import pytest
 from authz_world import build_world
 from fastapi import routing
-from inprocess_support import inprocess_app
+from inprocess_support import inprocess_app, zip_bytes
 
+from server.core.security import csrf_token
 from server.web.rendering import PageRoute
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -68,6 +69,34 @@ def test_a_nul_in_a_field_is_named_in_a_clear_422(app_env):
                                  headers=FORM | {"Accept": "text/html"})
     assert answer.status_code == 422, answer.text
     assert "username" in answer.text and "U+0000" in answer.text
+
+
+def _multipart(token: str, name: bytes, value: bytes) -> bytes:
+    part = b'--XX\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
+    return (part % (b"csrf_token", token.encode()) + part % (name, value)
+            + b'--XX\r\nContent-Disposition: form-data; name="file"; filename="s.zip"\r\n'
+            b"Content-Type: application/zip\r\n\r\n" + zip_bytes() + b"\r\n--XX--\r\n")
+
+
+@pytest.mark.parametrize(("name", "value"), [(b"note", b"a\x00b"), (b"method", b"ab\xff\xfe"),
+                                             (b"m\xffx", b"v"), (b"note", b"\x1b[31m")])
+def test_multipart_uploads_refuse_bad_bytes_in_their_text_fields(app_env, name, value):
+    """The web submit form and the API upload stream their multipart bodies past the page
+    check; their text fields are checked where they are parsed (a NUL reached Postgres, a
+    non-UTF-8 field name was a 500)."""
+    world = build_world(app_env)
+    _signed_in_cookie(app_env, world)
+    cookie = app_env.client.cookies.get("arena_session")
+    token = csrf_token(app_env.settings.secret_key, cookie)
+    kind = {"Content-Type": "multipart/form-data; boundary=XX"}
+    for url, headers in ((f"/phases/{world.ids['phase_id']}/submit", kind),
+                         (f"/api/v1/phases/{world.ids['phase_id']}/submissions",
+                          kind | world.headers["owner"])):
+        answer = app_env.client.post(url, content=_multipart(token, name, value),
+                                     headers=headers, follow_redirects=False)
+        assert answer.status_code == 422, (url, answer.status_code, answer.text[:300])
+        assert "form.bad_bytes" in answer.text or "U+" in answer.text
+    app_env.client.cookies.clear()
 
 
 def test_a_non_ascii_invite_code_is_refused_not_a_500(app_env):
