@@ -6,7 +6,9 @@ network, read-only, no capabilities, the platform's code mounted as in a run): t
 overlay2's lower layers, which the worker may not be able to read on the host, and a container
 sees exactly the files a run sees. The run's bundle (its data: hard links into the compiled
 cache, or files the worker wrote) is read here, by the worker. Neither charge lands in the run's
-cgroup, so its own memory pressure cannot evict them.
+cgroup, so its own memory pressure cannot evict them. The image (a GB or more) is read again
+only when the host's reclaim counters moved since its last pre-fault: without reclaim, no page
+of it can have left the page cache.
 """
 
 from __future__ import annotations
@@ -49,10 +51,43 @@ def prefault_image(client: Any, image: str, code_dir: Path | None = None) -> dic
     return summary
 
 
+RECLAIM_PREFIXES = ("pgsteal_", "pgscan_", "drop_pagecache")
+"""/proc/vmstat counters that move whenever the kernel drops page-cache pages anywhere on the
+host (reclaim by kswapd or in a cgroup at its limit, `drop_caches`)."""
+_prefaulted: dict[str, tuple[tuple[str, int], ...]] = {}
+"""Per image: the host's reclaim counters read just before its last pre-fault."""
+
+
+def reclaim_counters(vmstat: Path = Path("/proc/vmstat")) -> tuple[tuple[str, int], ...]:
+    """The host's reclaim counters (empty where /proc/vmstat cannot be read)."""
+    try:
+        lines = vmstat.read_text().splitlines()
+    except OSError:
+        return ()
+    return tuple((name, int(value)) for name, value in (line.split() for line in lines)
+                 if name.startswith(RECLAIM_PREFIXES))
+
+
+def image_still_resident(image: str) -> bool:
+    """Whether every page the last pre-fault of `image` brought in must still be resident: no
+    page has been reclaimed anywhere on the host since just before it (a run cannot evict
+    them otherwise: they are not charged to its cgroup, and its eviction calls are refused).
+    Conservative: any reclaim, of any cgroup, means a new pre-fault."""
+    counters = reclaim_counters()
+    return bool(counters) and _prefaulted.get(image) == counters
+
+
 def prefault_run(client: Any, image: str, bundle_dir: Path | None,
                  code_dir: Path | None = None) -> dict[str, Any]:
-    """The image and the run's data, read in full; what was read (for the run's log)."""
-    done: dict[str, Any] = {"image": prefault_image(client, image, code_dir)}
+    """The image and the run's data, read in full; what was read (for the run's log). The
+    image is read again only when the host may have reclaimed some of its pages since."""
+    done: dict[str, Any] = {}
+    if image_still_resident(image):
+        done["image"] = {"skipped": 1.0}
+    else:
+        before = reclaim_counters()
+        done["image"] = prefault_image(client, image, code_dir)
+        _prefaulted[image] = before
     if bundle_dir is not None:
         done["data"] = read_tree([bundle_dir])
     log.info("run.prefault", extra={"image": image, **{f"{k}_{m}": v for k, d in done.items()
