@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from server.api.competitions import competition_out, find_competition
@@ -29,25 +29,29 @@ from server.services.tenancy import organizes_competition
 router = APIRouter(tags=["kits"])
 StorageDep = Annotated[Storage, Depends(get_storage)]
 ZIP = "application/zip"
+VOLATILE = {"countdown_s", "accepting_submissions", "status"}
+"""Phase fields that change with the clock: left out of the kit's phase files (the kit is
+built once per content), which carry what `arena run --protocol-file` reads."""
 
 
-@router.get("/kit/starting_kit.zip", response_class=Response)
-async def starting_kit_zip(storage: StorageDep) -> Response:
+@router.get("/kit/starting_kit.zip", response_class=FileResponse)
+async def starting_kit_zip(storage: StorageDep) -> FileResponse:
     """The starting kit of no competition in particular: `pip install ./arena-kit`."""
-    data = await run_in_threadpool(kits.build_starting_kit, storage, None, {})
-    return Response(data, media_type=ZIP, headers=_attachment("starting_kit.zip"))
+    path = await run_in_threadpool(kits.starting_kit_path, storage, None, {})
+    return FileResponse(path, media_type=ZIP, filename="starting_kit.zip")
 
 
-@router.get("/competitions/{competition_id}/kit/starting_kit.zip", response_class=Response)
+@router.get("/competitions/{competition_id}/kit/starting_kit.zip",
+            response_class=FileResponse)
 async def competition_kit_zip(competition_id: int, session: SessionDep, user: OptionalUser,
-                              storage: StorageDep, now: NowDep) -> Response:
+                              storage: StorageDep, now: NowDep) -> FileResponse:
     """The starting kit with the competition's files and its phases' published protocols
     (`competition/phases/<name>.json`, for `arena run --protocol-file`)."""
     comp = find_competition(session, str(competition_id), user)
-    phases = {kits.phase_file_name(p.name): p.model_dump(mode="json")
+    phases = {kits.phase_file_name(p.name): p.model_dump(mode="json", exclude=VOLATILE)
               for p in competition_out(comp, user, now).phases}
-    data = await run_in_threadpool(kits.build_starting_kit, storage, comp.id, phases)
-    return Response(data, media_type=ZIP, headers=_attachment("starting_kit.zip"))
+    path = await run_in_threadpool(kits.starting_kit_path, storage, comp.id, phases)
+    return FileResponse(path, media_type=ZIP, filename="starting_kit.zip")
 
 
 @router.get("/competitions/{competition_id}/kit/sample_data.tar", response_class=FileResponse)
@@ -84,7 +88,3 @@ async def upload_kit_file(competition_id: int, name: str, request: Request,
     finally:
         staged.path.unlink(missing_ok=True)
     return {"competition_id": competition_id, "name": name, "bytes": size}
-
-
-def _attachment(name: str) -> dict[str, str]:
-    return {"Content-Disposition": f'attachment; filename="{name}"'}

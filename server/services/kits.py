@@ -12,11 +12,13 @@ Meta-Album collection the organizer's `arena competition create` uploads (`kit.s
 
 from __future__ import annotations
 
-import io
+import contextlib
+import hashlib
 import json
 import re
 import shutil
 import tarfile
+import time
 import zipfile
 from functools import lru_cache
 from importlib import metadata
@@ -32,6 +34,8 @@ KIT_ROOT = "arena-kit"
 """The zip's one top-level folder: `unzip starting_kit.zip && pip install ./arena-kit`."""
 KIT_FILES = {"sample_data.tar": "the sample data (a tar of a Meta-Album collection)",
              "files.zip": "files the bundle adds to the starting kit (a zip)"}
+STALE_KIT_S = 3600.0
+"""An older build of a competition's kit is removed this long after it was written."""
 SKIPPED = re.compile(r"(^|/)(__pycache__|\.mypy_cache|\.pytest_cache)(/|$)|\.pyc$")
 
 
@@ -86,24 +90,51 @@ def kit_files(storage: Storage, competition_id: int) -> dict[str, int]:
     return found
 
 
-def build_starting_kit(storage: Storage, competition_id: int | None,
-                       phases: dict[str, dict[str, Any]]) -> bytes:
-    """The starting kit zip: the participant package, the competition's files and phases."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as kit:
+def starting_kit_path(storage: Storage, competition_id: int | None,
+                      phases: dict[str, dict[str, Any]]) -> Path:
+    """The starting kit zip (the participant package, the competition's files and phases),
+    built once per content and kept beside the competition's kit files: a download streams a
+    file, never a zip held in memory (a kit's files may hold weights)."""
+    extra = kit_path(storage, competition_id, "files.zip") if competition_id else None
+    stat = extra.stat() if extra is not None and extra.is_file() else None
+    key = hashlib.sha256(json.dumps(
+        [_package_digest(), phases, [stat.st_size, stat.st_mtime_ns] if stat else None],
+        sort_keys=True, default=str).encode()).hexdigest()[:24]
+    folder = storage.root / "kits" / (str(int(competition_id)) if competition_id else "any")
+    target = folder / f"starting_kit-{key}.zip"
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = storage.tmp_path(suffix=".zip")
+    with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as kit:
         for name, data in _package_files().items():
             kit.writestr(f"{KIT_ROOT}/{name}", data)
-        extra = kit_path(storage, competition_id, "files.zip") if competition_id else None
-        if extra is not None and extra.is_file():
+        if stat is not None and extra is not None:
             with zipfile.ZipFile(extra) as added:
                 for info in added.infolist():
-                    if not info.is_dir() and ".." not in Path(info.filename).parts:
-                        kit.writestr(f"{KIT_ROOT}/competition/{info.filename.lstrip('/')}",
-                                     added.read(info))
+                    name = info.filename.lstrip("/")
+                    if info.is_dir() or ".." in Path(name).parts:
+                        continue
+                    with added.open(info) as source, kit.open(
+                            f"{KIT_ROOT}/competition/{name}", "w", force_zip64=True) as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
         for name, phase in phases.items():
             kit.writestr(f"{KIT_ROOT}/competition/phases/{name}.json",
                          json.dumps(phase, indent=2, default=str))
-    return buffer.getvalue()
+    staging.replace(target)
+    for stale in folder.glob("starting_kit-*.zip"):  # older builds, once no download reads them
+        with contextlib.suppress(OSError):
+            if stale != target and time.time() - stale.stat().st_mtime > STALE_KIT_S:
+                stale.unlink()
+    return target
+
+
+@lru_cache(maxsize=1)
+def _package_digest() -> str:
+    digest = hashlib.sha256()
+    for name, data in sorted(_package_files().items()):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
 
 
 @lru_cache(maxsize=1)
