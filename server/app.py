@@ -13,13 +13,16 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from server.core.admission import AdmissionMiddleware
 from server.core.body_bounds import BodyBoundsMiddleware
 from server.core.config import Settings
 from server.core.db import make_database, upgrade_database
-from server.core.errors import install_error_handlers
+from server.core.errors import DatabaseUnavailableError, install_error_handlers
 from server.models import utcnow
 from server.services.queue import CeleryJobQueue, JobQueue
 from server.services.reconcile import ReconcilePolicy, run_reconciler_forever
@@ -27,7 +30,7 @@ from server.services.runs import LeasePolicy
 from server.services.storage import Storage
 from server.services.upload_gate import UploadGate
 from server.services.users import bootstrap_admin
-from server.web.rendering import install_page_errors
+from server.web.rendering import install_page_errors, render, wants_html
 
 log = logging.getLogger("arena.server")
 
@@ -126,6 +129,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
     install_page_errors(app)
+    install_outage_pages(app)
     from server.web import accounts as account_pages
     from server.web import factsheets as factsheet_pages
     from server.web import joining
@@ -151,3 +155,31 @@ def reconcile_once(settings: Settings, queue: JobQueue | None = None):
                              reconcile_policy(settings))
     finally:
         db.engine.dispose()
+
+
+OUTAGE_ERRORS = (PoolTimeoutError, OperationalError, InterfaceError, DatabaseUnavailableError)
+
+
+def install_outage_pages(app: FastAPI) -> None:
+    """A browser asking for a page while the database is down gets an HTML 503 page (with the
+    same Retry-After), not the API's JSON body (issue 36); API clients keep the JSON. The page
+    is rendered without a user: looking one up would wait on the database that is down."""
+    json_handlers = {cls: app.exception_handlers[cls] for cls in OUTAGE_ERRORS}
+
+    def handler_for(exc: Exception):  # noqa: ANN202 - Starlette's handler type
+        return next(json_handlers[cls] for cls in type(exc).__mro__ if cls in json_handlers)
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        response = await handler_for(exc)(request, exc)
+        if response.status_code != 503 or not wants_html(request):
+            return response
+        page = render(request, "error.html", None, app.state.settings, status=503,
+                      code="database.unavailable",
+                      message="The site's database is unavailable for a moment (restarting or "
+                              "overloaded); nothing was changed. Reload this page shortly.")
+        if "retry-after" in response.headers:
+            page.headers["Retry-After"] = response.headers["retry-after"]
+        return page
+
+    for cls in OUTAGE_ERRORS:
+        app.add_exception_handler(cls, handle)
