@@ -76,7 +76,10 @@ def submission_out(session, submission: Submission, settings: Settings,
     if view is FULL:
         return out
     if not view.meta_test_text:
-        out.message = redact_message(submission.reason, submission.message)
+        # the message is one of its runs' (services/submissions.py derive_state): that run's stage
+        stage = next((r.failure_stage for r in out.runs if (r.reason, r.message)
+                      == (submission.reason, submission.message)), None)
+        out.message = redact_message(submission.reason, submission.message, stage)
     if not view.scores:
         out.score = None
     out.runs = [RunOut(**redact_run(r.model_dump(), view)) for r in out.runs]

@@ -117,6 +117,9 @@ class Run(Base):
     # Per-stage CPU time and peak memory, and the stage marks (contract.usage.RunUsage, issue
     # 38.6); shown to the phase's organizers.
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Where a failed run failed (contract.wire.FailureStage, issue 35.3), as its worker's
+    # verdict placed it; services/secrecy.py reads it. None for older runs and scored ones.
+    failure_stage: Mapped[str | None] = mapped_column(String(32))
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")

@@ -28,6 +28,10 @@ class RunOut(BaseModel):
     state: str
     reason: str | None
     message: str | None
+    failure_stage: str | None = Field(
+        default=None, description="where a failed run failed, as its worker placed it: a "
+        "participant stage (config, import, meta_fit, save, load, fit, predict, receive) or "
+        "meta_test; null for older runs")
     score: float | None
     attempts: int
     started_at: datetime | None

@@ -29,6 +29,7 @@ from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, Submission, TaskResult
 from server.services.run_transitions import guarded_update, move_run
 from server.services.submissions import refresh_submission
+from submission_api.contract.reasons import FailureReason
 from submission_api.contract.states import ACTIVE_STATES as STAGES
 from submission_api.contract.states import FINISH_STATES, RunState
 from submission_api.log_text import cap_text
@@ -51,7 +52,7 @@ class LeasePolicy:
     (reason `internal_error`), so a bug a participant found cannot become free runs at will."""
 
 
-INTERNAL_ERROR = "internal_error"
+INTERNAL_ERROR = FailureReason.INTERNAL_ERROR.value
 """A run ended by a worker bug beyond its participant's free ones: charged (issue 21)."""
 INTERNAL_ERROR_FLAG = "internal_error"
 """The worker marks a bug's `platform_error` outcome with this summary key."""
@@ -78,6 +79,8 @@ class RunOutcome:
     isolation: str | None = None
     usage: dict[str, Any] | None = None
     """Per-stage CPU time, peak memory and stage marks (`contract.usage.RunUsage`)."""
+    failure_stage: str | None = None
+    """Where a failed run failed (`contract.wire.FailureStage`); read by services/secrecy.py."""
 
 
 def _load(session: Session, run_id: int) -> Run:
@@ -142,6 +145,7 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
         "log": cap_log(storable_text(outcome.log), policy),
         "isolation": storable_text(outcome.isolation),
         "usage": storable_json(outcome.usage) if outcome.usage is not None else None,
+        "failure_stage": outcome.failure_stage,
         "finished_at": now, "lease_owner": None, "lease_expires_at": None,
     }, [Run.fencing_token == fencing_token, Run.cancel_requested_at.is_(None)], among=STAGES)
     if not changed:

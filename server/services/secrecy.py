@@ -36,6 +36,12 @@ from server.models import PLATFORM_ERROR, TERMINAL_STATES, AuditLog, Phase, Run,
 from server.schemas.submission import coarse_progress
 from server.services.runs import RETRY_NOTE
 from server.services.tenancy import organizes_phase
+from submission_api.contract.reasons import (
+    BETWEEN_TASKS,
+    META_TRAIN_STAGES,
+    STAGE_REASONS,
+    FailureReason,
+)
 
 TEST_DATA_LEVELS = ("public", "feedback", "secret")
 HIDDEN_TEXT = ("The test data of this phase are secret: what the submission wrote or raised "
@@ -43,17 +49,14 @@ HIDDEN_TEXT = ("The test data of this phase are secret: what the submission wrot
                "locally with `arena run` on the sample data.")
 HIDDEN_LOG = ("==> meta-test output <==\n(hidden: the test data of this phase are secret; the "
               "organizers see it)\n")
-# Messages the worker writes from meta-train's own status (worker/pipeline/score.py
-# decide_verdict): only these carry participant text, and it was written before any test
-# task existed. Each prefix goes with the one reason it is reported under, so a stage name forged
-# on a test task's socket ("meta_fit") cannot pass: that one reads "meta_fit raised on test task".
-META_TRAIN_MESSAGES = {"config raised: ": "invalid_submission", "import raised: ": "import_error",
-                       "meta_fit raised: ": "meta_fit_error", "save raised: ": "meta_fit_error"}
-TRUSTED_REASONS = ("time_limit",)  # the worker's own fixed text (and a wall time)
-STAGES = {"fit_error": "load or fit", "predict_error": "predict", "import_error": "import",
-          "bad_predictions": "predict (its output)", "crashed": "meta-test",
-          "out_of_memory": "meta-test", "meta_fit_error": "meta-test",
-          "invalid_submission": "meta-test"}
+# Which failures carry text written before any test task existed: the worker's verdict says
+# where a run failed (the finish body's `stage`, stored as `runs.failure_stage`, issue 35.3),
+# and only a meta-train stage reported under its own reason passes. Runs an older worker
+# finished carry no stage: for them the message's prefix stands in ("meta_fit raised: ", as
+# `decide_verdict` writes it; a stage forged on a test task's socket reads "... on test task").
+OLDER_WORKER_PREFIXES = {f"{stage} raised: ": STAGE_REASONS[stage].value
+                         for stage in META_TRAIN_STAGES}
+TRUSTED_REASONS = (FailureReason.TIME_LIMIT.value,)  # the worker's own fixed text (a wall time)
 _FRAME = re.compile(r"==> arena log frame: meta-train (\d+) \+ meta-test (\d+) stdout, (\d+) \+ "
                     r"(\d+) stderr chars <==\n")
 _SECTION = {name: re.compile(rf"==> {name}( \(truncated\))? <==\n") for name in ("stdout",
@@ -117,21 +120,37 @@ def view_for(session: Session, phase: Phase, user: User | None) -> OwnerView:
     return FULL if organizes_phase(session, user, phase) else owner_view(phase)
 
 
-def redact_message(reason: str | None, message: str | None) -> str | None:
-    """A run's failure message as the owner of a secret-data run may read it."""
+def redact_message(reason: str | None, message: str | None,
+                   stage: str | None = None) -> str | None:
+    """A run's failure message as the owner of a secret-data run may read it; `stage` is where
+    the run failed (`runs.failure_stage`), None for an older worker's run."""
     if not message:
         return message
     if reason is None and message.startswith(RETRY_NOTE):  # queued again: the platform's own
         return f"{RETRY_NOTE}."
     if reason == PLATFORM_ERROR:
         return "The platform failed running this run; it is not charged to your quota."
-    if reason in TRUSTED_REASONS or any(message.startswith(p) and reason == r
-                                        for p, r in META_TRAIN_MESSAGES.items()):
+    if reason in TRUSTED_REASONS or _from_meta_train(reason, message, stage):
         return message
     kind = _builtin_exception(message)
     what = f", {kind}" if kind else ""
     return (f"The run failed during meta-testing ({reason or 'failed'}{what}; stage: "
-            f"{STAGES.get(reason or '', 'meta-test')}). {HIDDEN_TEXT}")
+            f"{_stage_words(reason, stage)}). {HIDDEN_TEXT}")
+
+
+def _from_meta_train(reason: str | None, message: str, stage: str | None) -> bool:
+    if stage is not None:
+        return stage in META_TRAIN_STAGES and STAGE_REASONS[stage] == reason
+    return any(message.startswith(p) and reason == r for p, r in OLDER_WORKER_PREFIXES.items())
+
+
+def _stage_words(reason: str | None, stage: str | None) -> str:
+    """The test-task stage a redacted failure happened in: the reported one, else those its
+    reason stands for (`STAGE_REASONS`), else meta-test as a whole."""
+    if stage is not None and stage != BETWEEN_TASKS:
+        return stage
+    stages = [s for s, r in STAGE_REASONS.items() if r == reason and s not in META_TRAIN_STAGES]
+    return " or ".join(stages) or "meta-test"
 
 
 def _builtin_exception(message: str) -> str | None:
@@ -166,7 +185,8 @@ def meta_train_log(log: str | None) -> str:
 def redact_run(run: dict[str, Any], view: OwnerView) -> dict[str, Any]:
     """A run's served fields (RunOut / RunResultOut as a dict) for `view`."""
     if not view.meta_test_text:
-        run["message"] = redact_message(run.get("reason"), run.get("message"))
+        run["message"] = redact_message(run.get("reason"), run.get("message"),
+                                        run.get("failure_stage"))
         run["progress"] = coarse_progress(run.get("progress"))  # issue 34.5
     if not view.scores:
         run["score"] = None

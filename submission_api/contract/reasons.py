@@ -54,6 +54,10 @@ them: `submission_api.runner.participant` (meta-train side, in status.json) and
 `submission_api.runner.task_process` (a test task's process, over the channel); `receive` is a
 task's process reading its task, before `load`."""
 
+META_TRAIN_STAGES = frozenset({"config", "import", "meta_fit", "save"})
+"""The stages meta-train runs, on training data only: what participant code said there may be
+shown to its owner whatever the phase's secrecy (`server/services/secrecy.py`)."""
+
 LAST_STAGE = "done"
 """The stage status.json reports once meta-training ended cleanly and the learner is saved."""
 BETWEEN_TASKS = "meta_test"

@@ -27,6 +27,10 @@ TASKS_CAP = 100_000
 HeartbeatStage = Literal["preparing", "running", "scoring"]
 FinishState = Literal["finished", "failed", "timed_out"]
 ProgressStep = Literal["meta_fit", "meta_test"]
+FailureStage = Literal["config", "import", "meta_fit", "save", "load", "fit", "predict",
+                       "receive", "meta_test"]
+"""Where a run failed: a participant stage (`contract.reasons.STAGE_REASONS`), or `meta_test`
+for anything past meta-train that no meta-train stage explains."""
 
 
 def _check_length(name: str, value: object, cap: int, least: int = 0) -> None:
@@ -139,6 +143,10 @@ class FinishBody:
     usage: RunUsage | None = None
     """Per-stage CPU time and peak memory and the stage marks (issue 38.6); stored with the
     run, shown to the phase's organizers."""
+    stage: FailureStage | None = None
+    """Where a failed run failed, as the worker's verdict placed it (issue 35.3): the server's
+    secrecy rule reads it instead of the message's words. None from an older worker (the
+    server then falls back to the message's prefix) and for a scored run."""
 
     def __post_init__(self) -> None:
         _check_length("reason", self.reason, REASON_CAP)

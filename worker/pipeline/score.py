@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from submission_api.contract.reasons import BETWEEN_TASKS
 from submission_api.contract.record import ResultRecord, exit_status
 from submission_api.contract.usage import RunUsage, StageMark
 from submission_api.contract.verdict import (
@@ -56,6 +57,8 @@ class Outcome:
     usage: RunUsage | None = None
     """Per-stage CPU time and peak memory, and the stage marks (issue 38.6); the `publish`
     mark is added when the body is built."""
+    stage: str | None = None
+    """Where a failed run failed (`contract.wire.FailureStage`): the server's secrecy reads it."""
 
     def to_finish_body(self, fencing_token: int) -> dict[str, Any]:
         """The `finish` body (`submission_api.contract.wire.FinishBody`'s fields and bounds;
@@ -63,7 +66,7 @@ class Outcome:
         FinishBody(fencing_token, self.state, self.reason, self.message)  # type: ignore[arg-type]
         return {"fencing_token": fencing_token, "state": self.state, "reason": self.reason,
                 "message": self.message, "summary": self.summary, "tasks": self.tasks,
-                "log": self.log, "isolation": self.isolation,
+                "log": self.log, "isolation": self.isolation, "stage": self.stage,
                 "usage": None if self.usage is None else with_mark(self.usage, "publish").to_json()}
 
 
@@ -145,11 +148,13 @@ def verdict_outcome(verdict: Verdict, log: str = "") -> Outcome:
     if verdict.kind is VerdictKind.UNEXPLAINED:
         # Ended now, uncharged, never retried; flagged so the server counts it against the
         # participant's daily allowance of such ends (services/runs.py) and charges past it.
-        outcome = Outcome("failed", str(verdict.reason), verdict.full_message(), log=log)
+        outcome = Outcome("failed", str(verdict.reason), verdict.full_message(), log=log,
+                          stage=BETWEEN_TASKS)
         outcome.summary[INTERNAL_ERROR_FLAG] = True
         return outcome
     assert verdict.state is not None and verdict.reason is not None
-    return Outcome(str(verdict.state), str(verdict.reason), verdict.full_message(), log=log)
+    return Outcome(str(verdict.state), str(verdict.reason), verdict.full_message(), log=log,
+                   stage=verdict.stage or BETWEEN_TASKS)
 
 
 def score_within(score_output: ScoreOutput, output_dir: Path, answers_dir: Path,

@@ -131,7 +131,8 @@ def test_log_keeps_the_tail_of_each_stream_and_marks_cuts():
 def test_finish_body_carries_the_fencing_token_and_every_field():
     body = Outcome("failed", "fit_error", "m", log="l").to_finish_body(fencing_token=4)
     assert body == {"fencing_token": 4, "state": "failed", "reason": "fit_error", "message": "m",
-                    "summary": {}, "tasks": [], "log": "l"}
+                    "summary": {}, "tasks": [], "log": "l", "isolation": None, "usage": None,
+                    "stage": None}
 
 
 def test_finish_body_validates_against_the_servers_schema(tmp_path: Path):
