@@ -194,11 +194,29 @@ def _plan(params: ProtocolParams, collection: Collection, seed: int) -> list[Epi
         else:
             episodes += _plan_dataset(params, ds, seed, ("test",))
     if params.name == "fewstab" and not episodes:
-        raise ValueError(
-            f"No test dataset of collection {collection.name!r} has attribute annotations; "
-            "fewstab expected at least one; add an 'attributes' column to labels.csv."
-        )
+        raise _no_fewstab_dataset(collection)
     return episodes
+
+
+def _no_fewstab_dataset(collection: Collection) -> ValueError:
+    """Why fewstab found nothing to test: no dataset is annotated, or every annotated one is
+    meta-train or meta-valid (seen labelled by the participant, so never tested)."""
+    roles = {name: role for role in ("meta-train", "meta-valid")
+             for name in _split(collection, role)}
+    seen = sorted(n for n, ds in collection.datasets.items()
+                  if ds.attributes is not None and n in roles)
+    if seen:
+        where = ", ".join(f"{n!r} ({roles[n]})" for n in seen)
+        return ValueError(
+            f"The attribute-annotated datasets of collection {collection.name!r}, {where}, are "
+            "all meta-train or meta-valid: the participant sees them labelled, so fewstab tests "
+            "none of them; move one out of those splits (meta_splits.txt, or the phase's "
+            "data.meta_train / data.meta_valid), or add an annotated dataset in no split."
+        )
+    return ValueError(
+        f"No test dataset of collection {collection.name!r} has attribute annotations; "
+        "fewstab expected at least one; add an 'attributes' column to labels.csv."
+    )
 
 
 def _plan_fewstab(params: ProtocolParams, ds: Any, seed: int,

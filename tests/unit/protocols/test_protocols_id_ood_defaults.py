@@ -60,3 +60,16 @@ def test_runs_share_the_phases_test_tasks_by_default_and_draw_their_own_when_fre
                for a, b in zip(first, second, strict=True))
     with pytest.raises(ValueError, match="run_test_tasks='sometimes'"):
         ProtocolParams(run_test_tasks="sometimes")
+
+
+def test_fewstab_with_its_only_annotated_dataset_in_meta_valid_says_so_not_no_annotations():
+    """Issue 36.5: the message said the collection had no attribute annotations."""
+    annotated = build_dataset("spurious", [20] * 5, attributes=[frozenset({"a"})] * 100)
+    collection = Collection(name="c", datasets={"spurious": annotated,
+                                                "plain": build_dataset("plain", [20] * 5)},
+                            splits={"meta-train": ["plain"], "meta-valid": ["spurious"]})
+    with pytest.raises(ValueError) as error:
+        plan_test_episodes(ProtocolParams(name="fewstab", tasks_per_dataset=1), collection, 1)
+    message = str(error.value)
+    assert "'spurious' (meta-valid)" in message and "no attribute annotations" not in message
+    assert "move one out of those splits" in message
