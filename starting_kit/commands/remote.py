@@ -18,10 +18,10 @@ from rich.text import Text
 from starting_kit.commands.bundle_client import (
     confirm_changes,
     parse_start,
-    send_kit,
     shift_dates,
     unshift_message,
 )
+from starting_kit.commands.kit_client import send_kit
 from starting_kit.commands.remote_client import (
     ArenaClient,
     RemoteError,

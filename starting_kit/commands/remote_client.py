@@ -247,11 +247,8 @@ def bundle_request(client: ArenaClient, bundle: Path, cache: Path) -> dict[str, 
     dataset is compiled or uploaded, each with its line and the closest existing name."""
     import yaml
 
-    from starting_kit.commands.bundle_client import (
-        check_kit_paths,
-        check_local_datasets,
-        register_collection,
-    )
+    from starting_kit.commands.bundle_client import check_local_datasets, register_collection
+    from starting_kit.commands.kit_client import check_kit_paths
 
     text = bundle.read_text(encoding="utf-8")
     try:
