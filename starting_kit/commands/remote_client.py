@@ -199,15 +199,18 @@ def follow(client: ArenaClient, submission_id: int, poll_s: float = 5.0,
            clock: Callable[[], float] = time.monotonic,
            remind_s: float = 60.0) -> dict[str, Any]:
     """Poll a submission until it ends, saying each state change, and while a state lasts, how
-    long it has lasted (every `remind_s`), so a long meta-training is not silence; returns the
-    submission's last view."""
+    long it has lasted (every `remind_s`), so a long meta-training is not silence; a run queued
+    again says why (a platform fault, retried and not charged); returns the last view."""
     last, since, said = None, clock(), clock()
     while True:
         view = client.get(f"/api/v1/submissions/{submission_id}")
         if view["state"] != last:
             where = f" (queue position {view['queue_position']})" if view.get(
                 "queue_position") else ""
-            say(f"submission {submission_id}: {view['state']}{where}")
+            retried = [r for r in view.get("runs") or []
+                       if r.get("state") == "queued" and r.get("message")]
+            why = f": {str(retried[0]['message']).split(chr(10))[0]}" if retried and last else ""
+            say(f"submission {submission_id}: {view['state']}{where}{why}")
             last, since, said = view["state"], clock(), clock()
         elif clock() - said >= remind_s:
             where = f", queue position {view['queue_position']}" if view.get(

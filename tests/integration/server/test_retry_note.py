@@ -57,3 +57,20 @@ def test_arena_status_says_the_run_will_be_retried(env, monkeypatch):
                                       "--token", headers["Authorization"].split()[1]])
     assert result.exit_code == 0, result.output
     assert f"run 0: queued: {NOTE}" in " ".join(result.output.split())
+
+
+def test_arena_submit_following_a_run_says_it_is_retried_after_a_fault():
+    from starting_kit.commands.remote_client import follow
+
+    views = iter([
+        {"state": "running", "runs": [{"state": "running", "message": None}]},
+        {"state": "queued", "runs": [{"state": "queued", "message": f"{NOTE} (the fault: x)"}]},
+        {"state": "finished", "runs": [{"state": "finished", "message": None}]}])
+
+    class Client:
+        def get(self, url: str) -> dict:
+            return next(views)
+
+    said: list[str] = []
+    follow(Client(), 7, sleep=lambda s: None, say=said.append)  # type: ignore[arg-type]
+    assert said[1] == f"submission 7: queued: {NOTE} (the fault: x)", said
