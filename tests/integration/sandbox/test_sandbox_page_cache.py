@@ -57,6 +57,16 @@ while True:  # anonymous memory up to the limit, without swap: the kernel reclai
 """.replace("BITS", str(BITS))
 
 
+@pytest.fixture(autouse=True)
+def _forget_prefaults():
+    """These tests evict image pages with DONTNEED, which moves no reclaim counter: later runs
+    in this process must pre-fault the image again (`worker.prefault.image_still_resident`)."""
+    yield
+    from worker import prefault
+
+    prefault._prefaulted.clear()
+
+
 def in_container(docker_client, script: str, *args: str, memory_mb: int = 512,
                  data: Path | None = None) -> str:
     """`script` in a container of the image as the sandbox runs it (its user, no network,
