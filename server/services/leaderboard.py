@@ -66,7 +66,9 @@ def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]
                Submission.score.is_not(None), Submission.disqualified_at.is_(None)))
     if league is not None:
         query = query.where(Submission.league == league)
-    return list(session.execute(query).all())
+    # Core, not the ORM: plain columns need none of its row processing, which was a third of
+    # ranking 10,000 rows after a change (issue 38.4, benchmarks/bench_board_after_change.py)
+    return list(session.connection().execute(query).all())
 
 
 def _tie_key(row: Any) -> tuple[datetime, int]:

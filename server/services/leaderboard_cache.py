@@ -46,6 +46,9 @@ class FingerprintCache(Generic[T]):
             weakref.WeakKeyDictionary())
         self._flights: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[tuple, threading.Event]]]
         self._flights = weakref.WeakKeyDictionary()
+        self.computations = 0
+        """How many times a value was computed (misses that ran `compute`), for benchmarks
+        and tests that check single flight (issue 38.4)."""
 
     def get(self, session: Session, phase: Phase, league: str | None,
             compute: Callable[[], T]) -> T:
@@ -76,6 +79,8 @@ class FingerprintCache(Generic[T]):
                 if self._flights.get(engine, {}).get(key) is flight:
                     break  # the leader is stuck or failed: compute ourselves
         try:
+            with self._lock:
+                self.computations += 1
             value = compute()
             with self._lock:
                 boards[key] = (fingerprint, value)
@@ -114,6 +119,12 @@ def compute_fingerprint(session: Session, phase: Phase) -> tuple:
     settings = json.dumps([phase.leaderboard, phase.leaderboard_rule, phase.protocol,
                            phase.created_at, phase.competition_id], sort_keys=True, default=str)
     return (*(str(v) for v in row), settings)
+
+
+def board_computations() -> int:
+    """How many ranked boards this process has computed (single flight: 50 readers of a
+    changed board add one)."""
+    return _boards.computations
 
 
 def cached_rank_leaderboard(session: Session, phase: Phase,
