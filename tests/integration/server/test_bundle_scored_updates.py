@@ -111,3 +111,17 @@ def test_the_cli_shows_what_the_update_does_to_the_scores_and_takes_rerun(env, m
     code, out = cli("competition", "update", str(path), "--yes", "--rerun", token=token)
     assert code == 0, out
     assert _phase(env, phase_id).seed == 6
+
+
+def test_a_re_registered_datasets_new_content_hash_is_a_change_of_what_is_measured():
+    from server.services.scored_changes import _changed_fields
+
+    ref = {"name": "birds", "content_hash": "a" * 64}
+    phase = Phase(name="feedback", seed=5, protocol={"name": "cross-domain"},
+                  data={"collection": "c", "meta_test": [ref]})
+    same = {"seed": 5, "protocol": {"name": "cross-domain", "run_test_tasks": "shared"},
+            "data": {"collection": "c", "meta_test": [dict(ref)]}}
+    assert _changed_fields(phase, same) == []  # defaults filled in are no change
+    moved = {**same, "data": {"collection": "c",
+                              "meta_test": [{"name": "birds", "content_hash": "b" * 64}]}}
+    assert _changed_fields(phase, moved) == ["data.meta_test"]
