@@ -82,6 +82,22 @@ UNIT_SECONDS_KEY = "arena/seconds-per-xdist-unit"
 _UNIT_SPENT: defaultdict[str, float] = defaultdict(float)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the tiers of its folder (`TIERS`, `SPAWNING_UNIT_FILES`)."""
+    for item in items:
+        try:
+            relative = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        tiers = TIERS.get(relative.split("/", 1)[0], ())
+        if relative in SPAWNING_UNIT_FILES:
+            tiers = ("integration",)
+        if relative.startswith(DOCKER_FOLDERS):
+            tiers = (*tiers, "docker")
+        for tier in tiers:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
 def xdist_unit(nodeid: str) -> str:
     """The unit of work of a test: `SERIAL_GROUP`, or its file (its module fixtures built once)."""
     path = nodeid.split("::", 1)[0].removeprefix("tests/")
