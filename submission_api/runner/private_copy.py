@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -113,6 +114,27 @@ def make(folders: list[Path], space: Path) -> list[Path]:
         raise
     os.chmod(run_folder, 0o555)
     return copies
+
+
+def make_for_run(folders: list[Path], space: Path | None) -> tuple[list[Path], str]:
+    """The run's copies of `folders` on the tmpfs `space` (or, with none given, under /dev/shm
+    where it is a tmpfs: `arena run`, on the participant's own machine, where a learner too
+    large for it is read in place instead), and the isolation line's words for them.
+
+    Raises:
+        CopyTooLarge: they do not fit in `space` (the run's memory).
+    """
+    place = space if space is not None else Path("/dev/shm")
+    if place.is_dir() and is_tmpfs(place):
+        try:
+            return make(folders, place), "read from a private tmpfs copy"
+        except CopyTooLarge:
+            if space is not None:  # the run's own, sized to its memory: theirs to fit in
+                raise
+            return [], "read in place (no room for a private copy in /dev/shm)"
+        except OSError as error:
+            sys.stderr.write(f"arena supervisor: no private copy in {place}: {error}\n")
+    return [], "read in place (no tmpfs for a private copy)"
 
 
 def remove(folder: Path) -> None:

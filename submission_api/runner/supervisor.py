@@ -170,27 +170,6 @@ class Supervisor:
         return [*left, stopped] if stopped else left
 
 
-def _private_copies(folders: list[Path], space: Path | None) -> tuple[list[Path], str]:
-    """The run's copies of `folders` on the tmpfs `space` (or, with none given, under /dev/shm
-    where it is a tmpfs: `arena run`, on the participant's own machine, where a learner too
-    large for it is read in place instead), and the isolation line's words for them.
-
-    Raises:
-        private_copy.CopyTooLarge: they do not fit in `space` (the run's memory).
-    """
-    place = space if space is not None else Path("/dev/shm")
-    if place.is_dir() and private_copy.is_tmpfs(place):
-        try:
-            return private_copy.make(folders, place), "read from a private tmpfs copy"
-        except private_copy.CopyTooLarge:
-            if space is not None:  # the run's own, sized to its memory: theirs to fit in
-                raise
-            return [], "read in place (no room for a private copy in /dev/shm)"
-        except OSError as error:
-            sys.stderr.write(f"arena supervisor: no private copy in {place}: {error}\n")
-    return [], "read in place (no tmpfs for a private copy)"
-
-
 def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Path],
           seed: int, threads: int, sandboxed: bool = False,
           copy_space: Path | None = None) -> int:
@@ -200,7 +179,7 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
     with unix_address(control_path) as address:
         control.connect(address)
     try:
-        copies, copied = _private_copies([submission, learner], copy_space)
+        copies, copied = private_copy.make_for_run([submission, learner], copy_space)
     except private_copy.CopyTooLarge as error:
         send_control(control, {"type": "hello", "pid": os.getpid(), "refused": str(error)})
         return 0
