@@ -85,7 +85,7 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
                  live_tail: LiveTail | None = None) -> SandboxResult:
     kwargs = build_container_kwargs(spec, limits, output_source=area.mount_source)
     # A parent cgroup whose counters outlive the container: its CPU time and peak (issue 38.6).
-    parent = None if "cgroup_parent" in kwargs else usage_parent(client, spec.name)
+    parent = None if "cgroup_parent" in kwargs else usage_parent(client)
     if parent is not None:
         kwargs["cgroup_parent"] = parent
     container = client.containers.create(**kwargs)

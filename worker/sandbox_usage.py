@@ -32,16 +32,18 @@ class Usage:
     peak_memory_mb: float | None = None
 
 
-def usage_parent(client: Any, name: str | None) -> str | None:
-    """The `cgroup_parent` to start the container `name` (None: an unnamed one) under, or None
-    when the engine's cgroup driver is not cgroupfs (or the engine does not say)."""
+def usage_parent(client: Any) -> str | None:
+    """A fresh `cgroup_parent` to start one container under, or None when the engine's cgroup
+    driver is not cgroupfs (or the engine does not say)."""
     try:
         driver = client.info().get("CgroupDriver")
     except Exception:  # noqa: BLE001 - no usage is better than no run
         return None
     if driver != "cgroupfs":
         return None
-    return f"/{PARENT}/{name or 'sandbox'}-{uuid.uuid4().hex[:8]}"
+    # Random, never the container's name: a v1 container reads its cgroup path in
+    # /proc/self/cgroup, and the name carries the run's id and fencing token.
+    return f"/{PARENT}/{uuid.uuid4().hex}"
 
 
 def _groups(parent: str, root: Path) -> list[Path]:
