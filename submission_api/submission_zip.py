@@ -16,6 +16,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from submission_api.safe_unzip import OutsideFolder, TooManyBytes, write_members
+
 MODEL_FILE = "model.py"
 _CHUNK = 64 * 1024
 # Folders and files `build_submission_zip` leaves out: caches, VCS data, outputs of `arena run`.
@@ -287,20 +289,13 @@ def safe_extract(zip_path: str | os.PathLike, dest: str | os.PathLike,
     Permissions from the archive are ignored and existing files are never overwritten.
     """
     report = check_submission_zip(zip_path, limits)
-    dest_path = Path(dest).resolve()
-    dest_path.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(zip_path) as zf:
-        for info in zf.infolist():
-            target = (dest_path / info.filename).resolve()
-            if not target.is_relative_to(dest_path):  # defence in depth after _check_name
-                raise UnsafeZipError("zip.parent_path", f"{info.filename!r} leaves {dest_path}")
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "xb") as out:
-                while chunk := src.read(_CHUNK):
-                    out.write(chunk)
+        try:
+            dest_path = write_members(zf, Path(dest), limits.max_total_uncompressed)
+        except OutsideFolder as exc:  # defence in depth after _check_name
+            raise UnsafeZipError("zip.parent_path", str(exc)) from exc
+        except TooManyBytes as exc:  # the zip changed since it was checked
+            raise _too_large(limits.max_total_uncompressed + 1, limits) from exc
     return dest_path / report.root if report.root else dest_path
 
 

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from submission_api.data.problems import DataProblemsError, Problem
+from submission_api.safe_unzip import OutsideFolder, TooManyBytes, write_members
 
 MAX_UNCOMPRESSED_BYTES = 64 * 2**30
 """The largest Meta-Album dataset (Extended) is a few GiB; 64 GiB bounds a zip bomb."""
@@ -66,31 +67,15 @@ def extract_zip_safely(archive: Path, dest: Path, max_bytes: int = MAX_UNCOMPRES
     problems = check_zip_members(archive, max_bytes, max_members)
     if problems:
         raise DataProblemsError(f"Refusing to extract {archive}", problems)
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    budget = max_bytes
+    # Sizes in the central directory can lie: write_members counts the bytes actually written.
     with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            target = dest.joinpath(*PurePosixPath(info.filename.replace("\\", "/")).parts)
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # Sizes in the central directory can lie; count the bytes actually written.
-            with zf.open(info) as src, target.open("wb") as out:
-                budget -= _copy_bounded(src, out, budget, archive)
-
-
-def _copy_bounded(src, out, budget: int, archive: Path) -> int:
-    written = 0
-    while chunk := src.read(1 << 20):
-        written += len(chunk)
-        if written > budget:
+        try:
+            write_members(zf, Path(dest), max_bytes, overwrite=True)
+        except (TooManyBytes, OutsideFolder) as exc:
             raise DataProblemsError(f"Refusing to extract {archive}", [Problem(
-                Path(archive).name, "expands beyond the declared sizes and the byte limit.",
-                "Re-create the zip with a standard tool.")])
-        out.write(chunk)
-    return written
+                Path(archive).name, f"expands beyond the declared sizes and the byte limit "
+                f"or outside its folder ({exc}).", "Re-create the zip with a standard tool.")]
+            ) from exc
 
 
 def remove_tree(path: Path) -> None:
