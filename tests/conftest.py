@@ -55,6 +55,7 @@ SPAWNING_UNIT_FILES = frozenset({
     "unit/runner/test_task_isolation_seccomp.py", "unit/runner/test_task_server_faults.py",
     "unit/sampling/test_neurips22_zip_runs.py", "unit/server/test_demo_launch.py",
     "unit/server/test_secret_settings.py", "unit/test_tutorial_install.py",
+    "unit/test_readme_deployment.py",
     "unit/worker/test_hostile_participant_output.py", "unit/worker/test_worker_live_tail.py",
 })
 """Files under tests/unit that start processes or open internet sockets: they run in the
