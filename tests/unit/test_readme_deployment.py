@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
+import secrets
 from pathlib import Path
 
 from server.core.config import Settings
@@ -38,13 +38,18 @@ def bash_blocks(section: str) -> list[str]:
 
 
 def exported(block: str) -> dict[str, str]:
-    """The ARENA_* variables the block's `export` lines set, evaluated by bash as printed
-    (`$(openssl rand ...)` included); the block's last command is not run."""
-    exports = "\n".join(line for line in block.splitlines() if line.startswith("export "))
-    done = subprocess.run(["bash", "-c", f"set -eu\n{exports}\nenv -0"], capture_output=True,
-                          timeout=60, check=True)
-    pairs = (item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
-    return {k: v for k, v in pairs if k.startswith("ARENA_")}
+    """The variables the block's `export` lines set, read as bash would (comments dropped,
+    `$(openssl rand -hex N)` drawn as N random bytes in hex); tests/e2e/
+    test_readme_deployment_runs.py runs the block itself, with bash."""
+    values = {}
+    for line in block.splitlines():
+        match = re.match(r"export (\w+)=(\$\([^)]*\)|\S+)", line)
+        if match:
+            value = re.sub(r"\$\(openssl rand -hex (\d+)\)",
+                           lambda m: secrets.token_hex(int(m.group(1))), match.group(2))
+            assert "$" not in value, f"{line!r}: a substitution this test does not know"
+            values[match.group(1)] = value.strip("'\"")
+    return values
 
 
 def test_the_server_block_sets_every_secret_a_deployment_needs_and_its_public_url(monkeypatch):
