@@ -29,7 +29,7 @@ from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, PLATFORM_ERROR, Run, Submission, TaskResult
 from server.services.run_transitions import guarded_update, move_run
 from server.services.submissions import refresh_submission
-from submission_api.contract.reasons import FailureReason
+from submission_api.contract.reasons import INTERNAL_ERROR_FLAG, FailureReason
 from submission_api.contract.states import ACTIVE_STATES as STAGES
 from submission_api.contract.states import FINISH_STATES, RunState
 from submission_api.log_text import cap_text
@@ -54,8 +54,6 @@ class LeasePolicy:
 
 INTERNAL_ERROR = FailureReason.INTERNAL_ERROR.value
 """A run ended by a worker bug beyond its participant's free ones: charged (issue 21)."""
-INTERNAL_ERROR_FLAG = "internal_error"
-"""The worker marks a bug's `platform_error` outcome with this summary key."""
 
 
 def compute_release_backoff(platform_failures: int, policy: LeasePolicy) -> float:

@@ -33,6 +33,10 @@ class FailureReason(StrEnum):
     """Pending evidence: a SIGKILL the trusted side saw; resolved by `decide_verdict`."""
 
 
+INTERNAL_ERROR_FLAG = FailureReason.INTERNAL_ERROR.value
+"""The summary key (True) by which the worker marks a `platform_error` outcome that a worker
+bug ended, so the server counts them per participant and charges past the free ones."""
+
 PLATFORM_REASONS = frozenset({FailureReason.PLATFORM_ERROR})
 STORED_REASONS = frozenset(FailureReason) - {FailureReason.KILLED}
 """Every reason a run may be stored with."""

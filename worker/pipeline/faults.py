@@ -16,13 +16,15 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from submission_api.contract.reasons import INTERNAL_ERROR_FLAG as INTERNAL_ERROR_FLAG
+from submission_api.contract.reasons import FailureReason
 from worker.client import ServerRejectedError, ServerUnavailableError
 from worker.pipeline.errors import PlatformFault
 from worker.sandbox_result import SandboxPlatformError
 
 log = logging.getLogger(__name__)
 
-PHASE_ERROR = "platform_error"
+PHASE_ERROR = FailureReason.PLATFORM_ERROR.value
 """The server's reason for failures never charged to the participant."""
 PLATFORM_ERRORS = (PlatformFault, SandboxPlatformError, ServerUnavailableError,
                    ServerRejectedError)
@@ -33,8 +35,6 @@ HOST_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, err
 """An OSError with one of these is the host's resources failing, a platform fault; any other
 OSError (a name too long, a bad encoding, a loop of links) came from what the run was given."""
 ENGINE_CLIENT_MODULES = frozenset({"docker", "requests", "urllib3"})
-INTERNAL_ERROR_FLAG = "internal_error"
-"""Set in the summary of a run ended by a bug, so the server can count them per participant."""
 
 
 def is_platform_fault(exc: BaseException) -> bool:

@@ -83,3 +83,15 @@ def test_the_worker_sends_where_the_verdict_placed_the_failure(tmp_path, status,
     (tmp_path / "status.json").write_text(status)
     record = ResultRecord(exit_code=1, status=read_reported_status(tmp_path))
     assert verdict_outcome(decide_verdict(record)).to_finish_body(1)["stage"] == stage
+
+
+def test_the_platform_and_internal_error_keys_are_the_contracts():
+    """Issue 35.3: the server and the worker retyped `internal_error`/`platform_error` beside
+    the enum; both now read the contract's."""
+    from server.services import runs
+    from submission_api.contract import reasons
+    from worker.pipeline import faults
+
+    assert runs.INTERNAL_ERROR_FLAG is faults.INTERNAL_ERROR_FLAG is reasons.INTERNAL_ERROR_FLAG
+    assert runs.INTERNAL_ERROR == reasons.FailureReason.INTERNAL_ERROR
+    assert faults.PHASE_ERROR == reasons.FailureReason.PLATFORM_ERROR
