@@ -11,6 +11,7 @@ from fastapi import APIRouter
 from server.api.deps import (
     AddressDep,
     CurrentUser,
+    LoginLimitDep,
     NowDep,
     Organizer,
     SettingsDep,
@@ -20,6 +21,7 @@ from server.api.deps import (
 from server.schemas.accounts import (
     ApiTokenCreated,
     ApiTokenOut,
+    PasswordChangeIn,
     ResetLinkOut,
     SignupIn,
     SignupOut,
@@ -69,6 +71,16 @@ def revoke_my_token(token_id: int, user: CurrentUser, session: WriteSessionDep,
                     now: NowDep) -> None:
     """Revoke one of the caller's API tokens (404 for anyone else's)."""
     api_tokens.revoke_own_token(session, user, token_id, now)
+
+
+@router.post("/me/password", status_code=204)
+def change_my_password(body: PasswordChangeIn, user: CurrentUser, session: WriteSessionDep,
+                       now: NowDep, limit: LoginLimitDep, address: AddressDep) -> None:
+    """Set a new password, giving the current one (rate-limited as a login). Every web
+    session ends, and every API token (this one too) unless `keep_api_tokens` is true."""
+    passwords.change_password(session, user, body.current_password, body.new_password,
+                              keep_api_tokens=body.keep_api_tokens, keep_session=None,
+                              address=address, now=now, limit=limit)
 
 
 @router.post("/users/{user_id}/reset-link", response_model=ResetLinkOut)

@@ -21,6 +21,12 @@ class SignupOut(BaseModel):
     token: str = Field(description="an API token named 'signup', shown once")
 
 
+class PasswordChangeIn(BaseModel):
+    current_password: str = Field(min_length=1, max_length=256)
+    new_password: str = Field(min_length=1, max_length=256)
+    keep_api_tokens: bool = False  # else every API token ends, this request's too
+
+
 class TokenIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
 

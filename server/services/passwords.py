@@ -7,8 +7,10 @@ the account's address when SMTP is configured (services/mailer.py); only its sha
 it works once and expires. Setting a new password by link ends every credential of the
 account: its web sessions and its API tokens (whoever knew the old password, or was handed a
 link, may have made tokens; the owner makes new ones on the profile page), and every other
-open reset link. Each of these functions commits its own unit of work, because a failed login
-must be recorded even though the call then raises.
+open reset link. The owner changing their own password (`change_password`, knowing the current
+one) may keep the API tokens; the other web sessions end either way. Each of these functions
+commits its own unit of work, because a failed login must be recorded even though the call
+then raises.
 """
 
 from __future__ import annotations
@@ -121,6 +123,39 @@ def reset_password(session: Session, token: str, password: str, now: datetime) -
                          target=f"user:{user.id}", details={"tokens_ended": ended}, at=now))
     session.commit()
     return user
+
+
+def change_password(session: Session, user: User, current: str, new: str, *,
+                    keep_api_tokens: bool, keep_session: str | None, address: str,
+                    now: datetime, limit: LoginLimit) -> int:
+    """The account's owner sets a new password, knowing the current one (committed; the
+    guess is rate-limited as a login is). Every web session but `keep_session` (the one in
+    use, if any) ends; its API tokens end too unless the owner keeps them (their own laptop's
+    CLI), unlike a reset by link, which ends them all. An account made without a password
+    (it logs in by API token) sets its first one here. Returns how many tokens ended."""
+    if user.password_hash:
+        key = login_key(user.username)
+        check_login_allowed(session, key, address, now, limit)
+        ok = verify_password(current, user.password_hash)
+        record_attempt(session, key, address, ok, now, limit)
+        if not ok:
+            session.commit()
+            raise BadCredentialsError("the current password is wrong; type it again (or log "
+                                      "out and use 'Forgot your password?')")
+    check_password(new)
+    user.password_hash = hash_password(new)
+    ending = delete(ApiToken).where(ApiToken.user_id == user.id)
+    if keep_api_tokens:
+        ending = ending.where(ApiToken.kind != "api")
+    if keep_session is not None:
+        ending = ending.where(ApiToken.token_hash != hash_token(keep_session))
+    ended = len(session.execute(ending.returning(ApiToken.id)).all())
+    session.add(AuditLog(actor_id=user.id, action="user.password_change",
+                         target=f"user:{user.id}",
+                         details={"tokens_ended": ended, "kept_api_tokens": keep_api_tokens},
+                         at=now))
+    session.commit()
+    return ended
 
 
 def user_by_email_or_name(session: Session, who: str) -> User | None:

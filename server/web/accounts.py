@@ -14,7 +14,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse
 
 from server.api.deps import (
+    SESSION_COOKIE,
     AddressDep,
+    LoginLimitDep,
     NowDep,
     OptionalUser,
     SettingsDep,
@@ -136,6 +138,30 @@ async def revoke_token(token_id: int, request: Request, settings: SettingsDep, n
     with db.session(write=True) as session:
         api_tokens.revoke_own_token(session, _signed_in(request, session, now), token_id, now)
     return RedirectResponse("/profile", status_code=303)
+
+
+@router.post("/profile/password")
+async def change_password(request: Request, settings: SettingsDep, now: NowDep,
+                          limit: LoginLimitDep, address: AddressDep,
+                          db: Annotated[Database, Depends(get_db)]):
+    """The owner changes their password: other browsers are logged out, and the API tokens
+    end unless they tick "keep my API tokens" (a reset by link ends them all)."""
+    form = await request.form()
+    check_csrf(request, settings, form.get("csrf_token"))
+    with db.session(write=True) as session:
+        user = _signed_in(request, session, now)
+        status, error = 200, None
+        try:
+            passwords.change_password(
+                session, user, str(form.get("current_password", "")),
+                str(form.get("password", "")), keep_api_tokens=form.get("keep_tokens") == "1",
+                keep_session=request.cookies.get(SESSION_COOKIE), address=address, now=now,
+                limit=limit)
+        except ArenaError as exc:
+            status, error = describe_error(exc)[0], _message(exc)
+        return render(request, "profile.html", user, settings, status=status, error=error,
+                      tokens=api_tokens.list_tokens(session, user), created=None,
+                      password_changed=error is None)
 
 
 def _signed_in(request: Request, session, now):

@@ -117,3 +117,43 @@ def test_a_reset_by_link_ends_every_session_token_and_open_link(server, cast):
         again = c.post("/api/v1/auth/token", json={"username": cast["vic"],
                                                    "password": "new battery staple"})
     assert again.status_code == 200, again.text
+
+
+def test_the_owner_changing_their_password_may_keep_their_api_tokens(server):
+    """Their own change (knowing the current password): other browsers end, the one in use
+    stays, and the API tokens stay only if they tick "keep"; by the API without keeping, every
+    token ends, the caller's too."""
+    name = f"own{uuid.uuid4().hex[:6]}"
+    _, token = _signup(server, name)
+    with server.client(bearer(token)) as api:
+        laptop = api.post("/api/v1/me/tokens", json={"name": "laptop"}).json()["token"]
+    browsers = [server.client(), server.client()]
+    for browser in browsers:
+        page = browser.get("/login").text
+        assert browser.post("/login", data={"csrf_token": form_nonce(page), "username": name,
+                                            "password": "correct horse"}).status_code == 303
+    here, elsewhere = browsers
+    profile = here.get("/profile").text
+    wrong = here.post("/profile/password", data={
+        "csrf_token": form_nonce(profile), "current_password": "not it",
+        "password": "new battery staple", "keep_tokens": "1"})
+    assert wrong.status_code == 401 and "current password is wrong" in wrong.text
+    changed = here.post("/profile/password", data={
+        "csrf_token": form_nonce(profile), "current_password": "correct horse",
+        "password": "new battery staple", "keep_tokens": "1"})
+    assert changed.status_code == 200 and "Your new password is set" in changed.text
+    assert here.get("/my").status_code == 200  # the browser in use stays logged in
+    assert elsewhere.get("/my").status_code == 303  # the other one is logged out
+    for kept in (token, laptop):
+        with server.client(bearer(kept)) as api:
+            assert api.get("/api/v1/me").status_code == 200  # kept, as asked
+    with server.client(bearer(token)) as api:
+        again = api.post("/api/v1/me/password", json={
+            "current_password": "new battery staple", "new_password": "third pass phrase"})
+        assert again.status_code == 204, again.text
+    for ended in (token, laptop):
+        with server.client(bearer(ended)) as api:
+            assert api.get("/api/v1/me").status_code == 401  # not kept: every token ended
+    assert here.get("/my").status_code == 303
+    for browser in browsers:
+        browser.close()

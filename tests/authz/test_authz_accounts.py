@@ -77,7 +77,8 @@ def build(env: InProcess) -> AccountWorld:
         "organizer": organizer, "other_organizer": other_organizer, "admin": env.admin},
         ids={"comp": comp, "other_comp": other_comp, "pending_id": pending_id,
              "participant_id": participant_id, "kid_id": kid.json()["id"],
-             "token_id": laptop.json()["id"], "participant": f"part-{tag}"})
+             "token_id": laptop.json()["id"], "participant": f"part-{tag}",
+             "bad_link": "not-a-reset-link"})
 
 
 def _fresh_name(world: AccountWorld) -> dict:
@@ -106,6 +107,7 @@ CELLS = [
          lambda w: {"username": w.ids["participant"], "password": "correct horse"}),
     Cell("GET", "/signup", PUBLIC), Cell("GET", "/login", PUBLIC), Cell("GET", "/forgot", PUBLIC),
     Cell("GET", "/verify-email/{pending_id}/" + "0" * 64, NOBODY),  # a wrong link
+    Cell("GET", "/reset/{bad_link}", NOBODY),  # an unknown reset link: 404 for everyone
     # one's own account and tokens
     Cell("GET", "/api/v1/me", SIGNED_IN),
     Cell("GET", "/api/v1/me/tokens", SIGNED_IN),
@@ -115,6 +117,11 @@ CELLS = [
     Cell("POST", "/profile/tokens", SIGNED_IN, {"name": "cluster"}, web=True),
     Cell("POST", "/profile/tokens/{token_id}/revoke", PARTICIPANT_ONLY, {}, web=True),
     Cell("POST", "/profile/verify-email", NOBODY, {}, web=True),  # nobody here waits for one
+    # (the same password again, keeping the API tokens: the module's admin lives on)
+    Cell("POST", "/profile/password", SIGNED_IN, {"current_password": "correct horse",
+         "password": "correct horse", "keep_tokens": "1"}, web=True),
+    Cell("POST", "/api/v1/me/password", SIGNED_IN, {"current_password": "correct horse",
+         "new_password": "correct horse", "keep_api_tokens": True}),
     # accounts as staff manage them
     Cell("GET", "/api/v1/users", STAFF),
     Cell("POST", "/api/v1/users", STAFF, lambda w: {"username": _fresh_name(w)["username"]}),
@@ -199,14 +206,15 @@ def test_every_account_route_is_in_the_matrix(app_env):
     needs a row here."""
     from authz_world import app_routes
 
-    account = re.compile(r"^/api/v1/(users|me$|me/tokens|auth/)|/participation|/participants"
-                         r"|^/(signup|login|forgot|profile|verify-email)")
+    account = re.compile(r"^/api/v1/(users|me$|me/tokens|me/password|auth/)|/participation"
+                         r"|/participants"
+                         r"|^/(signup|login|forgot|profile|verify-email|reset)")
     served = {(m, p) for m, p in app_routes(app_env.client.app) if account.search(p)}
     covered = {(c.method, re.sub(r"{(\w+)}", "{x}", c.path)) for c in CELLS}
     covered = {(m, re.sub(r"/0{64}$", "/{x}", p)) for m, p in covered}
     generic = {(m, re.sub(r"{(\w+)(:\w+)?}", "{x}", p)) for m, p in served}
     skipped = {("POST", "/login"), ("POST", "/logout"), ("POST", "/signup"), ("POST", "/forgot"),
-               ("GET", "/api/v1/phases/{x}/quota")}  # form-nonce forms: test_authz_forms.py
+               ("POST", "/reset/{x}")}  # forms with a form nonce: test_authz_forms.py
     assert sorted(generic - covered - skipped) == []
 
 

@@ -289,6 +289,13 @@ FORMS: dict[tuple[str, str], Form] = {
     # and no account of this world does (404, nothing changes).
     ("POST", "/profile/verify-email"): Form("DDDDDD", "/profile", {}, lambda *_: None,
                                             lambda before, after: True),
+    # One's own password (issue 33.1); this world's accounts have none yet: they set a first.
+    ("POST", "/profile/password"): Form(
+        SIGNED_IN, "/profile", {},
+        lambda session, fw, role: session.get(User, fw.user_ids[role]).password_hash,
+        lambda before, after: after != before,
+        lambda role: {"current_password": "", "password": "a new long pass phrase",
+                      "keep_tokens": "1"}),  # the module's admin token must live on
 }
 # Forms shown to everyone (anonymous included): "denied" there means no valid input.
 ALWAYS_OFFERED = {("POST", "/login"), ("POST", "/signup"), ("POST", "/forgot"),

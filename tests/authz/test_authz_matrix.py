@@ -157,6 +157,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     # is CSRF-protected.
     ("GET", "/verify-email/{user_id}/{token}"): NOBODY,
     ("POST", "/profile/verify-email"): NOBODY,
+    ("POST", "/api/v1/me/password"): SIGNED_IN,  # one's own (an empty body: 422 once signed in)
+    ("POST", "/profile/password"): NOBODY,
 }
 
 
