@@ -7,6 +7,7 @@ import pytest
 
 from submission_api.contract.record import ResultRecord
 from submission_api.contract.verdict import decide_verdict
+from worker.output_walk import remove_tree
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -19,6 +20,14 @@ for _ in range(1500):
     os.close(fd)
     fd = inner
 """
+
+
+@pytest.fixture(autouse=True)
+def _remove_deep_trees(tmp_path):
+    """pytest's clean-up of old temp folders recurses (shutil.rmtree) and a 1,500-level tree
+    left here crashed a later session's end (RecursionError, exit 1): leave no deep tree."""
+    yield
+    remove_tree(tmp_path)
 
 
 @pytest.mark.parametrize("mechanism", ["watchdog", "loop"])
