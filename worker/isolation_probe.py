@@ -37,7 +37,10 @@ def probe_task_namespaces(client: Any, image: str, code_dir: Path | None = None,
                            output_dir=Path(folder) / "output", code_dir=code_dir,
                            task_namespaces=profile, workdir="/tmp")
         try:
-            result = run_sandbox(client, spec, SandboxLimits(memory_mb=512, wall_time_s=120.0))
+            # No loop-mounted output (the probe writes none): a worker stopped while its
+            # background probe ran left the mount, and a loop device, behind at every start.
+            result = run_sandbox(client, spec, SandboxLimits(memory_mb=512, wall_time_s=120.0),
+                                 output_mechanism="watchdog")
         except SandboxPlatformError as error:
             log.warning("worker.isolation_probe_failed", extra={"error": str(error)[:500]})
             return None
