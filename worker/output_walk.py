@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,34 @@ TOO_BIG = 1 << 62
 """What `compute_usage` reports for a tree over its shape bounds: over any size bound."""
 
 
+def _entries(root: Path) -> Iterator[tuple[int, str, bool, int]]:
+    """Every entry under `root` as (its folder's descriptor, name, is a folder, depth of the
+    folder it names), depth first, iteratively on descriptors (no path grows with the depth).
+    Unreadable folders yield nothing; the caller bounds the walk by stopping (closing) it."""
+    try:
+        stack = [(os.open(root, _DIR_FLAGS), 0)]
+    except OSError:
+        return
+    try:
+        while stack:
+            fd, depth = stack.pop()
+            try:
+                with os.scandir(fd) as listing:
+                    names = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+                for name, is_dir in names:
+                    yield fd, name, is_dir, depth + 1
+                    if is_dir:
+                        with contextlib.suppress(OSError):
+                            stack.append((os.open(name, _DIR_FLAGS, dir_fd=fd), depth + 1))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
 def compute_usage(root: Path) -> int:
     """Bytes under `root`, each path counted at the larger of its apparent and allocated size.
 
@@ -37,70 +66,28 @@ def compute_usage(root: Path) -> int:
     counts as TOO_BIG, so every bound calls it exceeded (the participant's `bad_predictions`).
     Never raises: an unreadable entry costs nothing, an unreadable root is empty.
     """
-    total, entries = 0, 0
-    try:
-        stack = [(os.open(root, _DIR_FLAGS), 0)]
-    except OSError:
-        return 0
-    try:
-        while stack:
-            fd, depth = stack.pop()
-            try:
-                with os.scandir(fd) as listing:
-                    names = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
-                for name, is_dir in names:
-                    entries += 1
-                    if entries > MAX_OUTPUT_ENTRIES or (is_dir and depth + 1 > MAX_OUTPUT_DEPTH):
-                        return TOO_BIG
-                    with contextlib.suppress(OSError):
-                        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                        total += max(info.st_size, info.st_blocks * 512)
-                    if is_dir:
-                        with contextlib.suppress(OSError):
-                            stack.append((os.open(name, _DIR_FLAGS, dir_fd=fd), depth + 1))
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
+    total = 0
+    with contextlib.closing(_entries(root)) as entries:
+        for count, (fd, name, is_dir, depth) in enumerate(entries, start=1):
+            if count > MAX_OUTPUT_ENTRIES or (is_dir and depth > MAX_OUTPUT_DEPTH):
+                return TOO_BIG
+            with contextlib.suppress(OSError):
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                total += max(info.st_size, info.st_blocks * 512)
     return total
 
 
 def shape_bound(root: Path) -> str | None:
     """Which shape bound `root` passes, in words for the participant (None: neither): a run
     that nests 1,500 folders is told of the depth bound, not of a size it never used."""
-    entries = 0
-    try:
-        stack = [(os.open(root, _DIR_FLAGS), 0)]
-    except OSError:
-        return None
-    try:
-        while stack:
-            fd, depth = stack.pop()
-            try:
-                with os.scandir(fd) as listing:
-                    names = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
-                for name, is_dir in names:
-                    entries += 1
-                    if entries > MAX_OUTPUT_ENTRIES:
-                        return (f"the output folder holds more than {MAX_OUTPUT_ENTRIES:,} "
-                                "files and folders; write only predictions and a compact "
-                                "learner")
-                    if is_dir and depth + 1 > MAX_OUTPUT_DEPTH:
-                        return (f"the output folder nests folders deeper than "
-                                f"{MAX_OUTPUT_DEPTH} levels; keep the learner's tree shallow")
-                    if is_dir:
-                        with contextlib.suppress(OSError):
-                            stack.append((os.open(name, _DIR_FLAGS, dir_fd=fd), depth + 1))
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
+    with contextlib.closing(_entries(root)) as entries:
+        for count, (_, _, is_dir, depth) in enumerate(entries, start=1):
+            if count > MAX_OUTPUT_ENTRIES:
+                return (f"the output folder holds more than {MAX_OUTPUT_ENTRIES:,} files and "
+                        "folders; write only predictions and a compact learner")
+            if is_dir and depth > MAX_OUTPUT_DEPTH:
+                return (f"the output folder nests folders deeper than {MAX_OUTPUT_DEPTH} "
+                        "levels; keep the learner's tree shallow")
     return None
 
 
