@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ TOO_BIG = 1 << 62
 """What `compute_usage` reports for a tree over its shape bounds: over any size bound."""
 
 
-def _entries(root: Path) -> Iterator[tuple[int, str, bool, int]]:
+def _entries(root: Path) -> Generator[tuple[int, str, bool, int], None, None]:
     """Every entry under `root` as (its folder's descriptor, name, is a folder, depth of the
     folder it names), depth first, iteratively on descriptors (no path grows with the depth).
     Unreadable folders yield nothing; the caller bounds the walk by stopping (closing) it."""
