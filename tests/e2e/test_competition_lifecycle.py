@@ -9,6 +9,8 @@ fake worker over the internal API; the final board ranks by the worst of the thr
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import shutil
 import threading
@@ -118,9 +120,8 @@ def arena(pg_database, tmp_path):
 
 def create_example(arena: Arena, organizer: ArenaClient, tmp_path: Path, tiny_collection,
                    cache: Path) -> dict:
-    bundle_dir = tmp_path / "bundle"
-    bundle_dir.mkdir()
-    shutil.copy(EXAMPLE, bundle_dir / "competition.yaml")
+    bundle_dir = tmp_path / "bundle"  # the example's folder: its kit names files beside it
+    shutil.copytree(EXAMPLE.parent, bundle_dir, ignore=shutil.ignore_patterns("data"))
     (bundle_dir / "data").symlink_to(tiny_collection, target_is_directory=True)
     body = bundle_request(organizer, bundle_dir / "competition.yaml", cache)
     comp = organizer.call("POST", "/api/v1/competitions/bundle", json=body).json()
@@ -236,7 +237,9 @@ def test_bundle_to_final_leaderboard(arena, tmp_path, tiny_collection, arena_cac
     assert all(e["score"] is None and e["rank"] is None for e in hidden["entries"])
     csv_text = organizer.call("GET", f"/api/v1/phases/{final['id']}/leaderboard",
                               params={"format": "csv"}).text
-    assert csv_text.splitlines()[1].startswith("1,alice,free-style,")
+    first = next(csv.DictReader(io.StringIO(csv_text)))  # the board CSV's columns by name
+    assert (first["rank"], first["competitor"], first["competitor_kind"], first["league"]) \
+        == ("1", "alice", "user", "free-style")
     actions = {a["action"] for a in organizer.get("/api/v1/admin/audit")}
     assert {"competition.bundle.create", "submission.baseline"} <= actions
     arena.clock.now += timedelta(days=1)
