@@ -6,7 +6,7 @@ organizer (for participants) or an admin (for anyone) issues. Routes are thin: t
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from server.api.deps import (
     AddressDep,
@@ -85,12 +85,12 @@ def change_my_password(body: PasswordChangeIn, user: CurrentUser, session: Write
 
 @router.post("/users/{user_id}/reset-link", response_model=ResetLinkOut)
 def reset_link(user_id: int, actor: Organizer, session: WriteSessionDep, now: NowDep,
-               settings: SettingsDep) -> ResetLinkOut:
+               settings: SettingsDep, request: Request) -> ResetLinkOut:
     """A one-time password-reset link for an account (admins: any; organizers: participants
     they created); hand it to its owner, who opens it and chooses a new password, which ends
     every session and API token of the account."""
     user, token = passwords.issue_reset(session, actor, user_id, now,
                                         settings.password_reset_ttl_s)
     return ResetLinkOut(user_id=user.id, username=user.username,
-                        link=f"{settings.public_base_url.rstrip('/')}/reset/{token}",
+                        link=f"{settings.public_url_for(str(request.base_url))}/reset/{token}",
                         expires_in_s=settings.password_reset_ttl_s)

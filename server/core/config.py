@@ -141,8 +141,12 @@ class Settings(BaseSettings):
 
     def public_url_for(self, request_base_url: str) -> str:
         """The URL participants reach this server at: `public_url` when set, else the base
-        URL of the request being answered (issue 32.4: it was 127.0.0.1:8000 everywhere)."""
-        return (self.public_url or request_base_url).rstrip("/")
+        URL of the request being answered (issue 32.4: it was 127.0.0.1:8000 everywhere), unless
+        the older public_base_url was set. Only for links shown to the requester: a mailed link
+        uses the configured URL alone (a forged Host header must not reach someone's inbox)."""
+        configured = self.public_url or (self.public_base_url
+                                         if "public_base_url" in self.model_fields_set else "")
+        return (configured or request_base_url).rstrip("/")
 
     @property
     def seed_secret(self) -> str:

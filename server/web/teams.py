@@ -51,7 +51,7 @@ def team_page(competition_id: int, request: Request, user: OptionalUser, now: No
             frozen = getattr(exc, "message", str(exc))
         return render(request, "team.html", user, settings, competition=comp, team=team,
                       members=members, frozen=frozen,
-                      invite=f"{settings.public_base_url.rstrip('/')}/teams/join/"
+                      invite=f"{settings.public_url_for(str(request.base_url))}/teams/join/"
                              f"{team.invite_code}" if team else None)
 
 

@@ -127,3 +127,17 @@ def test_arena_public_url_sets_the_public_url_and_the_older_setting(monkeypatch)
     assert settings.public_base_url == "https://arena.example.org/"
     monkeypatch.delenv("ARENA_PUBLIC_URL")
     assert Settings().public_url_for("http://10.0.0.5:8000/") == "http://10.0.0.5:8000"
+
+
+def test_links_shown_to_the_requester_follow_the_address_used_unless_a_url_is_configured(
+        monkeypatch):
+    """The team page's invite and the API's reset link named 127.0.0.1:8000 on any deployment
+    but the demo (issue 32.4); a URL the operator set, old or new setting, still wins."""
+    from server.core.config import Settings
+
+    for name in ("ARENA_PUBLIC_URL", "ARENA_PUBLIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert Settings().public_url_for("http://10.0.0.5:8000/") == "http://10.0.0.5:8000"
+    older = Settings(public_base_url="https://old.example.org")
+    assert older.public_url_for("http://10.0.0.5:8000/") == "https://old.example.org"
+

@@ -85,3 +85,14 @@ def test_sign_up_without_a_next_page_lands_on_a_welcome(env):
         "csrf_token": CSRF.search(page).group(1), "username": "cat",
         "email": "cat@uni.example.org", "password": "correct horse"})
     assert made.status_code == 200 and 'id="welcome"' in made.text and "cat" in made.text
+
+
+def test_the_team_page_invite_names_the_address_the_member_used(env):
+    """It named 127.0.0.1:8000 on any deployment without a public URL (issue 32.4)."""
+    comp_id, _ = team_competition(env)
+    _, ann = env.user("ann")
+    code = create(env, comp_id, ann).json()["invite_code"]
+    login(env, ann)
+    page = env.client.get(f"/competitions/{comp_id}/team").text
+    assert f"http://testserver/teams/join/{code}" in page
+    assert "127.0.0.1:8000" not in page
