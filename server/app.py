@@ -23,6 +23,7 @@ from server.core.body_bounds import BodyBoundsMiddleware
 from server.core.config import Settings
 from server.core.db import make_database, upgrade_database
 from server.core.errors import DatabaseUnavailableError, install_error_handlers
+from server.core.hsts import HstsMiddleware
 from server.models import utcnow
 from server.services.queue import CeleryJobQueue, JobQueue
 from server.services.reconcile import ReconcilePolicy, run_reconciler_forever
@@ -117,6 +118,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                        max_waiting=settings.request_max_waiting,
                        max_wait_s=settings.request_max_wait_s,
                        internal_limit=settings.internal_request_concurrency)
+    if settings.session_cookie_secure:  # served over HTTPS: outermost, on every answer
+        app.add_middleware(HstsMiddleware)
     app.add_middleware(BodyBoundsMiddleware, limit=settings.max_json_body_bytes,  # outside it
                        bundle_limit=settings.max_bundle_bytes,
                        internal_limit=settings.max_internal_body_bytes)

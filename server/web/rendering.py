@@ -43,7 +43,6 @@ SERVER_DIR = Path(__file__).resolve().parent.parent
 STATIC_DIR = SERVER_DIR / "static"
 PAGE_CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
-HSTS = "max-age=31536000; includeSubDomains"
 SECURITY_HEADERS = {"Content-Security-Policy": PAGE_CSP, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "same-origin"}
 
@@ -93,9 +92,7 @@ def render(request: Request, name: str, user, settings: Settings, status: int = 
     csrf = session_csrf(request, settings) if user is not None else ""
     response = templates.TemplateResponse(request, name, {"user": user, "csrf": csrf, **context},
                                           status_code=status)
-    response.headers.update(SECURITY_HEADERS)
-    if settings.session_cookie_secure:  # served over HTTPS: browsers must never fall back
-        response.headers["Strict-Transport-Security"] = HSTS
+    response.headers.update(SECURITY_HEADERS)  # HSTS: server/core/hsts.py, on every answer
     return response
 
 

@@ -57,7 +57,7 @@ def test_the_api_refuses_such_a_bundle(tmp_path):
 @pytest.mark.parametrize("secure", [True, False])
 def test_hsts_when_cookies_are_secure(tmp_path, secure):
     with inprocess_app(tmp_path, session_cookie_secure=secure) as env:
-        for path in ("/login", "/signup", "/"):
+        for path in ("/login", "/signup", "/", "/api/v1/phases", "/no-such-page"):
             header = env.client.get(path).headers.get("Strict-Transport-Security")
             if secure:
                 assert header and "max-age=31536000" in header, path
