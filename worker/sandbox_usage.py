@@ -12,8 +12,10 @@ cgroup driver (slices only) the usage reads None: nothing is guessed.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,13 +92,26 @@ def read_usage(parent: str | None, root: Path = CGROUP_ROOT) -> Usage:
                  peak_memory_mb=None if peak is None else round(peak / 2**20, 1))
 
 
+REMOVE_TRIES = 8
+"""Tries to remove a parent cgroup still busy, 0.1 s more apart each (~2.8 s in all)."""
+
+
 def remove_parent(parent: str | None, root: Path = CGROUP_ROOT) -> None:
     """Remove the (empty, once the container is gone) parent cgroup from every controller."""
     if parent is None:
         return
     for group in _groups(parent, root):
-        try:
-            os.rmdir(group)
-        except OSError as error:  # a leftover costs a folder, not a run
-            log.warning("run.sandbox.usage_cgroup_left", extra={"cgroup": str(group),
-                                                                "error": repr(error)})
+        for attempt in range(REMOVE_TRIES):
+            try:
+                os.rmdir(group)
+                break
+            except OSError as error:
+                # EBUSY: the engine may still be removing the container's own cgroup below it
+                # (seen on a loaded host right after the container ended).
+                if error.errno == errno.EBUSY and attempt + 1 < REMOVE_TRIES:
+                    time.sleep(0.1 * (attempt + 1))
+                    continue
+                # a leftover costs a folder, not a run
+                log.warning("run.sandbox.usage_cgroup_left", extra={"cgroup": str(group),
+                                                                    "error": repr(error)})
+                break
