@@ -8,6 +8,7 @@ Importable by name (tests/e2e has no __init__); the `platform` fixture in confte
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 from arena_test_services import require_service
@@ -190,6 +192,23 @@ def require_redis_and_docker(redis_url: str = REDIS_URL) -> None:
         docker.from_env().images.get(SANDBOX_IMAGE)
     except Exception as error:  # noqa: BLE001
         require_service("Docker sandbox image", f"{error}; run scripts/services.sh")
+
+
+PlatformT = TypeVar("PlatformT", bound=Platform)
+
+
+@contextmanager
+def started_platform(kind: type[PlatformT], root: Path) -> Iterator[PlatformT]:
+    """A `kind` of platform on a throwaway database with its server answering; stopped after."""
+    require_redis_and_docker()
+    with throwaway_database() as url:
+        platform = kind(root=root, database_url=url, base_url=f"http://127.0.0.1:{free_port()}",
+                        admin_token=secrets.token_urlsafe(24))
+        try:
+            platform.start_server()
+            yield platform
+        finally:
+            platform.stop()
 
 
 @contextmanager

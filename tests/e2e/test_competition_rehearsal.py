@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import secrets
 import signal
 import tarfile
 import threading
@@ -32,9 +31,7 @@ from pathlib import Path
 import pytest
 from platform_support import (
     TERMINAL,
-    free_port,
-    require_redis_and_docker,
-    throwaway_database,
+    started_platform,
 )
 from rehearsal_support import (
     BIG_DATASET,
@@ -107,16 +104,8 @@ class Rehearsal:
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RehearsalPlatform]:
-    require_redis_and_docker()
-    with throwaway_database() as url:
-        platform = RehearsalPlatform(root=tmp_path_factory.mktemp("rehearsal"), database_url=url,
-                                     base_url=f"http://127.0.0.1:{free_port()}",
-                                     admin_token=secrets.token_urlsafe(24))
-        try:
-            platform.start_server()
-            yield platform
-        finally:
-            platform.stop()
+    with started_platform(RehearsalPlatform, tmp_path_factory.mktemp("rehearsal")) as platform:
+        yield platform
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 from test_pages import login
+from test_run_usage import finish_failed_run
 
 from server.models import Run
 
@@ -16,14 +17,7 @@ def test_the_isolation_line_is_stored_and_shown_to_organizers_only(env):
     olga, olga_headers = env.user("olga", role="organizer")
     phase = env.phase(owner=olga, hide_logs=False)
     _, ann = env.user("ann")
-    submission_id = env.submit(phase.id, ann).json()["id"]
-    run_id, token, _ = env.queue.jobs[-1]
-    auth = {"Authorization": f"Bearer {token}"}
-    fencing = env.client.post(f"/internal/runs/{run_id}/claim", json={"worker": "w"},
-                              headers=auth).json()["fencing_token"]
-    answer = env.client.post(f"/internal/runs/{run_id}/finish", headers=auth, json={
-        "fencing_token": fencing, "state": "failed", "reason": "crashed",
-        "message": "the process of test task 0 exited with code 1", "isolation": LINE})
+    submission_id, run_id, answer = finish_failed_run(env, phase, ann, isolation=LINE)
     assert answer.status_code == 200, answer.text
     with env.db.session() as s:
         assert s.execute(select(Run.isolation).where(Run.id == run_id)).scalar_one() == LINE

@@ -20,7 +20,9 @@ USAGE = {
         ("publish", 43.5))]}
 
 
-def _finish(env, phase, user, usage):
+def finish_failed_run(env, phase, user, **fields):
+    """Upload, claim and finish one run as `crashed` with the finish body's extra `fields`;
+    returns (submission id, run id, the finish answer)."""
     submission_id = env.submit(phase.id, user).json()["id"]
     run_id, token, _ = env.queue.jobs[-1]
     auth = {"Authorization": f"Bearer {token}"}
@@ -28,7 +30,7 @@ def _finish(env, phase, user, usage):
                               headers=auth).json()["fencing_token"]
     answer = env.client.post(f"/internal/runs/{run_id}/finish", headers=auth, json={
         "fencing_token": fencing, "state": "failed", "reason": "crashed",
-        "message": "the process of test task 0 exited with code 1", "usage": usage})
+        "message": "the process of test task 0 exited with code 1", **fields})
     return submission_id, run_id, answer
 
 
@@ -36,7 +38,7 @@ def test_usage_is_stored_and_shown_to_organizers_not_to_a_secret_phases_particip
     olga, olga_headers = env.user("olga", role="organizer")
     phase = env.phase(owner=olga, leaderboard={"test_data": "secret"})
     _, ann = env.user("ann")
-    submission_id, run_id, answer = _finish(env, phase, ann, USAGE)
+    submission_id, run_id, answer = finish_failed_run(env, phase, ann, usage=USAGE)
     assert answer.status_code == 200, answer.text
     with env.db.session() as s:
         stored = s.execute(select(Run.usage).where(Run.id == run_id)).scalar_one()
@@ -60,7 +62,8 @@ def test_usage_of_a_wrong_shape_is_refused_with_a_clear_error(env):
     phase = env.phase()
     _, ann = env.user("ann")
     bad = {"stages": [{"stage": "meta-train", "wall_s": -1.0}], "marks": []}
-    _, _, answer = _finish(env, phase, ann, bad)
+    _, _, answer = finish_failed_run(env, phase, ann, usage=bad)
     assert answer.status_code == 422 and "wall_s" in answer.text, answer.text
-    _, _, answer = _finish(env, phase, ann, {"stages": [], "marks": [{"name": "lunch", "at": T0}]})
+    _, _, answer = finish_failed_run(env, phase, ann,
+                                 usage={"stages": [], "marks": [{"name": "lunch", "at": T0}]})
     assert answer.status_code == 422 and "name" in answer.text, answer.text
