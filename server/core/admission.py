@@ -26,7 +26,7 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-INTERNAL_PREFIX = "/api/v1/internal/"
+INTERNAL_PREFIX = "/internal/"
 """The workers' API (server/api/internal.py): its own lane, never shed."""
 
 

@@ -78,7 +78,7 @@ def test_past_the_bounded_queue_a_request_is_answered_503_at_once_and_the_rest_a
         assert refused.status_code == 503
         assert int(refused.headers["retry-after"]) > 0
         assert refused.json()["error"]["code"] == "server.busy"
-        internal = httpx.get(f"{url}/api/v1/internal/runs/1/heartbeat", timeout=120)
+        internal = httpx.get(f"{url}/internal/runs/1/heartbeat", timeout=120)
         assert internal.status_code == 200  # the workers' lane does not queue behind readers
         app.gate.set()
         assert [f.result().status_code for f in held] == [200, 200, 200]
@@ -97,3 +97,18 @@ def test_a_request_that_waits_past_the_longest_wait_is_answered_503():
             assert "no slot freed" in late.json()["error"]["message"]
             inner.gate.set()
             assert first.result().status_code == 200
+
+
+def test_the_workers_lane_is_the_prefix_the_app_serves_the_internal_api_under(tmp_path):
+    """The lane named `/api/v1/internal/` while the workers' routes live under `/internal/`:
+    their claims and finishes queued (and could be shed) behind readers."""
+    from fastapi import routing
+
+    from server.app import create_app
+    from server.core.admission import INTERNAL_PREFIX
+    from server.core.config import Settings
+
+    app = create_app(Settings(data_dir=tmp_path, reconcile_interval_s=0))
+    paths = [context.path for context in routing.iter_route_contexts(app.routes)]
+    internal = [path for path in paths if path.endswith("/claim")]
+    assert internal and all(path.startswith(INTERNAL_PREFIX) for path in internal), internal
