@@ -15,6 +15,7 @@ from datetime import datetime
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
@@ -34,6 +35,13 @@ from server.services.users import bootstrap_admin
 from server.web.rendering import install_page_errors, render, wants_html
 
 log = logging.getLogger("arena.server")
+
+
+def operation_id(route: APIRoute) -> str:
+    """`<tag>-<function>` (`submissions-create_submission`): stable and readable, so a generated
+    client gets method names, not `create_submission_api_v1_phases__phase_id__submissions_post`
+    that change whenever a path does (FastAPI's full-stack template does the same)."""
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
 
 
 def reconcile_policy(settings: Settings) -> ReconcilePolicy:
@@ -110,7 +118,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         log.warning("arena.secrets.insecure problems=%s", settings.secret_problems())
     app = FastAPI(title="MetaDL Arena", version="0.1.0",
                   description="Code-submission competitions in few-shot image classification.",
-                  docs_url=None, redoc_url=None)  # server/api/docs.py serves them offline
+                  docs_url=None, redoc_url=None,  # server/api/docs.py serves them offline
+                  generate_unique_id_function=operation_id)
     app.router.lifespan_context = _lifespan(app)
     app.state.settings = settings
     app.state.db = make_database(settings.database_url, settings.db_pool())
