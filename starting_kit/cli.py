@@ -246,12 +246,14 @@ def _mount_plugins() -> None:
     from starting_kit.commands.factsheet import register as register_factsheet
     from starting_kit.commands.participants import register as register_participants
     from starting_kit.commands.phases import register as register_phases
+    from starting_kit.commands.pools import register as register_pools
     from starting_kit.commands.remote import register as register_remote
 
     app.add_typer(data_app, name="data", help="Check, import, generate and compile datasets.")
     register_remote(app)
     register_participants(app)
     register_phases(app)
+    register_pools(app)
     register_factsheet(app)
     for plugin in entry_points(group="arena.commands"):
         try:
