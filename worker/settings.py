@@ -59,6 +59,11 @@ class WorkerSettings(BaseSettings):
     """Where the Docker engine finds `submission_api` to mount into sandboxes. Unset: this
     worker's own copy (a worker on the host). A worker in a container sets a folder shared with
     the host at the same path; the worker copies its `submission_api` there at start."""
+    pool_token: str | None = None
+    """An organizer pool's credential (`arena_pool_...`): the worker then takes its jobs from the
+    server over HTTP (`worker.pool_loop`), only that pool's, and needs no broker URL."""
+    pool_poll_s: float = Field(default=5.0, gt=0)
+    """Seconds between job requests of an idle pool worker (each one is also its heartbeat)."""
 
     @field_validator("queues")
     @classmethod
