@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from server.bundles.kit_spec import KitSpec
 from server.bundles.onboarding import QuestionSpec, TabsSpec, TeamsSpec, check_unique_keys
-from submission_api.contract.resources import RESOURCE_BOUNDS
+from server.domain.phase import PhaseRules, Quotas, bounded_field, parse_protocol
+from submission_api.contract.resources import RunResources
 
 SLUG = r"^[a-z0-9][a-z0-9-]*$"
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -38,16 +39,6 @@ def parse_duration(value: Any) -> int:
         raise ValueError(f"got {value!r}; expected seconds or a duration like '5h', '90m'")
     hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return hours * 3600 + minutes * 60 + seconds
-
-
-def resource_field(name: str, **extra: Any) -> Any:
-    """A pydantic field with the default and bounds of resource `name`
-    (`submission_api.contract.resources.RESOURCE_BOUNDS`, their one definition)."""
-    bound = RESOURCE_BOUNDS[name]
-    limits: dict[str, Any] = {"gt" if bound.exclusive_least else "ge": bound.least,
-                              "le": bound.most}
-    default = int(bound.default) if bound.integer else bound.default
-    return Field(default=default, **limits, **extra)
 
 
 def parse_memory_mb(value: Any) -> int:
@@ -98,14 +89,14 @@ class DataSpec(_Strict):
 class ResourcesSpec(_Strict):
     """What one run of the phase may use; the sandbox enforces each bound (SandboxLimits)."""
 
-    gpus: int = resource_field("gpus")
-    cpus: float = resource_field("cpus")
-    memory: int = resource_field("memory_mb", description="megabytes, or '16G'")
-    pids: int = resource_field("pids", description="processes and threads at once (a fork "
+    gpus: int = bounded_field("gpus")
+    cpus: float = bounded_field("cpus")
+    memory: int = bounded_field("memory_mb", description="megabytes, or '16G'")
+    pids: int = bounded_field("pids", description="processes and threads at once (a fork "
                                "bomb stops here)")
-    shm: int = resource_field("shm_mb", description="/dev/shm: MB, or '1G'")
-    tmp: int = resource_field("tmp_mb", description="/tmp tmpfs: MB, or '1G'")
-    output: int = resource_field("output_mb",
+    shm: int = bounded_field("shm_mb", description="/dev/shm: MB, or '1G'")
+    tmp: int = bounded_field("tmp_mb", description="/tmp tmpfs: MB, or '1G'")
+    output: int = bounded_field("output_mb",
                                  description="the run's writable output folder: MB, or '1G'")
 
     _memory = field_validator("memory", "shm", "tmp", "output", mode="before")(classmethod(
@@ -113,9 +104,9 @@ class ResourcesSpec(_Strict):
 
 
 class QuotaSpec(_Strict):
-    per_day: int | None = Field(default=None, ge=0)
-    total: int | None = Field(default=None, ge=0)
-    in_flight: int | None = Field(default=None, ge=0)
+    per_day: int | None = bounded_field("quota_per_day", default=None)
+    total: int | None = bounded_field("quota_total", default=None)
+    in_flight: int | None = bounded_field("quota_in_flight", default=None)
 
 
 class LeaderboardSpec(_Strict):
@@ -139,9 +130,9 @@ class PhaseSpec(_Strict):
     ends_at: datetime | None = None
     data: DataSpec = Field(default_factory=DataSpec)
     protocol: dict[str, Any] = Field(default_factory=lambda: {"name": "cross-domain"})
-    seed: int = 0
-    runs_per_submission: int = Field(default=1, ge=1, le=20)
-    time_limit: int = Field(default=3600, gt=0, description="seconds, or '5h'")
+    seed: int = bounded_field("seed")
+    runs_per_submission: int = bounded_field("runs_per_submission")
+    time_limit: int = bounded_field("time_limit_s", description="seconds, or '5h'")
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -167,9 +158,19 @@ class PhaseSpec(_Strict):
     @field_validator("protocol")
     @classmethod
     def _protocol(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from submission_api.protocols import ProtocolParams
+        return parse_protocol(value).to_dict()
 
-        return ProtocolParams.from_dict(value).to_dict()
+    def rules(self) -> PhaseRules:
+        """The phase's rules (server/domain/phase.py): the one place the bundle's names
+        (`time_limit`, `quotas.per_day`, `resources.memory`, ...) map onto the model's."""
+        res = self.resources
+        return PhaseRules(
+            protocol=parse_protocol(self.protocol), time_limit_s=self.time_limit,
+            resources=RunResources(cpus=res.cpus, memory_mb=res.memory, gpus=res.gpus,
+                                   pids=res.pids, shm_mb=res.shm, tmp_mb=res.tmp,
+                                   output_mb=res.output),
+            runs_per_submission=self.runs_per_submission, seed=self.seed,
+            quotas=Quotas(self.quotas.per_day, self.quotas.total, self.quotas.in_flight))
 
     @model_validator(mode="after")
     def _dates(self) -> PhaseSpec:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from server.bundles.onboarding import TabsSpec, TeamsSpec
-from server.bundles.schema import resource_field
+from server.domain.phase import bounded_field
 
 MAX_PHASES = 50
 """Phases of one competition (a bundle with 20,000 made /phases 18.5 MB, issue 21)."""
@@ -35,15 +35,15 @@ class PhaseData(BaseModel):
 class Resources(BaseModel):
     """What one run may use; the worker's sandbox enforces every bound (stored as JSON with the
     phase, so bounds added later read their defaults from older rows). Defaults and bounds are
-    the run contract's (`submission_api.contract.resources`)."""
+    the run contract's (`submission_api.contract.resources`), the names `RunResources`'."""
 
-    cpus: float = resource_field("cpus")
-    memory_mb: int = resource_field("memory_mb")
-    gpus: int = resource_field("gpus")
-    pids: int = resource_field("pids")
-    shm_mb: int = resource_field("shm_mb")
-    tmp_mb: int = resource_field("tmp_mb")
-    output_mb: int = resource_field("output_mb")
+    cpus: float = bounded_field("cpus")
+    memory_mb: int = bounded_field("memory_mb")
+    gpus: int = bounded_field("gpus")
+    pids: int = bounded_field("pids")
+    shm_mb: int = bounded_field("shm_mb")
+    tmp_mb: int = bounded_field("tmp_mb")
+    output_mb: int = bounded_field("output_mb")
 
 
 class LeaderboardSettings(BaseModel):
@@ -72,15 +72,15 @@ class PhaseFields(BaseModel):
     protocol: dict[str, Any] = Field(default_factory=dict,
                                      description="ProtocolParams.to_dict() of the phase")
     data: PhaseData = Field(default_factory=PhaseData)
-    seed: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
-    runs_per_submission: int = Field(default=1, ge=1, le=20)
-    time_limit_s: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+    seed: int = bounded_field("seed")
+    runs_per_submission: int = bounded_field("runs_per_submission")
+    time_limit_s: int = bounded_field("time_limit_s")
     resources: Resources = Field(default_factory=Resources)
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    quota_per_day: int | None = Field(default=None, ge=0, le=1_000_000)
-    quota_total: int | None = Field(default=None, ge=0, le=1_000_000)
-    quota_in_flight: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_per_day: int | None = bounded_field("quota_per_day", default=None)
+    quota_total: int | None = bounded_field("quota_total", default=None)
+    quota_in_flight: int | None = bounded_field("quota_in_flight", default=None)
     hide_logs: bool = False
     leaderboard_rule: Literal["best", "latest"] = "best"
     leaderboard: LeaderboardSettings = Field(default_factory=LeaderboardSettings)
@@ -103,15 +103,15 @@ class PhaseUpdate(BaseModel):
     ends_at: datetime | None = None
     protocol: dict[str, Any] | None = None
     data: PhaseData | None = None
-    seed: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
-    runs_per_submission: int | None = Field(default=None, ge=1, le=20)
-    time_limit_s: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
+    seed: int | None = bounded_field("seed", default=None)
+    runs_per_submission: int | None = bounded_field("runs_per_submission", default=None)
+    time_limit_s: int | None = bounded_field("time_limit_s", default=None)
     resources: Resources | None = None
     image: str | None = None
     queue: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    quota_per_day: int | None = Field(default=None, ge=0, le=1_000_000)
-    quota_total: int | None = Field(default=None, ge=0, le=1_000_000)
-    quota_in_flight: int | None = Field(default=None, ge=0, le=1_000_000)
+    quota_per_day: int | None = bounded_field("quota_per_day", default=None)
+    quota_total: int | None = bounded_field("quota_total", default=None)
+    quota_in_flight: int | None = bounded_field("quota_in_flight", default=None)
     hide_logs: bool | None = None
     leaderboard_rule: Literal["best", "latest"] | None = None
     leaderboard: LeaderboardSettings | None = None

@@ -19,27 +19,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, InvalidInputError
+from server.domain.phase import (
+    COLUMNS,
+    InvalidProtocolError,
+    PhaseRules,
+    PhaseRulesError,
+    merge_columns,
+)
 from server.models import AuditLog, Competition, Dataset, Phase, User
 from server.schemas.competition import CompetitionCreate, PhaseCreate, PhaseData
 from server.services.datasets import usable_hashes
 from server.services.tenancy import check_organizes, is_admin
 from server.services.workers import check_image_known
-
-
-def _validate_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
-    """Normalize through submission_api.protocols.ProtocolParams when it is available."""
-    try:
-        from submission_api.protocols import ProtocolParams
-    except ImportError:  # the evaluation core may not ship protocols yet: store as given
-        return protocol
-    from_dict = getattr(ProtocolParams, "from_dict", None)
-    if from_dict is None or not protocol:
-        return protocol
-    try:
-        return from_dict(protocol).to_dict()
-    except (TypeError, ValueError, KeyError) as exc:
-        raise InvalidInputError(f"invalid protocol parameters {protocol!r}: {exc}",
-                                code="phase.invalid_protocol") from exc
 
 
 def _check_phase(session: Session, phase: Phase, actor: User) -> None:
@@ -95,10 +86,19 @@ def check_phase_data(session: Session, phase: Phase, actor: User | None = None) 
             "(POST /api/v1/datasets) or change the phase's data", code="phase.unknown_dataset")
 
 
-def _phase_values(fields: dict[str, Any]) -> dict[str, Any]:
-    if "protocol" in fields and fields["protocol"] is not None:
-        fields["protocol"] = _validate_protocol(fields["protocol"])
-    return fields
+def _rules_columns(phase: Phase | None, fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with the columns of the phase's rules validated as one `PhaseRules` (with what
+    `phase`, when given, keeps): protocol normalized, every bound the bundle's too."""
+    if phase is not None and not COLUMNS & set(fields):
+        return fields
+    try:
+        columns = merge_columns(phase, fields) if phase is not None else (
+            PhaseRules.from_columns(fields).to_columns())
+    except PhaseRulesError as error:
+        code = ("phase.invalid_protocol" if isinstance(error, InvalidProtocolError)
+                else "phase.out_of_bounds")
+        raise InvalidInputError(str(error), code=code) from error
+    return fields | columns
 
 
 def get_owned_competition(session: Session, competition_id: int, user: User) -> Competition:
@@ -131,7 +131,7 @@ def add_phase(session: Session, comp: Competition, body: PhaseCreate, actor: Use
         raise ConflictError(f"competition {comp.slug!r} already has a phase {body.name!r}",
                             code="phase.exists")
     phase = Phase(competition_id=comp.id, created_at=now,
-                  **_phase_values(body.model_dump(mode="python")))
+                  **_rules_columns(None, body.model_dump(mode="python")))
     _check_phase(session, phase, actor)
     session.add(phase)
     session.flush()
@@ -147,7 +147,7 @@ def update_phase(session: Session, phase: Phase, changes: dict[str, Any], actor:
         # Publishing is an audited action (services/secrecy.py), not a setting a PATCH resets.
         changes["leaderboard"] = {**changes["leaderboard"],
                                   "published_at": phase.leaderboard["published_at"]}
-    for key, value in _phase_values(changes).items():
+    for key, value in _rules_columns(phase, changes).items():
         setattr(phase, key, value)
     _check_phase(session, phase, actor)
     session.add(AuditLog(actor_id=actor.id, action="phase.update", target=f"phase:{phase.id}",

@@ -1,4 +1,5 @@
-"""What one run may use: the one set of defaults and bounds of a phase's resources.
+"""What one run may use: the one set of defaults and bounds of a phase's resources and of its
+time limit (`TIME_LIMIT_BOUND`).
 
 The bundle (`server/bundles/schema.py`), the JSON API (`server/schemas/competition.py`), the
 claim the worker receives (`worker/client.py`) and the sandbox's limits
@@ -23,8 +24,9 @@ class Bound:
     integer: bool = True
     exclusive_least: bool = False
 
-    def check(self, name: str, value: object) -> None:
-        """Raise ValueError unless `value` is of the bound's kind and in range."""
+    def check(self, name: str, value: object, fix: str = "fix the phase's resources") -> None:
+        """Raise ValueError unless `value` is of the bound's kind and in range; the message
+        names `name` and ends with `fix`."""
         kinds: tuple[type, ...] = (int,) if self.integer else (int, float)
         number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
         in_range = number is not None and isinstance(value, kinds) and number <= self.most and (
@@ -33,8 +35,8 @@ class Bound:
             kind = "an integer" if self.integer else "a number"
             low = f"> {_number(self.least)}" if self.exclusive_least else (
                 f">= {_number(self.least)}")
-            raise ValueError(f"resources.{name}={value!r}: expected {kind} {low} and "
-                             f"<= {_number(self.most)}; fix the phase's resources")
+            raise ValueError(f"{name}={value!r}: expected {kind} {low} and "
+                             f"<= {_number(self.most)}; {fix}")
 
 
 def _number(value: float) -> str:
@@ -59,6 +61,12 @@ RESOURCE_BOUNDS: dict[str, Bound] = {
 """Every resource of a run: memory in MB (RAM and swap alike), /dev/shm, the /tmp tmpfs and the
 writable output folder in MB, GPUs as a count (the worker picks the devices)."""
 
+TIME_LIMIT_BOUND = Bound(3600, 1, 7 * 24 * 3600)
+"""A run's wall-clock limit in seconds: an hour unless the phase says otherwise, a week at most
+(a run's lease is renewed by heartbeats, but a longer limit is a typo, and larger values would
+not fit the phase's int4 column)."""
+DEFAULT_TIME_LIMIT_S = int(TIME_LIMIT_BOUND.default)
+
 
 @dataclass(frozen=True)
 class RunResources:
@@ -74,7 +82,7 @@ class RunResources:
 
     def __post_init__(self) -> None:
         for name, bound in RESOURCE_BOUNDS.items():
-            bound.check(name, getattr(self, name))
+            bound.check(f"resources.{name}", getattr(self, name))
         object.__setattr__(self, "cpus", float(self.cpus))
 
     @classmethod
