@@ -34,6 +34,7 @@ from server.api.deps import (
 from server.core.config import Settings
 from server.core.errors import AuthRequiredError, NotFoundError
 from server.core.security import hash_token
+from server.domain.phase import rules_of
 from server.models import ACTIVE_STATES, Dataset, Phase, Run, Submission
 from server.schemas.competition import PhaseData
 from server.schemas.internal import (
@@ -51,7 +52,6 @@ from server.services.datasets import dataset_tar
 from server.services.queue import JobQueue
 from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
-from submission_api.contract.resources import RunResources
 
 router = APIRouter(prefix="/internal", tags=["internal"])
 Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
@@ -67,16 +67,15 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
     claimed = worker_calls.claim(session, run.id, body.worker, body.gpus, body.images, now,
                                  policy, unhealthy=body.unhealthy)
     run, submission, phase = claimed.run, claimed.submission, claimed.phase
-    data = PhaseData.model_validate(phase.data or {})
+    data, rules = PhaseData.model_validate(phase.data or {}), rules_of(phase)
     return ClaimedRun(
         run_id=run.id, submission_id=submission.id, fencing_token=run.fencing_token,
         lease_expires_at=claimed.lease_expires_at, submission_sha256=submission.sha256,
         submission_size=submission.size_bytes, submission_root=submission.zip_root,
-        phase_id=phase.id, protocol=phase.protocol or {},
-        test_seed=compute_test_seed(settings.seed_secret_for(phase.id), phase.id, phase.seed),
+        phase_id=phase.id, protocol=rules.protocol.to_dict(),
+        test_seed=compute_test_seed(settings.seed_secret_for(phase.id), phase.id, rules.seed),
         participant_seed=compute_participant_seed(run), run_index=run.index,
-        time_limit_s=phase.time_limit_s,
-        resources=RunResources.from_mapping(phase.resources), image=phase.image,
+        time_limit_s=rules.time_limit_s, resources=rules.resources, image=phase.image,
         data=data,
         dataset_hashes=data.hashes(),
     )
