@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from server.models.base import Base, UTCDateTime, utcnow
@@ -16,9 +16,21 @@ from server.models.base import Base, UTCDateTime, utcnow
 
 class Worker(Base):
     __tablename__ = "workers"
+    # Names are unique per pool (issue 37): among the shared workers, and within each pool.
+    __table_args__ = (
+        Index("uq_workers_shared_name", "name", unique=True,
+              postgresql_where=text("pool_id IS NULL"), sqlite_where=text("pool_id IS NULL")),
+        Index("uq_workers_pool_name", "pool_id", "name", unique=True,
+              postgresql_where=text("pool_id IS NOT NULL"),
+              sqlite_where=text("pool_id IS NOT NULL")),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    pool_id: Mapped[int | None] = mapped_column(ForeignKey("worker_pools.id", ondelete="CASCADE"))
+    """The pool it serves (its credential's); None: one of the operator's shared workers."""
+    host: Mapped[str | None] = mapped_column(String(200))
+    """The host it announced (pool workers, with each job request); None: not announced."""
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     current_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))

@@ -23,26 +23,39 @@ from submission_api.storable_text import storable_text
 log = logging.getLogger(__name__)
 
 
-def _row(session: Session, name: str, now: datetime) -> Worker:
+def _row(session: Session, name: str, now: datetime, pool_id: int | None) -> Worker:
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    # Names are unique per pool (two partial unique indexes): the conflict names the one.
+    if pool_id is None:
+        conflict = {"index_elements": ["name"], "index_where": Worker.pool_id.is_(None)}
+        mine = Worker.pool_id.is_(None)
+    else:
+        conflict = {"index_elements": ["pool_id", "name"],
+                    "index_where": Worker.pool_id.is_not(None)}
+        mine = Worker.pool_id == pool_id
     session.execute(insert(Worker).values(
-        name=name, first_seen_at=now, last_seen_at=now, gpus=[], runs_claimed=0,
-    ).on_conflict_do_nothing(index_elements=["name"]))
-    return session.execute(select(Worker).where(Worker.name == name)
+        name=name, pool_id=pool_id, first_seen_at=now, last_seen_at=now, gpus=[],
+        runs_claimed=0,
+    ).on_conflict_do_nothing(**conflict))
+    return session.execute(select(Worker).where(Worker.name == name, mine)
                            .execution_options(populate_existing=True)).scalar_one()
 
 
 def record_worker(session: Session, name: str | None, now: datetime, *,
                   run_id: int | None, stage: str | None, claimed: bool = False,
                   gpus: list[Any] | None = None, images: list[str] | None = None,
-                  fault: str | None = None, unhealthy: str | None = None) -> None:
-    """Note that worker `name` was heard from, holding `run_id` at `stage` (None: idle), with
-    the images it reported, the details of a platform fault it released a run for, and why it
-    stopped claiming (`unhealthy`; a claim that goes through clears it)."""
+                  fault: str | None = None, unhealthy: str | None = None,
+                  pool_id: int | None = None, host: str | None = None) -> None:
+    """Note that worker `name` (of pool `pool_id`; None: a shared worker) was heard from,
+    holding `run_id` at `stage` (None: idle), with the images it reported, the details of a
+    platform fault it released a run for, and why it stopped claiming (`unhealthy`; a claim
+    that goes through clears it)."""
     if not name:
         return
-    worker = _row(session, name[:200], now)
+    worker = _row(session, name[:200], now, pool_id)
+    if host is not None:
+        worker.host = storable_text(host)[:200]
     worker.last_seen_at = now
     worker.current_run_id, worker.stage = run_id, stage
     if claimed:
@@ -160,8 +173,10 @@ def hide_host_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "unhealthy": UNHEALTHY_FOR_ORGANIZERS if w["unhealthy"] else None} for w in rows]
 
 
-def record_unhealthy(session: Session, name: str, reason: str, now: datetime) -> None:
+def record_unhealthy(session: Session, name: str, reason: str, now: datetime,
+                     pool_id: int | None = None) -> None:
     """Worker `name` withheld a claim because its own resources fail: shown on the workers
     page until one of its claims goes through; committed. The run stays queued, untouched."""
-    record_worker(session, name, now, run_id=None, stage=None, unhealthy=reason)
+    record_worker(session, name, now, run_id=None, stage=None, unhealthy=reason,
+                  pool_id=pool_id)
     session.commit()
