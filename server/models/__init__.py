@@ -11,6 +11,7 @@ from server.models.competition import (
     Phase,
 )
 from server.models.factsheet import FactsheetAnswer
+from server.models.pool import PoolCredential, PoolOffer, PoolPhase, WorkerPool
 from server.models.submission import (
     ACTIVE_STATES,
     PLATFORM_ERROR,
@@ -28,7 +29,7 @@ __all__ = [
     "ACTIVE_STATES", "PLATFORM_ERROR", "ROLES", "RUN_STATES", "TERMINAL_STATES",
     "ApiToken", "AuditLog", "Base", "Competition", "CompetitionMember", "Dataset",
     "DatasetGrant", "FactsheetAnswer", "LoginAttempt", "Participation", "PasswordReset",
-    "Phase", "Run",
+    "Phase", "PoolCredential", "PoolOffer", "PoolPhase", "Run",
     "Submission", "TaskResult", "Team", "TeamMember", "TeamStint", "UTCDateTime", "User",
-    "Worker", "utcnow",
+    "Worker", "WorkerPool", "utcnow",
 ]
