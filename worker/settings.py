@@ -38,6 +38,15 @@ class WorkerSettings(BaseSettings):
     """GPUs this host owns; one concurrent run per GPU, each pool slot pinned to one."""
     concurrency: int = Field(default=1, ge=1)
     """Concurrent runs on a host without GPUs (ignored when `gpu_ids` is set)."""
+    cpus_per_slot: int = Field(default=0, ge=0)
+    """Host cores pinned to each pool slot (`--cpuset-cpus`; slot i gets the i-th group of
+    `host_cpus`); 0: no pinning. The worker refuses to start when the slots need more cores
+    than the host has (worker/cpu_plan.py)."""
+    host_cpus: list[int] = []
+    """The cores this worker may give its slots; empty: every core this process may run on."""
+    wall_backstop_factor: float = Field(default=3.0, ge=1.0)
+    """A run is charged CPU time and a wall clock that stops while the host starves it; its plain
+    wall clock is cut at the phase's limit times this, as the host's fault (issue 38.3)."""
     max_time_limit_s: float = Field(default=6 * 3600, gt=0)
     """The longest wall-clock limit of any phase this worker may serve."""
     visibility_margin_s: float = Field(default=3600, gt=0)
@@ -91,7 +100,8 @@ class WorkerSettings(BaseSettings):
 
     @property
     def visibility_timeout_s(self) -> int:
-        return int(self.max_time_limit_s + self.visibility_margin_s)
+        # a run may run to its wall-clock backstop, past the phase's limit
+        return int(self.max_time_limit_s * self.wall_backstop_factor + self.visibility_margin_s)
 
 
 @lru_cache(maxsize=1)
