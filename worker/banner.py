@@ -50,7 +50,14 @@ def check_startup(settings: WorkerSettings, docker_client: Any | None) -> Startu
     """The executor this worker will use, given the engine that answered (or None).
 
     Raises:
-        StartupError: `executor="docker"` and no engine answers."""
+        StartupError: `executor="docker"` and no engine answers, or the pool's slots need
+            more cores than the host has (`worker.cpu_plan`)."""
+    from worker.cpu_plan import check_cpu_plan
+
+    try:
+        check_cpu_plan(settings)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
     if settings.executor == "local":
         return Startup("local", [])
     if docker_client is None:

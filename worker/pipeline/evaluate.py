@@ -88,6 +88,10 @@ class Runtime:
     """Names this deployment's sandbox containers (see `execute.container_prefix`)."""
     engine_check: EngineCheck | None = None
     """Raises when the Docker engine does not answer (None: the local executor has none)."""
+    cpuset: str | None = None
+    """This slot's own host cores (`worker.cpu_plan.slot_cpuset`); None: not pinned."""
+    wall_backstop_factor: float = 1.0
+    """`ExecutionRequest.wall_backstop_factor` (settings: 3)."""
     min_free_bytes: int = 512 * 1024**2
     """Free space the worker's runs and cache folders need before it claims a run: a full
     disk would fail every run it took (1 bad worker of 2: each run 1 in 8 to fail 3 times)."""
@@ -193,7 +197,7 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     output_dir.mkdir()
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
                             rt.log_cap_bytes, rt.default_image, rt.deployment, answers_dir,
-                            live_tail)
+                            live_tail, rt.cpuset, rt.wall_backstop_factor)
     if not _enter_stage(heartbeat, "running"):
         return None
     log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.client import InternalClient
+from worker.cpu_plan import slot_cpuset
 from worker.pipeline.evaluate import Runtime
 from worker.pipeline.execute import (
     ExecutionRequest,
@@ -190,4 +191,5 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
         runs_dir=settings.runs_dir, gpu_ids=compute_slot_gpus(settings, slot),
         heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes,
         default_image=settings.default_image,
-        deployment=compute_deployment_id(settings.server_url))
+        deployment=compute_deployment_id(settings.server_url),
+        cpuset=slot_cpuset(settings, slot), wall_backstop_factor=settings.wall_backstop_factor)
