@@ -21,7 +21,13 @@ from pathlib import Path
 
 from submission_api.runner.heap import with_huge_pages
 from submission_api.runner.limited import run_limited
-from worker.pipeline.execute import ExecutionRequest, ExecutionResult, Executor, run_two_stages
+from worker.pipeline.execute import (
+    ExecutionRequest,
+    ExecutionResult,
+    Executor,
+    StageBudget,
+    run_two_stages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +59,14 @@ def run_local(request: ExecutionRequest, cancel: threading.Event,
               python: str = sys.executable) -> ExecutionResult:
     """Run both stages (as the sandbox does, with host paths) until they end, the time limit
     passes, or `cancel` is set."""
-    def run_stage(stage: str, command: tuple[str, ...], limit_s: float, _bundle: Path | None,
-                  _mounts: tuple[tuple[Path, str], ...], output_dir: Path) -> ExecutionResult:
+    def run_stage(stage: str, command: tuple[str, ...], budget: StageBudget,
+                  _bundle: Path | None, _mounts: tuple[tuple[Path, str], ...],
+                  output_dir: Path) -> ExecutionResult:
         # Meta-test tasks get the scratch folder the supervisor empties after each one as HOME.
         home = output_dir if stage == "meta-test" else None
-        return run_command(list(command), replace(request, time_limit_s=limit_s), cancel, home)
+        # No cgroup of its own to read: the plain wall clock is the charged one.
+        return run_command(list(command), replace(request, time_limit_s=budget.wall_s), cancel,
+                           home)
 
     paths = {"python": python, "submission": str(request.submission_dir),
              "bundle": str(request.bundle_dir), "output": str(request.output_dir),

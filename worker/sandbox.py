@@ -23,6 +23,7 @@ import requests
 import docker
 from worker.live_tail import LiveTail
 from worker.output_walk import shape_bound
+from worker.sandbox_clock import LimitHit, RunClock, limit_hit
 from worker.sandbox_config import SandboxLimits, SandboxSpec, build_container_kwargs
 from worker.sandbox_events import EngineWatch
 from worker.sandbox_kill import KILL_ATTEMPTS, kill_container
@@ -102,7 +103,8 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         started = time.monotonic()
         exited = _watch_exit(container)
         log.info("run.sandbox.started", extra={"container": container.id, "image": spec.image})
-        outcome = _wait(container, limits, area, started, cancel, exited)
+        clock = RunClock(parent)
+        outcome = _wait(container, limits, area, started, cancel, exited, clock)
         wall_time_s = time.monotonic() - started
         pump.join(STOP_GRACE_S)
         if pump.error is not None:
@@ -114,10 +116,17 @@ def _run_in_area(client: docker.DockerClient, spec: SandboxSpec, limits: Sandbox
         exceeded = outcome["output_exceeded"] or area.exceeded()
         detail = shape_bound(area.mount_source) if exceeded else None
         usage = read_usage(parent)
+        hit = outcome["limit"]
+        if hit is LimitHit.BACKSTOP:
+            log.warning("run.sandbox.host_starved", extra={
+                "container": container.id, "wall_time_s": round(wall_time_s, 1),
+                "cpu_s": usage.cpu_s, "stall_s": clock.stall_s()})
         return SandboxResult(
             exit_code=state.get("ExitCode"),
             oom_killed=oom,
-            timed_out=outcome["timed_out"],
+            timed_out=hit in (LimitHit.CPU, LimitHit.WALL),
+            host_starved=hit is LimitHit.BACKSTOP, limit_hit=None if hit is None else str(hit),
+            stall_s=clock.stall_s(),
             wall_time_s=wall_time_s,
             stdout=pump.stdout.text(), stderr=pump.stderr.text(),
             stdout_truncated=pump.stdout.truncated, stderr_truncated=pump.stderr.truncated,
@@ -152,25 +161,31 @@ def _watch_exit(container: Any) -> threading.Event:
 
 
 def _wait(container: Any, limits: SandboxLimits, area: OutputArea, started: float,
-          cancel: threading.Event, exited: threading.Event) -> dict[str, bool]:
-    """Poll until the container exits; kill it on the wall clock, output excess or cancel.
+          cancel: threading.Event, exited: threading.Event,
+          clock: RunClock | None = None) -> dict[str, Any]:
+    """Poll until the container exits; kill it on a time bound (`sandbox_clock.limit_hit`:
+    CPU time, the charged wall clock, the backstop), output excess or cancel.
 
     Each pause ends early when `exited` is set; a cancel is seen within POLL_S.
     """
-    outcome = {"timed_out": False, "output_exceeded": False, "cancelled": False, "killed": False}
+    clock = clock or RunClock(None)
+    outcome: dict[str, Any] = {"limit": None, "output_exceeded": False, "cancelled": False,
+                               "killed": False}
     while True:
         container.reload()
         if container.status in ("exited", "dead"):
             return outcome
         if cancel.is_set():
             outcome["cancelled"] = True
-        elif time.monotonic() - started > limits.wall_time_s:
-            outcome["timed_out"] = True
+        elif hit := limit_hit(limits.wall_time_s, limits.cpu_time_s, limits.backstop_s,
+                              time.monotonic() - started, clock.cpu_s(), clock.stall_s()):
+            outcome["limit"] = hit
         elif area.live_check and area.exceeded():
             outcome["output_exceeded"] = True
-        if outcome["cancelled"] or outcome["timed_out"] or outcome["output_exceeded"]:
+        if outcome["cancelled"] or outcome["limit"] or outcome["output_exceeded"]:
             outcome["killed"] = True
-            _kill(container, charged=not outcome["cancelled"])
+            _kill(container, charged=not outcome["cancelled"]
+                  and outcome["limit"] is not LimitHit.BACKSTOP)
             return outcome
         if exited.is_set():  # the engine's inspect may lag its wait answer by a moment
             time.sleep(0.005)

@@ -18,6 +18,7 @@ Security choices worth knowing:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "A
 # Labels let an operator (or a reaper) find containers the driver could not remove.
 CONTAINER_LABELS = {"org.metadl-arena.role": "sandbox"}
 NOFILE_LIMIT = 4096
+CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class SandboxLimits:
     """Every resource bound of one sandboxed run; validated on construction.
 
     `gpus` holds device ids (index or UUID strings as `nvidia-smi` shows them); empty means no GPU.
+    `wall_time_s` is the charged wall clock, which stops while the host starves the container
+    (`worker/sandbox_clock.py`); `cpu_time_s` bounds its CPU time (None: none) and `backstop_s`
+    its plain wall clock (None: `wall_time_s`), a kill there being the host's doing (issue 38.3).
+    `cpuset_cpus` pins it to host cores ("2,3"; None: any).
     `log_cap_bytes` bounds each of stdout and stderr as kept by the worker. The phase's bounds
     (memory, cpus, pids, /dev/shm, /tmp, output) take their defaults and ranges from the run
     contract (`submission_api.contract.resources`).
@@ -66,6 +72,9 @@ class SandboxLimits:
     log_cap_bytes: int = 1_000_000
     gpus: tuple[str, ...] = ()
     network: bool = False
+    cpu_time_s: float | None = None
+    backstop_s: float | None = None
+    cpuset_cpus: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("cpus", "memory_mb", *PHASE_BOUNDS):
@@ -76,8 +85,10 @@ class SandboxLimits:
         value = self.log_cap_bytes
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"SandboxLimits.log_cap_bytes={value!r}: expected an integer >= 0")
-        for name in ("wall_time_s",):
+        for name in ("wall_time_s", "cpu_time_s", "backstop_s"):
             value = getattr(self, name)
+            if value is None and name != "wall_time_s":
+                continue
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name}={value!r}: expected a number > 0; "
                                  "fix the phase's limits")
@@ -85,6 +96,12 @@ class SandboxLimits:
             raise ValueError(f"SandboxLimits.gpus={self.gpus!r}: expected a tuple of device ids "
                              "such as ('0',) or () for no GPU")
         object.__setattr__(self, "gpus", tuple(str(g) for g in self.gpus))
+        if self.backstop_s is not None and self.backstop_s < self.wall_time_s:
+            raise ValueError(f"SandboxLimits.backstop_s={self.backstop_s!r}: expected at least "
+                             f"wall_time_s={self.wall_time_s!r}")
+        if self.cpuset_cpus is not None and not CPUSET.fullmatch(self.cpuset_cpus):
+            raise ValueError(f"SandboxLimits.cpuset_cpus={self.cpuset_cpus!r}: expected host "
+                             "cores such as '0,1' or '2-3'")
         if self.network:
             raise ValueError("SandboxLimits.network=True: sandboxed runs never get a network; "
                              "ship what the submission needs inside the zip")
@@ -233,6 +250,8 @@ def build_container_kwargs(spec: SandboxSpec, limits: SandboxLimits,
     }
     if spec.task_namespaces:
         kwargs["security_opt"].append(sandbox_seccomp.security_option())
+    if limits.cpuset_cpus is not None:
+        kwargs["cpuset_cpus"] = limits.cpuset_cpus  # the worker slot's own cores
     if limits.gpus:
         kwargs["device_requests"] = [
             DeviceRequest(device_ids=list(limits.gpus), capabilities=[["gpu"]])]

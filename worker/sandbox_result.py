@@ -56,6 +56,13 @@ class SandboxResult:
     peak_memory_mb: float | None = None
     started_at: float | None = None
     """Unix time the container was started."""
+    host_starved: bool = False
+    """Killed at the plain wall clock's backstop while under its CPU time and its charged wall
+    clock: the host starved it (issue 38.3), not the participant's doing."""
+    limit_hit: str | None = None
+    """Which time bound ended it (`sandbox_clock.LimitHit`: cpu, wall, backstop), or None."""
+    stall_s: float | None = None
+    """Seconds it had work but no core (the cgroup's PSI; None: unreadable)."""
     stages: tuple[StageUsage, ...] = ()
     """Per stage (the two-stage executors fill it): CPU time, peak memory, wall time."""
     marks: tuple[StageMark, ...] = ()
@@ -65,4 +72,4 @@ class SandboxResult:
     def ok(self) -> bool:
         """True when the command exited 0 within every bound."""
         return (self.exit_code == 0 and not self.oom_killed and not self.timed_out
-                and not self.output_exceeded and not self.cancelled)
+                and not self.output_exceeded and not self.cancelled and not self.host_starved)

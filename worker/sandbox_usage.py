@@ -48,7 +48,7 @@ def usage_parent(client: Any) -> str | None:
     return f"/{PARENT}/{uuid.uuid4().hex}"
 
 
-def _groups(parent: str, root: Path) -> list[Path]:
+def groups(parent: str, root: Path) -> list[Path]:
     """Every folder `parent` has: one per v1 controller, or the one of the unified tree."""
     relative = parent.strip("/")
     if (root / "cgroup.controllers").exists():  # cgroup v2 mounted at the root
@@ -81,7 +81,7 @@ def read_usage(parent: str | None, root: Path = CGROUP_ROOT) -> Usage:
         return Usage()
     cpu_ns: int | None = None
     peak: int | None = None
-    for group in _groups(parent, root):
+    for group in groups(parent, root):
         peak = peak or _read_int(group / "memory.max_usage_in_bytes") \
             or _read_int(group / "memory.peak")
         cpu_ns = cpu_ns or _read_int(group / "cpuacct.usage")
@@ -100,7 +100,7 @@ def remove_parent(parent: str | None, root: Path = CGROUP_ROOT) -> None:
     """Remove the (empty, once the container is gone) parent cgroup from every controller."""
     if parent is None:
         return
-    for group in _groups(parent, root):
+    for group in groups(parent, root):
         for attempt in range(REMOVE_TRIES):
             try:
                 os.rmdir(group)

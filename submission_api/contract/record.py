@@ -91,6 +91,12 @@ class ResultRecord:
     None where the executor cannot read it)."""
     cpu_time_s: float | None = None
     """Its CPU time, user and system, every process of every stage (None: not readable)."""
+    limit_hit: str | None = None
+    """Which time bound ended it: "cpu" (its CPU time), "wall" (its wall clock less the time
+    the host kept it waiting for a core), "backstop" (the plain wall clock, reached only while
+    the host starved it); None: none, or an executor that does not say (issue 38.3)."""
+    stall_s: float | None = None
+    """Seconds it had work but no core (None: not readable)."""
     status: ReportedStatus = ReportedStatus()
     meta_test: MetaTestEnd | None = None
     stderr_empty: bool = False

@@ -117,12 +117,29 @@ def decide_verdict(record: ResultRecord) -> Verdict:
 
 
 def _limit_verdict(record: ResultRecord) -> Verdict | None:
+    if record.limit_hit == "backstop" and not record.timed_out:
+        # Under its CPU time and its charged wall clock, yet past the plain wall clock's
+        # backstop: the host's load kept it waiting (issue 38.3). Retried, never charged.
+        stall = f", {record.stall_s:.0f} s of it waiting for a core" if record.stall_s else ""
+        cpu = f", {record.cpu_time_s:.0f} s of CPU time" if record.cpu_time_s is not None else ""
+        return platform(f"the worker's host was too loaded to run this submission: stopped at "
+                        f"the wall-clock backstop after {record.wall_time_s:.0f} s{stall}{cpu}; "
+                        "the run is retried and not charged.")
     if record.timed_out:
         limit = f" of {record.time_limit_s:g} s" if record.time_limit_s else ""
+        if record.limit_hit == "cpu":
+            used = f" ({record.cpu_time_s:.0f} s)" if record.cpu_time_s is not None else ""
+            what = (f"its CPU time{used} passed its limit (the time limit{limit} times the "
+                    "phase's CPUs)")
+        elif record.limit_hit == "wall":
+            waited = f", less {record.stall_s:.0f} s it waited for a core" if record.stall_s \
+                else ""
+            what = f"it ran past its time limit{limit} ({record.wall_time_s:.0f} s{waited})"
+        else:
+            what = f"the run exceeded its wall-clock limit{limit}"
         return Verdict(VerdictKind.TIMED_OUT, FailureReason.TIME_LIMIT,
-                       f"the run exceeded its wall-clock limit{limit} and was stopped after "
-                       f"{record.wall_time_s:.0f} s; make meta-training and meta-testing faster "
-                       "or check for a hang (see the log).")
+                       f"{what} and was stopped after {record.wall_time_s:.0f} s; make "
+                       "meta-training and meta-testing faster or check for a hang (see the log).")
     if record.oom_killed:
         limit = f" of {record.memory_limit_mb} MB" if record.memory_limit_mb else ""
         return failed(FailureReason.OUT_OF_MEMORY, f"the run was killed for exceeding its "

@@ -72,6 +72,20 @@ class ExecutionRequest:
     this request's cpus and memory)."""
     live_tail: LiveTail | None = field(default=None, compare=False, repr=False)
     """Where the executor tees the output as it arrives, for the heartbeat (None: nowhere)."""
+    wall_backstop_factor: float = 1.0
+    """The plain wall clock is cut at `time_limit_s` times this; above 1 the run is charged
+    its CPU time and a wall clock that stops while the host starves it (issue 38.3); 1: the
+    plain wall clock is the charged one, as before."""
+    cpuset: str | None = None
+    """The host cores this worker slot owns (`--cpuset-cpus`), None: not pinned."""
+
+    @property
+    def budget(self) -> StageBudget:
+        """The whole run's time bounds (both stages share them)."""
+        if self.wall_backstop_factor <= 1.0:
+            return StageBudget(self.time_limit_s)
+        return StageBudget(self.time_limit_s, cpu_s=self.time_limit_s * self.cpus,
+                           backstop_s=self.time_limit_s * self.wall_backstop_factor)
 
     @property
     def run_resources(self) -> RunResources:
@@ -101,6 +115,36 @@ class ExecutionRequest:
         return compute_task_seed(read_run_info(self.bundle_dir))
 
 
+@dataclass(frozen=True)
+class StageBudget:
+    """Time bounds of one stage (`worker.sandbox_clock`): the charged wall clock, CPU time
+    (None: unbounded) and the plain wall clock's backstop (None: the charged wall clock is the
+    plain one)."""
+
+    wall_s: float
+    cpu_s: float | None = None
+    backstop_s: float | None = None
+
+    def after(self, spent: SandboxResult) -> StageBudget:
+        """What is left once a stage used `spent`."""
+        from worker.sandbox_clock import charged_wall_s
+
+        stall = spent.stall_s if self.backstop_s is not None else None
+        return StageBudget(
+            self.wall_s - charged_wall_s(spent.wall_time_s, stall),
+            None if self.cpu_s is None else self.cpu_s - (spent.cpu_s or 0.0),
+            None if self.backstop_s is None else self.backstop_s - spent.wall_time_s)
+
+    @property
+    def exhausted(self) -> bool:
+        return min(b for b in (self.wall_s, self.cpu_s, self.backstop_s) if b is not None) <= 0
+
+    @property
+    def server_s(self) -> float:
+        """How long the task server may wait for the stage: its plain wall clock's bound."""
+        return self.backstop_s if self.backstop_s is not None else self.wall_s
+
+
 ExecutionResult = SandboxResult
 """Both executors (sandbox and local mode) end with the sandbox driver's fixed record."""
 
@@ -124,17 +168,23 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
                   gpu_ids: tuple[str, ...], log_cap_bytes: int,
                   default_image: str = "metadl-arena/sandbox:cpu",
                   deployment: str = "local", answers_dir: Path | None = None,
-                  live_tail: LiveTail | None = None) -> ExecutionRequest:
+                  live_tail: LiveTail | None = None, cpuset: str | None = None,
+                  wall_backstop_factor: float = 1.0) -> ExecutionRequest:
     """The execution request of a claimed run on this worker slot (`default_image` when the
     phase names none).
 
     Raises:
-        PlatformFault: the phase needs more GPUs than this slot owns (a routing mistake).
+        PlatformFault: the phase needs more GPUs, or more CPUs, than this slot owns (a routing
+            mistake: the run is handed back, never squeezed onto fewer cores).
     """
     wanted = claimed.resources.gpus
     if wanted > len(gpu_ids):
         raise PlatformFault(f"run {claimed.run_id} needs {wanted} GPU(s), this worker slot owns "
                             f"{list(gpu_ids)}; route the phase to a GPU queue.")
+    if cpuset is not None and claimed.resources.cpus > len(cpuset.split(",")):
+        raise PlatformFault(f"run {claimed.run_id} needs {claimed.resources.cpus:g} CPUs, this "
+                            f"worker slot owns cores {cpuset}; raise ARENA_WORKER_CPUS_PER_SLOT "
+                            "or route the phase to a worker with more cores per slot.")
     return ExecutionRequest(
         run_id=claimed.run_id, image=claimed.image or default_image, submission_dir=submission_dir,
         bundle_dir=bundle_dir, output_dir=output_dir, time_limit_s=claimed.time_limit_s,
@@ -142,7 +192,7 @@ def build_request(claimed: ClaimedRun, submission_dir: Path, bundle_dir: Path, o
         gpu_ids=tuple(gpu_ids[:wanted]), log_cap_bytes=log_cap_bytes,
         # A random suffix: a container left by a killed attempt must not block the name.
         deployment=deployment, answers_dir=answers_dir, resources=claimed.resources,
-        live_tail=live_tail,
+        live_tail=live_tail, cpuset=cpuset, wall_backstop_factor=wall_backstop_factor,
         name=f"{container_prefix(deployment, claimed.run_id)}{claimed.fencing_token}-"
              f"{uuid.uuid4().hex[:8]}")
 
@@ -195,6 +245,9 @@ def merge_stages(train: ExecutionResult, test: ExecutionResult) -> ExecutionResu
     return ExecutionResult(
         exit_code=test.exit_code, oom_killed=train.oom_killed or test.oom_killed,
         timed_out=test.timed_out, wall_time_s=train.wall_time_s + test.wall_time_s,
+        host_starved=test.host_starved, limit_hit=test.limit_hit,
+        stall_s=None if train.stall_s is None or test.stall_s is None
+        else train.stall_s + test.stall_s,
         stdout=train.stdout + test.stdout, stderr=train.stderr + test.stderr,
         stdout_truncated=train.stdout_truncated or test.stdout_truncated,
         stderr_truncated=train.stderr_truncated or test.stderr_truncated,
@@ -221,9 +274,9 @@ def with_stage(result: ExecutionResult, stage: str, began: float,
     return replace(result, stages=(usage,), marks=(start, *extra, end))
 
 
-StageRunner = Callable[[str, tuple[str, ...], float, Path | None, tuple[tuple[Path, str], ...],
-                        Path], ExecutionResult]
-"""`(stage, command, time limit, bundle_dir, read-only mounts, output_dir) -> result`."""
+StageRunner = Callable[[str, tuple[str, ...], StageBudget, Path | None,
+                        tuple[tuple[Path, str], ...], Path], ExecutionResult]
+"""`(stage, command, time bounds, bundle_dir, read-only mounts, output_dir) -> result`."""
 
 
 def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
@@ -240,12 +293,12 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
                                              paths["bundle"], paths["output"]))
     _mark(request, "meta-train")
     began = time.time()
-    train = with_stage(run_stage("meta-train", train_command, request.time_limit_s,
+    train = with_stage(run_stage("meta-train", train_command, request.budget,
                                  request.bundle_dir, (), request.output_dir), "meta-train", began)
     if not train.ok or cancel.is_set():
         return train
-    remaining = request.time_limit_s - train.wall_time_s
-    if remaining <= 0:
+    remaining = request.budget.after(train)
+    if remaining.exhausted:
         return replace(train, timed_out=True)
     _make_readable(request.learner_dir)
     scratch_out = request.meta_test_output_dir
@@ -263,7 +316,8 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
         return run_stage("meta-test", command, remaining, None, mounts, scratch_out)
 
     began = time.time()
-    test, report = run_meta_test(request.answers_dir, request.channel_dir, remaining, launch,
+    test, report = run_meta_test(request.answers_dir, request.channel_dir, remaining.server_s,
+                                 launch,
                                  progress_path=request.output_dir.parent / PROGRESS_FILE)
     # The task server's clock started just before the launch; the supervisor's hello ends
     # its start-up.
@@ -327,7 +381,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
     def execute(request: ExecutionRequest, cancel: threading.Event) -> ExecutionResult:
         threads = str(request.threads)
 
-        def run_stage(stage: str, command: tuple[str, ...], limit_s: float,
+        def run_stage(stage: str, command: tuple[str, ...], budget: StageBudget,
                       bundle_dir: Path | None, mounts: tuple[tuple[Path, str], ...],
                       output_dir: Path) -> ExecutionResult:
             spec = SandboxSpec(
@@ -338,7 +392,9 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                 private_copy=stage == "meta-test",
                 task_namespaces=task_namespaces and stage == "meta-test",
                 env=with_huge_pages({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}))
-            limits = build_limits(request.run_resources, wall_time_s=limit_s,
+            limits = build_limits(request.run_resources, wall_time_s=budget.wall_s,
+                                  cpu_time_s=budget.cpu_s, backstop_s=budget.backstop_s,
+                                  cpuset_cpus=request.cpuset,
                                   gpus=request.gpu_ids, log_cap_bytes=request.log_cap_bytes)
             try:
                 return run_sandbox(docker_client, spec, limits, cancel=cancel,

@@ -95,6 +95,7 @@ def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *
         output_exceeded=result.output_exceeded, output_detail=result.output_detail,
         wall_time_s=result.wall_time_s, peak_memory_mb=result.peak_memory_mb,
         cpu_time_s=result.cpu_s, time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+        limit_hit="backstop" if result.host_starved else result.limit_hit, stall_s=result.stall_s,
         status=read_reported_status(output_dir), meta_test=read_meta_test_end(answers_dir),
         stderr_empty=not result.stderr.strip(),
         logs_truncated=result.stdout_truncated or result.stderr_truncated)
