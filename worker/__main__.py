@@ -1,5 +1,7 @@
-"""`python -m worker`: the same as `arena worker`."""
+"""`python -m worker`: the same as `arena worker` (its options, e.g. --pool-token, included)."""
+
+import typer
 
 from worker.cli import worker_command
 
-worker_command()
+typer.run(worker_command)

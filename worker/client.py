@@ -45,6 +45,23 @@ class ServerRejectedError(Exception):
     """The server refused a call with a 4xx other than 409 (bad token, unknown run)."""
 
 
+class PoolRevokedError(Exception):
+    """The worker's pool credential is unknown or revoked (401 `pool.revoked`): it must stop."""
+
+
+POOL_HEADER = "X-Arena-Pool-Token"
+"""The pool credential's header, sent on every internal call of a pool worker (issue 37)."""
+POOL_REVOKED = "pool.revoked"
+
+
+class PoolJob(BaseModel):
+    """A job the server handed to a pool worker: a queued run and its fresh run token."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    run_id: RunId
+    run_token: str
+
+
 class DatasetRef(BaseModel):
     """A dataset of the phase: its name in the collection, its compiled content hash, its splits."""
 
@@ -108,15 +125,52 @@ class ClaimedRun(BaseModel):
 
 
 class InternalClient:
-    """Calls the internal API with a per-run bearer token; retries transient faults."""
+    """Calls the internal API with a per-run bearer token; retries transient faults.
+
+    With a `pool_token` (an organizer pool's worker) every call also carries the pool header,
+    and a 401 `pool.revoked` sets `pool_revoked`: the run call is dropped as any 401 is, and
+    the pool loop stops the worker."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 60.0, attempts: int = 5,
                  backoff_s: float = 1.0, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 list_images: Callable[[], list[str] | None] | None = None) -> None:
+                 list_images: Callable[[], list[str] | None] | None = None,
+                 pool_token: str | None = None) -> None:
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
         self._attempts, self._backoff_s, self._sleep = attempts, backoff_s, sleep
         self._list_images = list_images
+        self._pool_token = pool_token
+        self.pool_revoked = False
+
+    def request_job(self, worker: str, host: str, gpus: list[str],
+                    images: list[str]) -> PoolJob | None:
+        """Ask the server for a queued run of this worker's pool (`POST /internal/pool/jobs`);
+        None when there is none (204; the call is the worker's heartbeat either way). One
+        attempt: the pool loop paces its own retries.
+
+        Raises:
+            PoolRevokedError: the pool credential is unknown or revoked (401).
+            ServerUnavailableError: no answer, or a 5xx.
+            ServerRejectedError: another 4xx."""
+        url = "/internal/pool/jobs"
+        try:
+            response = self._http.post(url, headers=self._headers(None), json=storable_json(
+                {"worker": worker, "host": host, "gpus": gpus, "images": images}))
+        except httpx.TransportError as exc:
+            raise ServerUnavailableError(f"{url}: {type(exc).__name__}: {exc}; check that the "
+                                         "server is up and reachable from the worker") from exc
+        if response.status_code == 204:
+            return None
+        if response.status_code == 401:
+            self.pool_revoked = True
+            raise PoolRevokedError(f"{url} answered 401 {_text(response)}")
+        if response.status_code >= 500:
+            raise ServerUnavailableError(f"{url} answered {response.status_code} "
+                                         f"{_text(response)}")
+        if response.status_code >= 400:
+            raise ServerRejectedError(f"{url} answered {response.status_code} "
+                                      f"{_text(response)}; expected 200 or 204")
+        return PoolJob.model_validate(response.json())
 
     def close(self) -> None:
         self._http.close()
@@ -138,7 +192,8 @@ class InternalClient:
         409 without leasing the run. Best effort, one attempt: the job is retried anyway."""
         body = ClaimBody(worker=worker, unhealthy=reason[:UNHEALTHY_CAP] or "unhealthy")
         try:
-            self._http.request("POST", f"/internal/runs/{run_id}/claim", headers=_auth(token),
+            self._http.request("POST", f"/internal/runs/{run_id}/claim",
+                               headers=self._headers(token),
                                json=storable_json(body.to_json()))
         except httpx.HTTPError as exc:
             log.warning("worker.unhealthy.unreported", extra={"error": repr(exc)[:300]})
@@ -178,17 +233,19 @@ class InternalClient:
         if "json" in kwargs:  # participant text (message, log, progress) made sendable once
             kwargs["json"] = storable_json(kwargs["json"])
         def send() -> httpx.Response:
-            return self._http.request(method, url, headers=_auth(token), **kwargs)
+            return self._http.request(method, url, headers=self._headers(token), **kwargs)
         return self._with_retries(url, send)
 
     def _download(self, url: str, token: str, dest: Path) -> None:
         def send() -> httpx.Response:
             # Each attempt restarts the file: a half-written download is never kept.
-            with self._http.stream("GET", url, headers=_auth(token)) as response:
+            with self._http.stream("GET", url, headers=self._headers(token)) as response:
                 if response.status_code < 400:
                     with dest.open("wb") as out:
                         for chunk in response.iter_bytes(1 << 20):
                             out.write(chunk)
+                else:
+                    response.read()  # the error's code (pool.revoked) is in the body
                 return response
         if self._with_retries(url, send) is None:
             raise ServerRejectedError(f"GET {url} answered 409 or 401; expected the file; "
@@ -205,6 +262,7 @@ class InternalClient:
                 # 409: done or leased elsewhere; 401: the token was rotated (the run was released
                 # or re-enqueued, and a newer job carries its token). Either way not ours: drop.
                 if response.status_code in (401, 409):
+                    self._note_refusal(url, response)
                     return None
                 if response.status_code < 400:
                     return response
@@ -220,9 +278,29 @@ class InternalClient:
         raise ServerUnavailableError(f"{url} failed {self._attempts} times, last: {last}; "
                                      "check that the server is up and reachable from the worker.")
 
+    def _headers(self, token: str | None) -> dict[str, str]:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        if self._pool_token is not None:
+            headers[POOL_HEADER] = self._pool_token
+        return headers
 
-def _auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+    def _note_refusal(self, url: str, response: httpx.Response) -> None:
+        """Log which refusal a dropped call met (an operator tells a rotated token, 401, from a
+        fenced write, 409), and note a revoked pool credential for the pool loop."""
+        code = _error_code(response)
+        if response.status_code == 401 and code == POOL_REVOKED:
+            self.pool_revoked = True
+        log.info("client.refused", extra={"url": url, "status": response.status_code,
+                                          "code": code})
+
+
+def _error_code(response: httpx.Response) -> str:
+    """The `error.code` of an answer (`server/core/errors.py`), or "" when it has none."""
+    try:
+        error = response.json().get("error") or {}
+        return str(error.get("code") or "")
+    except (ValueError, AttributeError, httpx.ResponseNotRead):
+        return ""
 
 
 def _text(response: httpx.Response) -> str:

@@ -182,7 +182,8 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
 
     client = InternalClient(settings.server_url, timeout_s=settings.http_timeout_s,
                             attempts=settings.http_attempts, backoff_s=settings.http_backoff_s,
-                            list_images=make_image_lister(settings))
+                            list_images=make_image_lister(settings),
+                            pool_token=settings.pool_token)
     execute, engine_check = build_sandbox(settings)
     return Runtime(
         client=client, execute=execute, engine_check=engine_check, prepare_run=prepare_run,
