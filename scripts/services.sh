@@ -14,6 +14,8 @@ apt_install() {
 bash scripts/test_postgres.sh
 
 if ! command -v redis-server >/dev/null; then apt_install redis-server; fi
+# The across-hosts tests (tests/faults/test_pools_across_hosts.py): network namespaces, veth, drop rules.
+if ! command -v ip >/dev/null || ! command -v iptables >/dev/null; then apt_install iproute2 iptables; fi
 if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
   mkdir -p /var/lib/redis /var/log/redis
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
