@@ -40,7 +40,8 @@ def workers(user: Organizer, session: SessionDep, now: NowDep,
     """Every worker heard from; `silent` when not heard from for two lease periods. For an
     organizer, a run of another competition shows as `busy` with no run id, and the details of
     the last platform fault are for admins only."""
-    rows = list_workers(session, now, 2 * settings.lease_seconds)
+    rows = list_workers(session, now, 2 * settings.lease_seconds,
+                        with_pools=user.role == "admin")
     if user.role != "admin":
         rows = hide_host_details(mask_foreign_runs(session, user, rows))
     return [WorkerOut(**w) for w in rows]

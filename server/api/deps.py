@@ -20,6 +20,7 @@ from server.core.errors import AuthRequiredError, ForbiddenError
 from server.core.security import token_matches
 from server.models import Run, User
 from server.services.login_limit import LoginLimit
+from server.services.pool_jobs import POOL_HEADER, check_run_access, credential_pool
 from server.services.queue import JobQueue
 from server.services.runs import LeasePolicy
 from server.services.signup import SignupPolicy
@@ -167,13 +168,29 @@ Organizer = Annotated[User, Depends(require_role("organizer"))]
 Admin = Annotated[User, Depends(require_role("admin"))]
 
 
-def authorized_run(run_id: int, request: Request, session: WriteSessionDep) -> Run:
-    """The run whose per-run bearer token was presented (internal API); 401 otherwise."""
+def pool_credential(request: Request, db: Annotated[Database, Depends(get_db)]) -> int | None:
+    """The pool whose credential the internal call carries (`X-Arena-Pool-Token`); None for an
+    operator's shared worker (no header); 401 `pool.revoked` for an unknown or revoked one.
+    Read in a session of its own, closed at once: a refused call writes nothing."""
+    token = request.headers.get(POOL_HEADER)
+    with db.sessions() as session:
+        return credential_pool(session, token)
+
+
+CallerPool = Annotated[int | None, Depends(pool_credential)]
+
+
+def authorized_run(run_id: int, request: Request, session: WriteSessionDep,
+                   caller_pool: CallerPool) -> Run:
+    """The run whose per-run bearer token was presented (internal API), if the caller serves
+    its phase (its pool's credential for a pool phase, none for a shared one); 401 or 403
+    (`pool.forbidden`) otherwise."""
     token = bearer_token(request)
     run = session.get(Run, run_id)
     if token is None or run is None or not token_matches(token, run.run_token_hash):
         raise AuthRequiredError(f"no valid run token for run {run_id}; a re-enqueued run gets a "
                                 "new token — drop this job")
+    check_run_access(session, run.id, caller_pool)
     return run
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
+    CallerPool,
     NowDep,
     RunAuth,
     SessionDep,
@@ -30,6 +31,7 @@ from server.api.deps import (
     get_queue,
     get_settings,
     get_storage,
+    pool_credential,
 )
 from server.core.config import Settings
 from server.core.errors import AuthRequiredError, NotFoundError
@@ -46,14 +48,17 @@ from server.schemas.internal import (
     ReleaseRequest,
     RunStateOut,
 )
+from server.schemas.pool import PoolJobOut, PoolJobRequest
+from server.services import pool_jobs, worker_calls
 from server.services import runs as run_service
-from server.services import worker_calls
 from server.services.datasets import dataset_tar
 from server.services.queue import JobQueue
 from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
 
-router = APIRouter(prefix="/internal", tags=["internal"])
+# Every internal call is refused at once (401 `pool.revoked`) when it carries an unknown or
+# revoked pool credential, whatever the route, routes added later included.
+router = APIRouter(prefix="/internal", tags=["internal"], dependencies=[Depends(pool_credential)])
 Policy = Annotated[run_service.LeasePolicy, Depends(get_lease_policy)]
 _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"description": "finished, leased by another worker, or stale fencing token"}}
@@ -61,11 +66,11 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
 def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDep,
-          policy: Policy, settings: SettingsDep) -> ClaimedRun:
+          policy: Policy, settings: SettingsDep, pool: CallerPool) -> ClaimedRun:
     """Take the run's lease; everything the worker needs to evaluate it comes back. A worker
     whose own resources fail sends `unhealthy` instead: recorded, nothing claimed, 409."""
     claimed = worker_calls.claim(session, run.id, body.worker, body.gpus, body.images, now,
-                                 policy, unhealthy=body.unhealthy)
+                                 policy, unhealthy=body.unhealthy, pool_id=pool)
     run, submission, phase = claimed.run, claimed.submission, claimed.phase
     data, rules = PhaseData.model_validate(phase.data or {}), rules_of(phase)
     return ClaimedRun(
@@ -92,32 +97,34 @@ def submission_zip(run: RunAuth, session: SessionDep, storage: Annotated[
 
 @router.post("/runs/{run_id}/heartbeat", response_model=HeartbeatOut, responses=_CONFLICT)
 def heartbeat(run: RunAuth, body: HeartbeatRequest, session: WriteSessionDep, now: NowDep,
-              policy: Policy) -> HeartbeatOut:
-    expires = worker_calls.heartbeat(session, run, body, now, policy)
+              policy: Policy, pool: CallerPool) -> HeartbeatOut:
+    expires = worker_calls.heartbeat(session, run, body, now, policy, pool_id=pool)
     return HeartbeatOut(lease_expires_at=expires)
 
 
 @router.post("/runs/{run_id}/finish", response_model=RunStateOut, responses=_CONFLICT)
 def finish(run: RunAuth, body: FinishRequest, session: WriteSessionDep, now: NowDep,
-           policy: Policy) -> RunStateOut:
-    run = worker_calls.finish(session, run, body, now, policy)
+           policy: Policy, pool: CallerPool) -> RunStateOut:
+    run = worker_calls.finish(session, run, body, now, policy, pool_id=pool)
     return RunStateOut(run_id=run.id, state=run.state)
 
 
 @router.post("/runs/{run_id}/release", response_model=RunStateOut, responses=_CONFLICT)
 def release(run: RunAuth, body: ReleaseRequest, session: WriteSessionDep, now: NowDep,
             policy: Policy, queue: Annotated[JobQueue, Depends(get_queue)],
-            settings: Annotated[Settings, Depends(get_settings)]) -> RunStateOut:
+            settings: Annotated[Settings, Depends(get_settings)],
+            pool: CallerPool) -> RunStateOut:
     """A platform fault: back to queued with a fresh token (never charged), then re-enqueued
     after a back-off that doubles with each fault of the run."""
     released = worker_calls.release(session, run, body, now, policy, queue,
-                                    settings.default_queue)
+                                    settings.default_queue, pool_id=pool)
     return RunStateOut(run_id=run.id, state=released.state, requeued=released.requeued)
 
 
 @router.get("/datasets/{content_hash}", response_class=FileResponse)
 async def dataset(content_hash: str, request: Request, session: SessionDep,
-                  storage: Annotated[Storage, Depends(get_storage)]) -> FileResponse:
+                  storage: Annotated[Storage, Depends(get_storage)],
+                  pool: CallerPool) -> FileResponse:
     """A tar of the compiled dataset entry, for a run (in progress) whose phase uses it."""
     token = bearer_token(request)
     run = session.execute(select(Run).where(
@@ -125,6 +132,7 @@ async def dataset(content_hash: str, request: Request, session: SessionDep,
     ).scalar_one_or_none()
     if token is None or run is None:
         raise AuthRequiredError("no valid run token for a claimed run; claim the run first")
+    pool_jobs.check_run_access(session, run.id, pool)
     phase = session.execute(select(Phase).join(Submission, Submission.phase_id == Phase.id)
                             .where(Submission.id == run.submission_id)).scalar_one()
     row = session.execute(select(Dataset).where(Dataset.content_hash == content_hash)
@@ -133,3 +141,22 @@ async def dataset(content_hash: str, request: Request, session: SessionDep,
         raise NotFoundError(f"no dataset {content_hash} in the phase of run {run.id}")
     path = await run_in_threadpool(dataset_tar, storage, row)
     return FileResponse(path, media_type="application/x-tar", filename=f"{content_hash}.tar")
+
+
+@router.post("/pool/jobs", response_model=PoolJobOut,
+             responses={204: {"description": "nothing to do now; ask again later"}})
+def pool_job(request: Request, body: PoolJobRequest, session: WriteSessionDep, now: NowDep,
+             pool: CallerPool) -> PoolJobOut | Response:
+    """A pool worker's next job: the oldest queued run of its pool's phases, with a fresh run
+    token (then claim it as any worker does); 204 when there is none. Either way the call is
+    the worker's heartbeat. Needs the pool credential (`X-Arena-Pool-Token`)."""
+    token = request.headers.get(pool_jobs.POOL_HEADER)
+    if pool is None or token is None:
+        raise AuthRequiredError(f"a pool worker sends its pool credential in "
+                                f"{pool_jobs.POOL_HEADER}; shared workers take jobs from the "
+                                "broker")
+    job = pool_jobs.next_job(session, pool, token, body.worker, body.host, body.gpus,
+                             body.images, now)
+    if job is None:
+        return Response(status_code=204)
+    return PoolJobOut(run_id=job[0], run_token=job[1])

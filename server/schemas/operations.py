@@ -80,6 +80,8 @@ class WorkerOut(BaseModel):
     unhealthy: str | None = Field(default=None, description="why it stopped claiming (its disk "
                                   "or engine fails), as last reported; null: claiming")
     unhealthy_at: datetime | None = None
+    pool_id: int | None = Field(default=None, description="the worker pool it serves (issue "
+                                "37; admins see pool workers here); null: a shared worker")
 
 
 class AuditOut(BaseModel):

@@ -27,8 +27,9 @@ from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, InvalidInputError
 from server.core.security import hash_token, new_token
-from server.models import ACTIVE_STATES, Phase, Run, Submission, utcnow
+from server.models import ACTIVE_STATES, Phase, PoolPhase, Run, Submission, utcnow
 from server.services.finals import close_phase, due_phases
+from server.services.pool_jobs import pool_run_ids
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.run_transitions import guarded_update
 from server.services.runs import LeasePolicy, requeue_or_fail
@@ -86,6 +87,10 @@ def reconcile(session: Session, now: datetime, queue: JobQueue,
         elif resent is None:
             failed.append(run.id)
     jobs += _close_due_phases(session, now, policy)
+    # Runs of pool phases wait in the database for their pool's workers (issue 37): their
+    # state changes above hold, their jobs never reach the broker.
+    kept = pool_run_ids(session, [run_id for run_id, _token, _queue in jobs])
+    jobs = [job for job in jobs if job[0] not in kept]
     session.commit()
     enqueue_quietly(queue, jobs)
     if jobs or failed:
@@ -101,7 +106,9 @@ def lost_runs(session: Session, now: datetime, queue: JobQueue, policy: Reconcil
     """Queued runs the broker lost (see the module docstring); updates `suspects`."""
     old = _runs_with_queue(session, policy, [
         Run.state == RunState.QUEUED,
-        Run.enqueued_at < now - timedelta(seconds=policy.lost_after_s)])
+        Run.enqueued_at < now - timedelta(seconds=policy.lost_after_s),
+        # a pool phase's queued runs are in no broker: their pool takes them over HTTP
+        Submission.phase_id.not_in(select(PoolPhase.phase_id))])
     inspect = getattr(queue, "pending_runs", None)
     # Read the broker after the database: a job sent later than our read cannot hide a loss.
     held = {name: inspect(name) if inspect else None for name in {q for _r, q in old}}

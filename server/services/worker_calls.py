@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import ConflictError, StaleLeaseError
 from server.models import Phase, Run, Submission
 from server.services import runs as run_service
+from server.services.pool_jobs import hold_offer, run_pool
 from server.services.progress import record_progress
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.workers import record_unhealthy, record_worker
@@ -28,12 +29,13 @@ from submission_api.contract.wire import FinishBody, HeartbeatBody, ReleaseBody
 
 
 @contextmanager
-def _commit_if_cancelled(session: Session, worker: str | None, now: datetime) -> Iterator[None]:
+def _commit_if_cancelled(session: Session, worker: str | None, now: datetime,
+                         pool_id: int | None = None) -> Iterator[None]:
     try:
         yield
     except StaleLeaseError as exc:
         if exc.code == "run.cancelled":
-            record_worker(session, worker, now, run_id=None, stage=None)
+            record_worker(session, worker, now, run_id=None, stage=None, pool_id=pool_id)
             session.commit()
         raise
 
@@ -48,20 +50,21 @@ class Claimed:
 
 def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
           images: list[str] | None, now: datetime, policy: run_service.LeasePolicy,
-          unhealthy: str | None = None) -> Claimed:
-    """Take the run's lease for `worker` and record the worker; committed.
+          unhealthy: str | None = None, pool_id: int | None = None) -> Claimed:
+    """Take the run's lease for `worker` (of pool `pool_id`, None: a shared worker) and record
+    the worker; committed.
 
     Raises:
         ConflictError: (`worker.unhealthy`, 409) when the worker withholds its claim because its
             own resources fail: only its reason is recorded, the run stays queued.
     """
     if unhealthy is not None:
-        record_unhealthy(session, worker, unhealthy, now)
+        record_unhealthy(session, worker, unhealthy, now, pool_id=pool_id)
         raise ConflictError(f"worker {worker!r} reports itself unhealthy and claims nothing: "
                             f"{unhealthy[:200]}", code="worker.unhealthy")
     run = run_service.claim_run(session, run_id, worker, now, policy)
     record_worker(session, worker, now, run_id=run.id, stage="preparing", claimed=True,
-                  gpus=gpus, images=images)
+                  gpus=gpus, images=images, pool_id=pool_id)
     submission = session.get_one(Submission, run.submission_id)
     phase = session.get_one(Phase, submission.phase_id)
     expires = run.lease_expires_at
@@ -71,21 +74,22 @@ def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
 
 
 def heartbeat(session: Session, run: Run, body: HeartbeatBody, now: datetime,
-              policy: run_service.LeasePolicy) -> datetime:
+              policy: run_service.LeasePolicy, pool_id: int | None = None) -> datetime:
     """Extend the lease (and store the progress shown to the participant); the new expiry."""
     owner = run.lease_owner
-    with _commit_if_cancelled(session, owner, now):
+    with _commit_if_cancelled(session, owner, now, pool_id):
         expires = run_service.heartbeat_run(session, run.id, body.fencing_token, body.stage,
                                             now, policy)
     if body.progress is not None:
         record_progress(session, run.id, body.fencing_token, body.progress.to_json(), now)
-    record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus)
+    record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus,
+                  pool_id=pool_id)
     session.commit()
     return expires
 
 
 def finish(session: Session, run: Run, body: FinishBody, now: datetime,
-           policy: run_service.LeasePolicy) -> Run:
+           policy: run_service.LeasePolicy, pool_id: int | None = None) -> Run:
     """Store the run's final state and per-task results; committed."""
     outcome = run_service.RunOutcome(
         state=body.state, reason=body.reason, message=body.message, summary=body.summary,
@@ -94,10 +98,10 @@ def finish(session: Session, run: Run, body: FinishBody, now: datetime,
                for t in body.tasks], log=body.log, isolation=body.isolation,
         usage=None if body.usage is None else asdict(body.usage), failure_stage=body.stage)
     owner = run.lease_owner
-    with _commit_if_cancelled(session, owner, now):
+    with _commit_if_cancelled(session, owner, now, pool_id):
         finished = run_service.finish_run(session, run.id, body.fencing_token, outcome, now,
                                           policy)
-    record_worker(session, owner, now, run_id=None, stage=None)
+    record_worker(session, owner, now, run_id=None, stage=None, pool_id=pool_id)
     session.commit()
     return finished
 
@@ -109,20 +113,26 @@ class Released:
 
 
 def release(session: Session, run: Run, body: ReleaseBody, now: datetime,
-            policy: run_service.LeasePolicy, queue: JobQueue, default_queue: str) -> Released:
+            policy: run_service.LeasePolicy, queue: JobQueue, default_queue: str,
+            pool_id: int | None = None) -> Released:
     """A platform fault: back to queued with a fresh token (never charged), committed, then
-    re-enqueued after a back-off that doubles with each fault of the run."""
+    re-enqueued after a back-off that doubles with each fault of the run (a pool phase's run:
+    handed to its pool's workers again after the back-off, never enqueued)."""
     run_id, owner = run.id, run.lease_owner
     token = run_service.release_run(session, run_id, body.fencing_token, body.error, now, policy)
     record_worker(session, owner, now, run_id=None, stage=None,
-                  fault=cap_head(body.detail or body.error, MESSAGE_CAP))
+                  fault=cap_head(body.detail or body.error, MESSAGE_CAP), pool_id=pool_id)
     phase_queue = session.execute(
         select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
         .where(Submission.id == run.submission_id)).scalar_one()
     released = session.get_one(Run, run_id)
     state, failures = released.state, released.platform_failures
+    backoff_s = run_service.compute_release_backoff(failures, policy)
+    served_by = run_pool(session, run_id)
+    if token and served_by is not None:
+        hold_offer(session, run_id, now + timedelta(seconds=backoff_s))
     session.commit()
-    if token:
+    if token and served_by is None:
         enqueue_quietly(queue, [(run_id, token, phase_queue or default_queue)],
-                        countdown_s=run_service.compute_release_backoff(failures, policy))
+                        countdown_s=backoff_s)
     return Released(state, bool(token))

@@ -11,7 +11,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -27,17 +27,15 @@ def _row(session: Session, name: str, now: datetime, pool_id: int | None) -> Wor
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     # Names are unique per pool (two partial unique indexes): the conflict names the one.
-    if pool_id is None:
-        conflict = {"index_elements": ["name"], "index_where": Worker.pool_id.is_(None)}
-        mine = Worker.pool_id.is_(None)
-    else:
-        conflict = {"index_elements": ["pool_id", "name"],
-                    "index_where": Worker.pool_id.is_not(None)}
-        mine = Worker.pool_id == pool_id
+    shared = pool_id is None
+    mine: ColumnElement[bool] = (Worker.pool_id.is_(None) if shared
+                                 else Worker.pool_id == pool_id)
     session.execute(insert(Worker).values(
         name=name, pool_id=pool_id, first_seen_at=now, last_seen_at=now, gpus=[],
         runs_claimed=0,
-    ).on_conflict_do_nothing(**conflict))
+    ).on_conflict_do_nothing(
+        index_elements=["name"] if shared else ["pool_id", "name"],
+        index_where=Worker.pool_id.is_(None) if shared else Worker.pool_id.is_not(None)))
     return session.execute(select(Worker).where(Worker.name == name, mine)
                            .execution_options(populate_existing=True)).scalar_one()
 
@@ -96,14 +94,20 @@ def check_image_known(session: Session, image: str | None, where: str) -> None:
         "for the workers' default", code="phase.unknown_image")
 
 
-def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[dict[str, Any]]:
-    """Every known worker, most recently seen first, with a `silent` flag.
+def list_workers(session: Session, now: datetime, silent_after_s: int,
+                 with_pools: bool = False) -> list[dict[str, Any]]:
+    """Every known shared worker (with `with_pools`, the operator's view: pool workers too,
+    each with its `pool_id`), most recently seen first, with a `silent` flag. Organizers see
+    their pools' workers on the pool's own page only (issue 37).
 
     The run a worker holds is read from the runs' live leases, never from the worker's last
     report alone: a worker stopped while it held run 5 (its row still saying so) shows no run
     once its lease is gone, beside the worker that holds run 5 now (issue 32.6). A silent
     worker (no call for `silent_after_s`) holds nothing: its lease has lapsed by then."""
-    rows = session.execute(select(Worker).order_by(Worker.last_seen_at.desc())).scalars()
+    query = select(Worker).order_by(Worker.last_seen_at.desc())
+    if not with_pools:
+        query = query.where(Worker.pool_id.is_(None))
+    rows = session.execute(query).scalars()
     limit = now - timedelta(seconds=silent_after_s)
     live = live_leases(session, now)
     listed = []
@@ -115,7 +119,7 @@ def list_workers(session: Session, now: datetime, silent_after_s: int) -> list[d
             "current_run_id": held, "stage": w.stage if held is not None else None,
             "gpus": w.gpus or [], "runs_claimed": w.runs_claimed, "silent": silent,
             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
-            "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at})
+            "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at, "pool_id": w.pool_id})
     return mark_shared_names(listed)
 
 
