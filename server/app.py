@@ -26,6 +26,7 @@ from server.core.db import make_database, upgrade_database
 from server.core.errors import DatabaseUnavailableError, install_error_handlers
 from server.core.hsts import HstsMiddleware
 from server.models import utcnow
+from server.services.pool_queue import PoolAwareQueue
 from server.services.queue import CeleryJobQueue, JobQueue
 from server.services.reconcile import ReconcilePolicy, run_reconciler_forever
 from server.services.runs import LeasePolicy
@@ -107,6 +108,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         pages,
         participation,
         phase_operations,
+        pools,
         submission_operations,
         submissions,
         teams,
@@ -136,7 +138,8 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
                                        settings.max_uploads_per_user,
                                        settings.upload_retry_after_s)
     app.state.storage = Storage(settings.storage)
-    app.state.queue = queue or make_job_queue(settings)
+    # Runs of pool phases never reach the broker (issue 37): every enqueue passes this filter.
+    app.state.queue = PoolAwareQueue(queue or make_job_queue(settings), app.state.db)
     app.state.clock = clock
     settings.storage.mkdir(parents=True, exist_ok=True)
     install_error_handlers(app)
@@ -151,7 +154,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
                    submission_operations, admin, datasets, submissions, leaderboard, internal,
                    participation, participant_forms, joining, teams, team_pages, factsheets,
-                   factsheet_pages, kits, pages, docs):
+                   factsheet_pages, kits, pools, pages, docs):
         app.include_router(module.router)
     return app
 
