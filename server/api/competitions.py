@@ -29,7 +29,9 @@ from server.schemas.competition import (
     QuotaLeft,
     QuotaOut,
 )
+from server.schemas.pool import PhaseServedOut, ServingOut
 from server.services import competitions as service
+from server.services.pools import phase_serving
 from server.services.quotas import quota_left
 from server.services.secrecy import published_at, results_state, test_data_level
 from server.services.seeds import redact_protocol
@@ -161,10 +163,15 @@ def list_phases(request: Request, response: Response, session: SessionDep,
             for p in paged(request, response, page, rows, fetched=True)]
 
 
-@router.get("/phases/{phase_id}", response_model=PhaseOut)
-def get_phase(phase_id: int, session: SessionDep, user: OptionalUser, now: NowDep) -> PhaseOut:
+@router.get("/phases/{phase_id}", response_model=PhaseServedOut)
+def get_phase(phase_id: int, session: SessionDep, user: OptionalUser,
+              now: NowDep) -> PhaseServedOut:
+    """The phase, with how it is served (`serving`: a worker pool with no live worker says
+    so, with the caller's queue position, instead of an estimated start; issue 37)."""
     phase = visible_phase(session, phase_id, user)
-    return phase_out(phase, now, organizes_competition(user, phase.competition))
+    out = phase_out(phase, now, organizes_competition(user, phase.competition))
+    return PhaseServedOut(**dict(out), serving=ServingOut(**phase_serving(session, phase, user,
+                                                                          now)))
 
 
 @router.get("/phases/{phase_id}/quota", response_model=QuotaOut)

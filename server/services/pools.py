@@ -246,6 +246,17 @@ def serving(session: Session, phase_id: int, now: datetime,
             "message": None if live else NO_WORKER_MESSAGE}
 
 
+def phase_serving(session: Session, phase: Phase, user: User | None,
+                  now: datetime) -> dict[str, Any]:
+    """`serving` for `user` viewing `phase`: the position is that of their own oldest queued
+    run of the phase (none for anonymous viewers)."""
+    first = None if user is None else session.execute(
+        select(func.min(Run.id)).join(Submission, Run.submission_id == Submission.id)
+        .where(Submission.phase_id == phase.id, Submission.user_id == user.id,
+               Run.state == RunState.QUEUED)).scalar_one()
+    return serving(session, phase.id, now, first)
+
+
 def _new_credential(session: Session, pool: WorkerPool,
                     now: datetime) -> tuple[PoolCredential, str]:
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
