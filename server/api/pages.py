@@ -135,7 +135,7 @@ def competition_page(competition_id: int, request: Request, user: OptionalUser,
 
 def competition_view(request: Request, session, settings, now, competition_id: int,
                      user: User | None, tab: str | None = None, cli_token: str | None = None,
-                     status: int = 200):
+                     status: int = 200) -> Response:
     """The competition page: one tab (Overview, Data, Evaluation, Terms), the Get-started
     box, the Join box or the viewer's standing, and the phases' timeline."""
     shown = visible_competitions(session, user, now, competition_id=competition_id)

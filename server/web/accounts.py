@@ -8,10 +8,13 @@ handler calls one service, which owns its transaction.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.orm import Session
+from starlette.datastructures import FormData
 
 from server.api.deps import (
     SESSION_COOKIE,
@@ -23,6 +26,7 @@ from server.api.deps import (
     SignupPolicyDep,
     get_db,
 )
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import (
     ArenaError,
@@ -32,6 +36,7 @@ from server.core.errors import (
     describe_error,
 )
 from server.core.security import same_secret
+from server.models import User
 from server.services import api_tokens, passwords
 from server.services.email_verification import confirm_email, mail_verification
 from server.services.mailer import send_reset_mail, smtp_config
@@ -50,8 +55,8 @@ router = APIRouter(include_in_schema=False, route_class=PageRoute)
 FORM_COOKIE = "arena_form_csrf"
 
 
-def _with_form_nonce(request: Request, name: str, user, settings, status: int = 200,
-                     **context):
+def _with_form_nonce(request: Request, name: str, user: User | None, settings: Settings,
+                     status: int = 200, **context: Any) -> Response:
     """A page whose form is checked by a double-submit cookie (no session needed)."""
     nonce = secrets.token_urlsafe(24)
     response = render(request, name, user, settings, status=status, form_csrf=nonce, **context)
@@ -60,7 +65,7 @@ def _with_form_nonce(request: Request, name: str, user, settings, status: int = 
     return response
 
 
-def _check_form_nonce(request: Request, form) -> None:
+def _check_form_nonce(request: Request, form: FormData) -> None:
     if not same_secret(form.get("csrf_token"), request.cookies.get(FORM_COOKIE, "")):
         raise CsrfError("the form's CSRF token is missing or wrong; reload the page and retry")
 
@@ -71,14 +76,15 @@ def _message(exc: ArenaError) -> str:
 
 @router.get("/signup")
 def signup_page(request: Request, user: OptionalUser, settings: SettingsDep,
-                policy: SignupPolicyDep):
+                policy: SignupPolicyDep) -> Response:
     return _with_form_nonce(request, "signup.html", user, settings, policy=policy, values={},
                             next_path=safe_next(request.query_params.get("next")))
 
 
 @router.post("/signup")
 async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDep,
-                 now: NowDep, address: AddressDep, db: Annotated[Database, Depends(get_db)]):
+                 now: NowDep, address: AddressDep,
+                 db: Annotated[Database, Depends(get_db)]) -> Response:
     """Make the account and log it in at once (a web session, not an API token)."""
     form = await request.form()
     _check_form_nonce(request, form)
@@ -103,7 +109,7 @@ async def signup(request: Request, settings: SettingsDep, policy: SignupPolicyDe
 
 @router.get("/profile")
 def profile_page(request: Request, user: OptionalUser, now: NowDep, settings: SettingsDep,
-                 db: Annotated[Database, Depends(get_db)], mailed: int | None = None):
+                 db: Annotated[Database, Depends(get_db)], mailed: int | None = None) -> Response:
     if user is None:
         return login_redirect(request)
     with db.session() as session:
@@ -114,7 +120,7 @@ def profile_page(request: Request, user: OptionalUser, now: NowDep, settings: Se
 
 @router.post("/profile/tokens")
 async def create_token(request: Request, settings: SettingsDep, now: NowDep,
-                       db: Annotated[Database, Depends(get_db)]):
+                       db: Annotated[Database, Depends(get_db)]) -> Response:
     """Create a named API token and show it on the page, once (never stored in the clear)."""
     form = await request.form()
     check_csrf(request, settings, form.get("csrf_token"))
@@ -133,7 +139,7 @@ async def create_token(request: Request, settings: SettingsDep, now: NowDep,
 
 @router.post("/profile/tokens/{token_id}/revoke")
 async def revoke_token(token_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                       db: Annotated[Database, Depends(get_db)]):
+                       db: Annotated[Database, Depends(get_db)]) -> Response:
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
         api_tokens.revoke_own_token(session, _signed_in(request, session, now), token_id, now)
@@ -143,7 +149,7 @@ async def revoke_token(token_id: int, request: Request, settings: SettingsDep, n
 @router.post("/profile/password")
 async def change_password(request: Request, settings: SettingsDep, now: NowDep,
                           limit: LoginLimitDep, address: AddressDep,
-                          db: Annotated[Database, Depends(get_db)]):
+                          db: Annotated[Database, Depends(get_db)]) -> Response:
     """The owner changes their password: other browsers are logged out, and the API tokens
     end unless they tick "keep my API tokens" (a reset by link ends them all)."""
     form = await request.form()
@@ -164,7 +170,7 @@ async def change_password(request: Request, settings: SettingsDep, now: NowDep,
                       password_changed=error is None)
 
 
-def _signed_in(request: Request, session, now):
+def _signed_in(request: Request, session: Session, now: datetime) -> User:
     user = cookie_user(request, session, now)
     if user is None:
         raise AuthRequiredError("log in again to manage your API tokens")
@@ -173,7 +179,8 @@ def _signed_in(request: Request, session, now):
 
 @router.get("/verify-email/{user_id}/{token}")
 def verify_email(user_id: int, token: str, request: Request, user: OptionalUser,
-                 settings: SettingsDep, now: NowDep, db: Annotated[Database, Depends(get_db)]):
+                 settings: SettingsDep, now: NowDep,
+                 db: Annotated[Database, Depends(get_db)]) -> Response:
     """The link mailed at sign-up: the account's address is verified (it may take part)."""
     with db.session(write=True) as session:
         confirm_email(session, settings.secret_key, user_id, token, now)
@@ -182,7 +189,7 @@ def verify_email(user_id: int, token: str, request: Request, user: OptionalUser,
 
 @router.post("/profile/verify-email")
 async def resend_verification(request: Request, settings: SettingsDep, now: NowDep,
-                              db: Annotated[Database, Depends(get_db)]):
+                              db: Annotated[Database, Depends(get_db)]) -> Response:
     """Mail the verification link again (the profile page offers it while it is pending)."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session() as session:
@@ -196,7 +203,7 @@ async def resend_verification(request: Request, settings: SettingsDep, now: NowD
 
 @router.get("/reset/{token}")
 def reset_page(token: str, request: Request, user: OptionalUser, settings: SettingsDep,
-               now: NowDep, db: Annotated[Database, Depends(get_db)]):
+               now: NowDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     with db.session() as session:
         passwords.reset_for(session, token, now)  # an unknown link is a 404 page
     return _with_form_nonce(request, "reset.html", user, settings, token=token)
@@ -204,7 +211,7 @@ def reset_page(token: str, request: Request, user: OptionalUser, settings: Setti
 
 @router.post("/reset/{token}")
 async def reset(token: str, request: Request, settings: SettingsDep, now: NowDep,
-                db: Annotated[Database, Depends(get_db)]):
+                db: Annotated[Database, Depends(get_db)]) -> Response:
     form = await request.form()
     _check_form_nonce(request, form)
     try:
@@ -219,14 +226,14 @@ async def reset(token: str, request: Request, settings: SettingsDep, now: NowDep
 
 
 @router.get("/forgot")
-def forgot_page(request: Request, user: OptionalUser, settings: SettingsDep):
+def forgot_page(request: Request, user: OptionalUser, settings: SettingsDep) -> Response:
     return _with_form_nonce(request, "forgot.html", user, settings,
                             mail=smtp_config(settings) is not None)
 
 
 @router.post("/forgot")
 async def forgot(request: Request, settings: SettingsDep, now: NowDep,
-                 db: Annotated[Database, Depends(get_db)]):
+                 db: Annotated[Database, Depends(get_db)]) -> Response:
     """Mail a reset link when SMTP is configured; the answer is the same whether or not the
     account exists, so the form tells nobody which accounts there are."""
     form = await request.form()

@@ -8,20 +8,22 @@ URL taken from the request).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 
 from server.api.deps import SESSION_COOKIE, NowDep, SettingsDep, get_db, get_queue
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import AuthRequiredError
 from server.models import TERMINAL_STATES, Submission, User
 from server.services import submission_actions as actions
 from server.services import users as user_service
 from server.services.queue import JobQueue
+from server.services.tenancy import is_staff
 from server.web.rendering import PageRoute, check_csrf
-from server.web.views import is_staff
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 BACK = {"dashboard": "/organizer?done={action}", "submission": "/submissions/{id}"}
@@ -70,7 +72,8 @@ def submission_actions(submission: Submission, user: User,
     return actions
 
 
-async def _form_user(request: Request, db: Database, settings, now) -> tuple[User, dict]:
+async def _form_user(request: Request, db: Database, settings: Settings,
+                     now: datetime) -> tuple[User, dict[str, Any]]:
     form = await request.form()
     check_csrf(request, settings, form.get("csrf_token"))
     with db.session() as session:
@@ -81,7 +84,7 @@ async def _form_user(request: Request, db: Database, settings, now) -> tuple[Use
     return user, dict(form)
 
 
-def _back(form: dict, submission_id: int, action: str) -> RedirectResponse:
+def _back(form: dict[str, Any], submission_id: int, action: str) -> RedirectResponse:
     target = BACK.get(str(form.get("back")), BACK["submission"])
     target = target.format(id=submission_id, action=action)
     return RedirectResponse(target, status_code=303)
@@ -89,7 +92,7 @@ def _back(form: dict, submission_id: int, action: str) -> RedirectResponse:
 
 @router.post("/submissions/{submission_id}/cancel")
 async def cancel(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                 db: Annotated[Database, Depends(get_db)]):
+                 db: Annotated[Database, Depends(get_db)]) -> Response:
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
         actions.cancel(session, submission_id, user, now)
@@ -98,7 +101,7 @@ async def cancel(submission_id: int, request: Request, settings: SettingsDep, no
 
 @router.post("/submissions/{submission_id}/select")
 async def select(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                 db: Annotated[Database, Depends(get_db)]):
+                 db: Annotated[Database, Depends(get_db)]) -> Response:
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
         actions.select(session, submission_id, user, None, now)
@@ -108,7 +111,7 @@ async def select(submission_id: int, request: Request, settings: SettingsDep, no
 @router.post("/submissions/{submission_id}/rerun")
 async def rerun(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
                 db: Annotated[Database, Depends(get_db)],
-                queue: Annotated[JobQueue, Depends(get_queue)]):
+                queue: Annotated[JobQueue, Depends(get_queue)]) -> Response:
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
         actions.rerun(session, submission_id, user, now, settings.default_queue, queue,
@@ -118,7 +121,7 @@ async def rerun(submission_id: int, request: Request, settings: SettingsDep, now
 
 @router.post("/submissions/{submission_id}/baseline")
 async def baseline(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                   db: Annotated[Database, Depends(get_db)]):
+                   db: Annotated[Database, Depends(get_db)]) -> Response:
     user, form = await _form_user(request, db, settings, now)
     with db.session(write=True) as session:
         actions.flag_baseline(session, submission_id, user, None, now)
@@ -127,7 +130,7 @@ async def baseline(submission_id: int, request: Request, settings: SettingsDep, 
 
 @router.post("/submissions/{submission_id}/disqualify")
 async def disqualify(submission_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                     db: Annotated[Database, Depends(get_db)]):
+                     db: Annotated[Database, Depends(get_db)]) -> Response:
     """Disqualify (with the form's required `reason`) or reinstate a submission and its carried
     copies; organizers only."""
     user, form = await _form_user(request, db, settings, now)

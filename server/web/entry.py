@@ -7,11 +7,12 @@ participation service's (`status_of`, `may_submit`); this module only gathers wh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.models import Competition, Submission, User
+from server.models import Competition, Phase, Submission, User
 from server.services.leaderboard_view import view_leaderboard
 from server.services.participation import may_submit, status_of
 
@@ -44,7 +45,7 @@ def entry_of(session: Session, comp: Competition, user: User | None) -> Entry:
 
 
 def standing(session: Session, comp: Competition, user: User | None,
-             phases: list) -> list[dict]:
+             phases: list[Phase]) -> list[dict[str, Any]]:
     """Per phase the viewer submitted to: how many submissions, and the rank of the entry that
     stands for them on the board (as the board shows it to them: hidden boards show none)."""
     if user is None:

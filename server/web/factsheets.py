@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
 
 from server.api.competitions import visible_phase
 from server.api.deps import NowDep, OptionalUser, SettingsDep, get_db
@@ -20,7 +21,7 @@ router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 @router.get("/phases/{phase_id}/factsheet")
 def factsheet_page(phase_id: int, request: Request, user: OptionalUser, settings: SettingsDep,
-                   db: Annotated[Database, Depends(get_db)]):
+                   db: Annotated[Database, Depends(get_db)]) -> Response:
     if user is None:
         return login_redirect(request)
     with db.session() as session:
@@ -32,7 +33,7 @@ def factsheet_page(phase_id: int, request: Request, user: OptionalUser, settings
 
 @router.post("/phases/{phase_id}/factsheet")
 async def save(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
-               db: Annotated[Database, Depends(get_db)]):
+               db: Annotated[Database, Depends(get_db)]) -> Response:
     form = await request.form()
     check_csrf(request, settings, form.get("csrf_token"))
     with db.session(write=True) as session:

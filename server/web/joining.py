@@ -5,15 +5,18 @@ the session's CSRF token, calling the services the JSON API uses."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.orm import Session
 
 from server.api.deps import NowDep, SettingsDep, get_db
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, ForbiddenError, NotFoundError
-from server.models import Competition
+from server.models import Competition, User
 from server.services import api_tokens
 from server.services.participation import request_participation, status_of
 from server.web.rendering import PageRoute, check_csrf
@@ -22,13 +25,14 @@ from server.web.sessions import cookie_user
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 
-async def _form(request: Request, settings) -> dict:
+async def _form(request: Request, settings: Settings) -> dict[str, Any]:
     form = await request.form()
     check_csrf(request, settings, form.get("csrf_token"))
     return dict(form)
 
 
-def _user_and_competition(request: Request, session, competition_id: int, now):
+def _user_and_competition(request: Request, session: Session, competition_id: int,
+                          now: datetime) -> tuple[User, Competition]:
     user = cookie_user(request, session, now)
     if user is None:
         raise AuthRequiredError("log in (or sign up) to take part")
@@ -40,7 +44,7 @@ def _user_and_competition(request: Request, session, competition_id: int, now):
 
 @router.post("/competitions/{competition_id}/join")
 async def join(competition_id: int, request: Request, settings: SettingsDep, now: NowDep,
-               db: Annotated[Database, Depends(get_db)]):
+               db: Annotated[Database, Depends(get_db)]) -> Response:
     """Join (open) or ask to (approval); the terms checkbox must be ticked when there are
     terms (the service refuses otherwise, with what to do)."""
     form = await _form(request, settings)
@@ -57,7 +61,7 @@ async def join(competition_id: int, request: Request, settings: SettingsDep, now
 
 @router.post("/competitions/{competition_id}/cli-token")
 async def cli_token(competition_id: int, request: Request, settings: SettingsDep,
-                    now: NowDep, db: Annotated[Database, Depends(get_db)]):
+                    now: NowDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     """A named API token for `arena login`, shown once on the competition page."""
     from server.api.pages import competition_view
 

@@ -4,25 +4,27 @@ with the session's CSRF token, calling the same service as the JSON API
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 
 from server.api.deps import SESSION_COOKIE, NowDep, SettingsDep, get_db
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, ForbiddenError
 from server.services import participation as service
 from server.services import users as user_service
 from server.services.competitions import get_owned_competition
+from server.services.tenancy import is_staff
 from server.web.rendering import PageRoute, check_csrf
-from server.web.views import is_staff
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 
 async def _decide(request: Request, competition_id: int, user_id: int, approve: bool,
-                  settings, now, db: Database) -> RedirectResponse:
+                  settings: Settings, now: datetime, db: Database) -> RedirectResponse:
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
         user = user_service.user_for_token(session, request.cookies.get(SESSION_COOKIE, ""),
@@ -38,11 +40,11 @@ async def _decide(request: Request, competition_id: int, user_id: int, approve: 
 
 @router.post("/organizer/competitions/{competition_id}/participants/{user_id}/approve")
 async def approve(competition_id: int, user_id: int, request: Request, settings: SettingsDep,
-                  now: NowDep, db: Annotated[Database, Depends(get_db)]):
+                  now: NowDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     return await _decide(request, competition_id, user_id, True, settings, now, db)
 
 
 @router.post("/organizer/competitions/{competition_id}/participants/{user_id}/deny")
 async def deny(competition_id: int, user_id: int, request: Request, settings: SettingsDep,
-               now: NowDep, db: Annotated[Database, Depends(get_db)]):
+               now: NowDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     return await _decide(request, competition_id, user_id, False, settings, now, db)

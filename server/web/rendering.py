@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -37,6 +38,9 @@ from server.core.form_text import check_field_text
 from server.core.security import csrf_token, same_secret
 from server.services.timeline import format_duration, format_limit
 from submission_api.log_text import escape_controls
+
+if TYPE_CHECKING:
+    from server.models import User
 
 log = logging.getLogger("arena.web")
 SERVER_DIR = Path(__file__).resolve().parent.parent
@@ -86,8 +90,8 @@ def session_csrf(request: Request, settings: Settings) -> str:
     return csrf_token(settings.secret_key, cookie) if cookie else ""
 
 
-def render(request: Request, name: str, user, settings: Settings, status: int = 200,
-           **context) -> Response:
+def render(request: Request, name: str, user: User | None, settings: Settings,
+           status: int = 200, **context: Any) -> Response:
     """A page from `templates/<name>` with the user, CSRF token and security headers."""
     csrf = session_csrf(request, settings) if user is not None else ""
     response = templates.TemplateResponse(request, name, {"user": user, "csrf": csrf, **context},
@@ -148,7 +152,7 @@ def web_message(message: str) -> str:
 API_HINT = re.compile(r"/api/v1|/internal/|Authorization: Bearer|\b(POST|GET|PATCH|PUT) /")
 
 
-def page_user(request: Request):
+def page_user(request: Request) -> User | None:
     """The user of the request's session cookie, or None (for pages rendered outside a route:
     error pages must still know who is logged in)."""
     from server.services.users import user_for_token
@@ -174,10 +178,11 @@ def wants_html(request: Request) -> bool:
             and "text/html" in request.headers.get("accept", ""))
 
 
-def install_page_errors(app) -> None:
+def install_page_errors(app: FastAPI) -> None:
     """Unknown URLs and wrong methods answer a browser with the styled error page (and API
     clients with FastAPI's JSON, as before)."""
-    async def handle(request: Request, exc: StarletteHTTPException) -> Response:
+    async def handle(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)  # registered for that class only
         if not wants_html(request):
             return await http_exception_handler(request, exc)
         message = {404: f"There is no page at {request.url.path}.",
@@ -214,7 +219,7 @@ class PageRoute(APIRoute):
     """Routes of HTML pages: an expired session goes to the login page, other service errors
     become an error page with the status the JSON API would give."""
 
-    def get_route_handler(self) -> Callable:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def page_handler(request: Request) -> Response:

@@ -10,16 +10,19 @@ participants, it asks to join and the page says to come back to the same link on
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.api.deps import NowDep, OptionalUser, SettingsDep, get_db
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, NotFoundError
-from server.models import Competition, Team
+from server.models import Competition, Team, User
 from server.services import teams as service
 from server.services.participation import request_participation, status_of
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
@@ -28,8 +31,8 @@ from server.web.sessions import cookie_user
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 
-def _competition(session, competition_id: int) -> Competition:
-    comp = session.get(Competition, competition_id)
+def _competition(session: Session, competition_id: int) -> Competition:
+    comp: Competition | None = session.get(Competition, competition_id)
     if comp is None or not any(p.status != "draft" for p in comp.phases):
         raise NotFoundError(f"no competition with id {competition_id}")
     return comp
@@ -37,7 +40,7 @@ def _competition(session, competition_id: int) -> Competition:
 
 @router.get("/competitions/{competition_id}/team")
 def team_page(competition_id: int, request: Request, user: OptionalUser, now: NowDep,
-              settings: SettingsDep, db: Annotated[Database, Depends(get_db)]):
+              settings: SettingsDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     if user is None:
         return login_redirect(request)
     with db.session() as session:
@@ -55,7 +58,8 @@ def team_page(competition_id: int, request: Request, user: OptionalUser, now: No
                              f"{team.invite_code}" if team else None)
 
 
-async def _signed_in(request: Request, settings, session, now):
+async def _signed_in(request: Request, settings: Settings, session: Session,
+                     now: datetime) -> User:
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     user = cookie_user(request, session, now)
     if user is None:
@@ -65,7 +69,7 @@ async def _signed_in(request: Request, settings, session, now):
 
 @router.post("/competitions/{competition_id}/team/create")
 async def create(competition_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                 db: Annotated[Database, Depends(get_db)]):
+                 db: Annotated[Database, Depends(get_db)]) -> Response:
     with db.session(write=True) as session:
         user = await _signed_in(request, settings, session, now)
         name = str((await request.form()).get("name", ""))
@@ -75,7 +79,7 @@ async def create(competition_id: int, request: Request, settings: SettingsDep, n
 
 @router.post("/competitions/{competition_id}/team/leave")
 async def leave(competition_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                db: Annotated[Database, Depends(get_db)]):
+                db: Annotated[Database, Depends(get_db)]) -> Response:
     with db.session(write=True) as session:
         user = await _signed_in(request, settings, session, now)
         service.leave_team(session, _competition(session, competition_id), user, now)
@@ -84,7 +88,7 @@ async def leave(competition_id: int, request: Request, settings: SettingsDep, no
 
 @router.post("/competitions/{competition_id}/team/members/{member_id}/remove")
 async def remove(competition_id: int, member_id: int, request: Request, settings: SettingsDep,
-                 now: NowDep, db: Annotated[Database, Depends(get_db)]):
+                 now: NowDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     with db.session(write=True) as session:
         captain = await _signed_in(request, settings, session, now)
         comp = _competition(session, competition_id)
@@ -95,8 +99,9 @@ async def remove(competition_id: int, member_id: int, request: Request, settings
     return RedirectResponse(f"/competitions/{competition_id}/team", status_code=303)
 
 
-def _team_by_code(session, code: str) -> Team:
-    team = session.execute(select(Team).where(Team.invite_code == code)).scalar_one_or_none()
+def _team_by_code(session: Session, code: str) -> Team:
+    team: Team | None = session.execute(
+        select(Team).where(Team.invite_code == code)).scalar_one_or_none()
     if team is None or team.dissolved_at is not None:
         raise NotFoundError("this invite link is unknown: ask the team's captain for it again",
                             code="team.bad_code")
@@ -105,7 +110,7 @@ def _team_by_code(session, code: str) -> Team:
 
 @router.get("/teams/join/{code}")
 def invite_page(code: str, request: Request, user: OptionalUser, settings: SettingsDep,
-                db: Annotated[Database, Depends(get_db)]):
+                db: Annotated[Database, Depends(get_db)]) -> Response:
     if user is None:
         return login_redirect(request, why="invite")
     with db.session() as session:
@@ -119,7 +124,7 @@ def invite_page(code: str, request: Request, user: OptionalUser, settings: Setti
 
 @router.post("/teams/join/{code}")
 async def join(code: str, request: Request, settings: SettingsDep, now: NowDep,
-               db: Annotated[Database, Depends(get_db)]):
+               db: Annotated[Database, Depends(get_db)]) -> Response:
     with db.session(write=True) as session:
         user = await _signed_in(request, settings, session, now)
         team = _team_by_code(session, code)
