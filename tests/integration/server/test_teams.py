@@ -93,6 +93,16 @@ def test_the_quota_is_the_teams_and_leaving_does_not_refill_it(env):
     assert refused.status_code == 429 and "2 of 2" in refused.text
     quota = env.client.get(f"/api/v1/phases/{phase_id}/quota", headers=ann).json()
     assert quota["total"] == {"left": 0, "limit": 2}  # the team's, seen by every member
+    # bob leaves: what the team used stays used (ann may not submit again), and bob keeps
+    # what he made himself (1 of 2), not a fresh quota
+    left = env.client.post(f"/api/v1/competitions/{comp_id}/team/leave", headers=bob)
+    assert left.status_code == 204, left.text
+    quota = env.client.get(f"/api/v1/phases/{phase_id}/quota", headers=ann).json()
+    assert quota["total"] == {"left": 0, "limit": 2}
+    refused = env.submit(phase_id, ann, zip_bytes([("model.py", b"# c\n")]))
+    assert refused.status_code == 429, refused.text
+    quota = env.client.get(f"/api/v1/phases/{phase_id}/quota", headers=bob).json()
+    assert quota["total"] == {"left": 1, "limit": 2}
 
 
 def test_two_members_cannot_both_take_the_teams_last_slot(env):
