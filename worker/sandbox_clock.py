@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from worker.sandbox_result import SandboxResult
 from worker.sandbox_usage import CGROUP_ROOT, groups, read_usage
 
 
@@ -90,3 +91,31 @@ def limit_hit(wall_time_s: float, cpu_time_s: float | None, backstop_s: float | 
     if backstop_s is not None and wall_s > backstop_s:
         return LimitHit.BACKSTOP
     return None
+
+
+@dataclass(frozen=True)
+class StageBudget:
+    """Time bounds of one stage (`worker.sandbox_clock`): the charged wall clock, CPU time
+    (None: unbounded) and the plain wall clock's backstop (None: the charged wall clock is the
+    plain one)."""
+
+    wall_s: float
+    cpu_s: float | None = None
+    backstop_s: float | None = None
+
+    def after(self, spent: SandboxResult) -> StageBudget:
+        """What is left once a stage used `spent`."""
+        stall = spent.stall_s if self.backstop_s is not None else None
+        return StageBudget(
+            self.wall_s - charged_wall_s(spent.wall_time_s, stall),
+            None if self.cpu_s is None else self.cpu_s - (spent.cpu_s or 0.0),
+            None if self.backstop_s is None else self.backstop_s - spent.wall_time_s)
+
+    @property
+    def exhausted(self) -> bool:
+        return min(b for b in (self.wall_s, self.cpu_s, self.backstop_s) if b is not None) <= 0
+
+    @property
+    def server_s(self) -> float:
+        """How long the task server may wait for the stage: its plain wall clock's bound."""
+        return self.backstop_s if self.backstop_s is not None else self.wall_s

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from submission_api.contract.usage import StageMark, StageUsage
+from submission_api.contract.usage import StageMark, StageUsage, TaskTimes
 
 
 class SandboxPlatformError(RuntimeError):
@@ -63,6 +63,8 @@ class SandboxResult:
     """Which time bound ended it (`sandbox_clock.LimitHit`: cpu, wall, backstop), or None."""
     stall_s: float | None = None
     """Seconds it had work but no core (the cgroup's PSI; None: unreadable)."""
+    task_times: TaskTimes | None = None
+    """The test tasks' durations (`worker.pipeline.execute.measure_task_times`)."""
     stages: tuple[StageUsage, ...] = ()
     """Per stage (the two-stage executors fill it): CPU time, peak memory, wall time."""
     marks: tuple[StageMark, ...] = ()

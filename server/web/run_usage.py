@@ -1,6 +1,7 @@
 """The run's usage as the submission page shows it to the phase's organizers (issue 38.6):
-per stage its CPU time, peak memory and wall time, and when each stage began, as seconds
-after the first container started, so a slow run says where its time went."""
+per stage its CPU time, peak memory, wall time and the part of it spent waiting for a core, when
+each stage began, as seconds after the first container started, and the test tasks' durations
+(issue 38.3), so a slow run says where its time went."""
 
 from __future__ import annotations
 
@@ -30,6 +31,6 @@ def usage_rows(runs: list[Any]) -> list[dict[str, Any]]:
         first = usage.marks[0].at if usage.marks else 0.0
         shown.append({
             "index": run.index, "cpu_s": usage.cpu_s, "peak_memory_mb": usage.peak_memory_mb,
-            "stages": usage.stages,
+            "stages": usage.stages, "tasks": usage.tasks,
             "marks": [(MARK_LABELS.get(m.name, m.name), m.at - first) for m in usage.marks]})
     return shown

@@ -40,10 +40,13 @@ class StageUsage:
     wall_s: float
     cpu_s: float | None = None
     peak_memory_mb: float | None = None
+    stall_s: float | None = None
+    """Of `wall_s`, how long its processes had work but no core (PSI; issue 38.3)."""
 
     def __post_init__(self) -> None:
         _check_seconds(f"{self.stage} wall_s", self.wall_s)
         _check_seconds(f"{self.stage} cpu_s", self.cpu_s)
+        _check_seconds(f"{self.stage} stall_s", self.stall_s)
         if self.peak_memory_mb is not None and not 0 <= self.peak_memory_mb <= 10.0 ** 8:
             raise ValueError(f"{self.stage} peak_memory_mb={self.peak_memory_mb}; expected "
                              "megabytes from 0 to 1e8")
@@ -62,11 +65,34 @@ class StageMark:
 
 
 @dataclass(frozen=True)
+class TaskTimes:
+    """How long the test tasks took, each from the previous one's answer (the first from the
+    supervisor's start) to its own, as the trusted side stored them (issue 38.3): a summary,
+    since a run may hold thousands of tasks."""
+
+    count: int
+    first_s: float
+    median_s: float
+    p90_s: float
+    max_s: float
+    slowest_task: int
+
+    def __post_init__(self) -> None:
+        if not 0 < self.count <= 10**6 or not 0 <= self.slowest_task <= 10**6:
+            raise ValueError(f"task times of {self.count} tasks, slowest {self.slowest_task}; "
+                             "expected 1 to 1e6 tasks")
+        for name in ("first_s", "median_s", "p90_s", "max_s"):
+            _check_seconds(f"tasks {name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
 class RunUsage:
     """Per-stage cost and the run's stage marks, in the order they happened."""
 
     stages: list[StageUsage] = field(default_factory=list)
     marks: list[StageMark] = field(default_factory=list)
+    tasks: TaskTimes | None = None
+    """The test tasks' durations (None: meta-test ran no task, or an older worker)."""
 
     def __post_init__(self) -> None:
         if len(self.stages) > STAGES_CAP or len(self.marks) > MARKS_CAP:
@@ -94,7 +120,9 @@ def usage_from_json(data: Any) -> RunUsage | None:
     if not isinstance(data, dict):
         return None
     try:
+        tasks = data.get("tasks")
         return RunUsage(stages=[StageUsage(**s) for s in data.get("stages", [])],
-                        marks=[StageMark(**m) for m in data.get("marks", [])])
+                        marks=[StageMark(**m) for m in data.get("marks", [])],
+                        tasks=TaskTimes(**tasks) if isinstance(tasks, dict) else None)
     except (TypeError, ValueError):
         return None

@@ -35,9 +35,12 @@ from submission_api.runner.stages import (
     read_run_info,
     run_meta_test,
 )
+from submission_api.runner.task_server import PREDICTIONS
 from worker.client import ClaimedRun
 from worker.live_tail import LiveTail
 from worker.pipeline.errors import PlatformFault
+from worker.pipeline.task_times import measure_task_times
+from worker.sandbox_clock import StageBudget
 from worker.sandbox_result import SandboxResult
 
 log = logging.getLogger(__name__)
@@ -113,36 +116,6 @@ class ExecutionRequest:
     @property
     def task_seed(self) -> int:
         return compute_task_seed(read_run_info(self.bundle_dir))
-
-
-@dataclass(frozen=True)
-class StageBudget:
-    """Time bounds of one stage (`worker.sandbox_clock`): the charged wall clock, CPU time
-    (None: unbounded) and the plain wall clock's backstop (None: the charged wall clock is the
-    plain one)."""
-
-    wall_s: float
-    cpu_s: float | None = None
-    backstop_s: float | None = None
-
-    def after(self, spent: SandboxResult) -> StageBudget:
-        """What is left once a stage used `spent`."""
-        from worker.sandbox_clock import charged_wall_s
-
-        stall = spent.stall_s if self.backstop_s is not None else None
-        return StageBudget(
-            self.wall_s - charged_wall_s(spent.wall_time_s, stall),
-            None if self.cpu_s is None else self.cpu_s - (spent.cpu_s or 0.0),
-            None if self.backstop_s is None else self.backstop_s - spent.wall_time_s)
-
-    @property
-    def exhausted(self) -> bool:
-        return min(b for b in (self.wall_s, self.cpu_s, self.backstop_s) if b is not None) <= 0
-
-    @property
-    def server_s(self) -> float:
-        """How long the task server may wait for the stage: its plain wall clock's bound."""
-        return self.backstop_s if self.backstop_s is not None else self.wall_s
 
 
 ExecutionResult = SandboxResult
@@ -259,7 +232,7 @@ def merge_stages(train: ExecutionResult, test: ExecutionResult) -> ExecutionResu
         peak_memory_mb=max((p for p in (train.peak_memory_mb, test.peak_memory_mb)
                             if p is not None), default=None),
         started_at=train.started_at, stages=train.stages + test.stages,
-        marks=train.marks + test.marks)
+        marks=train.marks + test.marks, task_times=test.task_times)
 
 
 def with_stage(result: ExecutionResult, stage: str, began: float,
@@ -267,8 +240,9 @@ def with_stage(result: ExecutionResult, stage: str, began: float,
     """`result` with its stage's usage and marks (container start, `extra`, end) recorded
     (issue 38.6); `began` is the Unix time before the stage was launched."""
     key = stage.replace("-", "_")
+    stall = None if result.stall_s is None else round(result.stall_s, 3)
     usage = StageUsage(stage, round(result.wall_time_s, 3), result.cpu_s,  # type: ignore[arg-type]
-                       result.peak_memory_mb)
+                       result.peak_memory_mb, stall)
     start = StageMark(f"{key}_container_start", result.started_at or began)  # type: ignore[arg-type]
     end = StageMark(f"{key}_end", max(time.time(), start.at))  # type: ignore[arg-type]
     return replace(result, stages=(usage,), marks=(start, *extra, end))
@@ -323,7 +297,9 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
     # its start-up.
     supervisor = ((StageMark("supervisor_start", began + report.startup_s),)
                   if report.startup_s > 0 else ())
-    return merge_stages(train, with_stage(test, "meta-test", began, supervisor))
+    times = measure_task_times(request.answers_dir / PREDICTIONS, began + report.startup_s)
+    return replace(merge_stages(train, with_stage(test, "meta-test", began, supervisor)),
+                   task_times=times)
 
 
 def _mark(request: ExecutionRequest, stage: str) -> None:

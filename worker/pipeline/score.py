@@ -73,13 +73,14 @@ class Outcome:
 def with_mark(usage: RunUsage, name: str, at: float | None = None) -> RunUsage:
     """`usage` with one more stage mark, at `at` (default: now)."""
     mark = StageMark(name, time.time() if at is None else at)  # type: ignore[arg-type]
-    return RunUsage(stages=list(usage.stages), marks=[*usage.marks, mark])
+    return replace(usage, marks=[*usage.marks, mark])
 
 
 def run_usage(result: ExecutionResult, scoring_start: float) -> RunUsage:
     """What the executed run cost per stage and when its stages happened, through scoring."""
     usage = RunUsage(stages=list(result.stages), marks=list(result.marks))
-    return with_mark(with_mark(usage, "scoring_start", scoring_start), "scoring_end")
+    usage = with_mark(with_mark(usage, "scoring_start", scoring_start), "scoring_end")
+    return replace(usage, tasks=result.task_times)
 
 
 def build_record(result: ExecutionResult, output_dir: Path, answers_dir: Path, *,

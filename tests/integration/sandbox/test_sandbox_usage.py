@@ -90,6 +90,9 @@ def test_a_two_stage_run_records_usage_per_stage_and_ordered_stage_marks(
         assert stage.cpu_s is not None and stage.cpu_s > 0, stage
         assert stage.peak_memory_mb is not None and stage.peak_memory_mb > 1, stage
         assert stage.wall_s > 0, stage
+    # issue 38.3: each test task's time, and how long each stage waited for a core
+    assert result.task_times is not None and result.task_times.count >= 1, result.task_times
+    assert all(s.stall_s is not None and s.stall_s <= s.wall_s for s in result.stages)
     record = build_record(result, work / "output", work / "answers")
     assert record.cpu_time_s == pytest.approx(sum(s.cpu_s or 0 for s in result.stages))
     assert record.peak_memory_mb == max(s.peak_memory_mb or 0 for s in result.stages)

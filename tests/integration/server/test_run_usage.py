@@ -11,8 +11,12 @@ from server.models import Run
 
 T0 = 1_800_000_000.0
 USAGE = {
-    "stages": [{"stage": "meta-train", "wall_s": 12.5, "cpu_s": 11.25, "peak_memory_mb": 812.5},
-               {"stage": "meta-test", "wall_s": 30.0, "cpu_s": 27.75, "peak_memory_mb": 1415.0}],
+    "stages": [{"stage": "meta-train", "wall_s": 12.5, "cpu_s": 11.25, "peak_memory_mb": 812.5,
+                "stall_s": 0.5},
+               {"stage": "meta-test", "wall_s": 30.0, "cpu_s": 27.75, "peak_memory_mb": 1415.0,
+                "stall_s": 2.25}],
+    "tasks": {"count": 40, "first_s": 0.9, "median_s": 0.6, "p90_s": 0.8, "max_s": 1.25,
+              "slowest_task": 17},
     "marks": [{"name": name, "at": T0 + offset} for name, offset in (
         ("meta_train_container_start", 0), ("meta_train_end", 12.6),
         ("meta_test_container_start", 12.8), ("supervisor_start", 14.1),
@@ -51,6 +55,9 @@ def test_usage_is_stored_and_shown_to_organizers_not_to_a_secret_phases_particip
     assert "39.00 s CPU" in page.text and "peak 1415.0 MB" in page.text
     assert "+14.10 s: supervisor started" in page.text
     assert "+43.50 s: result sent to the server" in page.text
+    # issue 38.3: the time it waited for a core, and each test task's time (a summary)
+    assert ">2.25<" in page.text and "40 test tasks" in page.text
+    assert "slowest 1.250 s (task 17)" in page.text
     env.client.cookies.clear()
     login(env, ann)
     page = env.client.get(f"/submissions/{submission_id}")

@@ -4,6 +4,7 @@ The same behaviour on a real loaded host: tests/integration/sandbox/test_sandbox
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,15 @@ import pytest
 from worker_fakes import make_claimed
 
 import worker.sandbox
+from submission_api.contract.usage import usage_from_json
 from submission_api.contract.verdict import VerdictKind, decide_verdict
 from worker.banner import StartupError, check_startup
 from worker.cpu_plan import check_cpu_plan, slot_cpuset
 from worker.pipeline.errors import PlatformFault
-from worker.pipeline.execute import StageBudget, build_request, make_docker_executor
-from worker.pipeline.score import build_record, decide_outcome
-from worker.sandbox_clock import LimitHit, limit_hit, read_stall_s
+from worker.pipeline.execute import build_request, make_docker_executor
+from worker.pipeline.score import build_record, decide_outcome, run_usage
+from worker.pipeline.task_times import measure_task_times
+from worker.sandbox_clock import LimitHit, StageBudget, limit_hit, read_stall_s
 from worker.sandbox_config import SandboxLimits, SandboxSpec, build_container_kwargs
 from worker.sandbox_result import SandboxResult
 from worker.settings import WorkerSettings
@@ -150,3 +153,21 @@ def test_a_worker_whose_slots_need_more_cores_than_its_host_has_refuses_to_start
         check_cpu_plan(settings(concurrency=3), cores=[0, 1])  # unpinned: a core a slot
     check_cpu_plan(settings(concurrency=2, cpus_per_slot=1), cores=[0, 1])
     assert check_startup(settings(concurrency=1, executor="local"), None).executor == "local"
+
+
+# --- each test task's time, kept with the run ---------------------------------------------------
+
+def test_each_test_tasks_time_is_read_from_the_answers_the_trusted_side_stored(tmp_path: Path):
+    start = 1_000_000.0
+    for task, ended in ((0, 0.5), (1, 0.6), (2, 1.6), (3, 1.7)):
+        path = tmp_path / f"task_{task:05d}.npy"
+        path.write_bytes(b"")
+        os.utime(path, ns=(int((start + ended) * 1e9),) * 2)
+    (tmp_path / "notes.txt").write_text("ignored")
+    times = measure_task_times(tmp_path, start)
+    assert times is not None
+    assert (times.count, times.first_s, times.slowest_task) == (4, 0.5, 2)
+    assert (times.median_s, times.max_s) == pytest.approx((0.5, 1.0))
+    assert measure_task_times(tmp_path / "absent", start) is None
+    usage = run_usage(result(task_times=times), scoring_start=start + 2)
+    assert usage_from_json(usage.to_json()) == usage  # stored and read back as sent
