@@ -34,9 +34,10 @@ STORE_WARNING = ("This pool credential is shown only now: the server keeps only 
                  "pool revoke {pool} CREDENTIAL_ID` for the old.")
 
 
-def what_to_do(status: int, about: str, conflict: str = "") -> str:
-    """A sentence for a refusal of a pool call: who may do it and what to run instead."""
-    return {
+def what_to_do(status: int, about: str, said: dict[int, str] | None = None) -> str:
+    """A sentence for a refusal of a pool call: who may do it and what to run instead
+    (`said`: the call's own sentence for a status)."""
+    return (said or {}).get(status) or {
         401: "the server refused your token: log in again with `arena login --server URL "
              "--token TOKEN` (a pool credential `arena_pool_...` is for `arena worker`, not "
              "for these commands)",
@@ -44,8 +45,8 @@ def what_to_do(status: int, about: str, conflict: str = "") -> str:
              "with an organizer's token, or ask an organizer to add you",
         404: f"{about} does not exist or is not yours: check the id with `arena pool list "
              "COMPETITION` (or `arena phases --all` for phase ids)",
-        409: conflict or f"{about} conflicts with what is there now; `arena pool list "
-                         "COMPETITION` shows the pools",
+        409: f"{about} conflicts with what is there now; `arena pool list COMPETITION` "
+             "shows the pools",
     }.get(status, "")
 
 
@@ -56,7 +57,7 @@ class _Pools:
         self.server, secret = load_credentials(server, token)
         self.client = ArenaClient.connect(self.server, secret)
 
-    def call(self, method: str, url: str, about: str, conflict: str = "",
+    def call(self, method: str, url: str, about: str, said: dict[int, str] | None = None,
              **kwargs: Any) -> Any:
         try:
             response = self.client.http.request(method, url, headers=self.client.headers,
@@ -65,7 +66,7 @@ class _Pools:
             raise RemoteError(f"cannot reach the server at {self.server} ({exc}); is it up, "
                               "and is --server right?") from exc
         if response.status_code >= 400:
-            sentence = what_to_do(response.status_code, about, conflict)
+            sentence = what_to_do(response.status_code, about, said)
             detail = explain(response)
             raise RemoteError(f"{sentence}\n  (server: {detail})" if sentence else detail)
         return response.json() if response.content else None
@@ -102,9 +103,9 @@ def create_command(competition: str = typer.Argument(..., help="Competition slug
         comp_id = pools.competition_id(competition)
         made = pools.call("POST", f"/api/v1/competitions/{comp_id}/pools",
                           f"the pools of competition {competition}",
-                          conflict=f"competition {competition} already has a pool named "
-                          f"{name!r}: choose another name, or use that pool (`arena pool "
-                          f"list {competition}`)", json={"name": name})
+                          said={409: f"competition {competition} already has a pool named "
+                                f"{name!r}: choose another name, or use that pool (`arena "
+                                f"pool list {competition}`)"}, json={"name": name})
     except RemoteError as exc:
         raise _fail(exc) from exc
     pool = made["pool"]
@@ -122,7 +123,9 @@ def list_command(competition: str | None = typer.Argument(
     try:
         pools = _Pools(server, token)
         if competition is None:
-            rows = pools.call("GET", "/api/v1/admin/pools", "every competition's pools")
+            rows = pools.call("GET", "/api/v1/admin/pools", "every competition's pools",
+                              said={403: "only an admin lists every competition's pools; "
+                                         "name yours: `arena pool list COMPETITION`"})
         else:
             comp_id = pools.competition_id(competition)
             rows = pools.call("GET", f"/api/v1/competitions/{comp_id}/pools",
@@ -136,12 +139,16 @@ def list_command(competition: str | None = typer.Argument(
     for column in ("id", "name", "competition", "created"):
         table.add_column(column)
     for row in rows:
-        comp = row.get("competition") or {}
-        where = comp.get("slug") or comp.get("title") if isinstance(comp, dict) else str(comp)
-        table.add_row(str(row["id"]), row["name"],
-                      str(where or row.get("competition_id", "")),
+        where = row.get("competition_slug") or competition or ""
+        table.add_row(str(row["id"]), Text(row["name"]),
+                      Text(f"{where} (id {row['competition_id']})"),
                       str(row.get("created_at", ""))[:16].replace("T", " "))
     Console().print(table)
+
+
+def _when(moment: str | None) -> str:
+    """`2030-01-15 12:00` from the API's ISO time (UTC), or ''."""
+    return str(moment or "")[:16].replace("T", " ")
 
 
 def _ago(seconds: float | None) -> str:
@@ -175,7 +182,7 @@ def show_command(pool: int = POOL, server: str | None = SERVER,
         workers.add_row(Text(w["name"]), Text(w.get("host") or "-"),
                         Text(", ".join(w.get("gpus") or []) or "-"),
                         Text(", ".join(w.get("images") or []) or "-"),
-                        Text(str(w.get("last_seen_at") or "-")[:19].replace("T", " ")),
+                        Text(_when(w.get("last_seen_at")) or "-"),
                         Text(str(w.get("current_run_id") or "-")),
                         Text(health, "green" if health == "live" else "red"))
     if detail.get("workers"):
@@ -186,8 +193,8 @@ def show_command(pool: int = POOL, server: str | None = SERVER,
     for column in ("id", "prefix", "created", "last used", "status"):
         creds.add_column(column)
     for c in detail.get("credentials") or []:
-        creds.add_row(str(c["id"]), c["prefix"] + "...", str(c["created_at"])[:16],
-                      str(c.get("last_used_at") or "never")[:16],
+        creds.add_row(str(c["id"]), c["prefix"] + "...", _when(c["created_at"]),
+                      _when(c.get("last_used_at")) or "never",
                       Text("revoked", "red") if c.get("revoked_at") else Text("live", "green"))
     out.print(creds)
 
@@ -213,8 +220,11 @@ def revoke_command(pool: int = POOL,
                    server: str | None = SERVER, token: str | None = TOKEN) -> None:
     """Revoke a credential: every worker using it is refused at its next call and stops."""
     try:
-        _Pools(server, token).call("POST", f"/api/v1/pools/{pool}/tokens/{credential}/revoke",
-                                   f"credential {credential} of pool {pool}")
+        _Pools(server, token).call(
+            "POST", f"/api/v1/pools/{pool}/tokens/{credential}/revoke",
+            f"credential {credential} of pool {pool}",
+            said={404: f"credential {credential} of pool {pool} does not exist or is not yours: "
+                       f"`arena pool show {pool}` lists the pool's credentials"})
     except RemoteError as exc:
         raise _fail(exc) from exc
     typer.echo(f"credential {credential} of pool {pool} revoked: workers holding it are "
