@@ -36,13 +36,14 @@ from submission_api.protocols import ProtocolParams, ProtocolParamsError
 
 QUOTA_MAX = 1_000_000
 """Submissions a quota may allow: any more is no quota (leave it unset) or a typo."""
-INT64 = 2**63
+INT32 = 2**31
 FIX = "fix the phase"
 
 PHASE_BOUNDS: dict[str, Bound] = {
     "time_limit_s": TIME_LIMIT_BOUND,
     "runs_per_submission": Bound(1, 1, 20),  # runs of one submission; the final phase uses 3
-    "seed": Bound(0, -INT64, INT64 - 1),  # the phase's seed column is int8
+    # as the protocol's split_seed: a seed is a label, and JSON clients read 2**31 exactly
+    "seed": Bound(0, -INT32, INT32 - 1),
     "quota_per_day": Bound(0, 0, QUOTA_MAX),
     "quota_total": Bound(0, 0, QUOTA_MAX),
     "quota_in_flight": Bound(0, 0, QUOTA_MAX),

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from server.models.base import Base, UTCDateTime, utcnow
+from submission_api.contract.resources import DEFAULT_TIME_LIMIT_S
 
 PARTICIPATION_MODES = ("open", "approval")
 
@@ -78,7 +79,7 @@ class Phase(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     seed: Mapped[int] = mapped_column(BigInteger, default=0)
     runs_per_submission: Mapped[int] = mapped_column(Integer, default=1)
-    time_limit_s: Mapped[int] = mapped_column(Integer, default=3600)
+    time_limit_s: Mapped[int] = mapped_column(Integer, default=DEFAULT_TIME_LIMIT_S)
     resources: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     image: Mapped[str | None] = mapped_column(String(255))
     queue: Mapped[str | None] = mapped_column(String(64))

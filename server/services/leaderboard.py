@@ -26,7 +26,14 @@ from sqlalchemy import BindParameter, bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, Team, User
-from server.services.scores import aggregate_runs, compute_phase_sides, lower_is_better
+from server.services.scores import (
+    ProtocolOrScoring,
+    aggregate_runs,
+    compute_phase_scoring,
+    compute_phase_sides,
+    lower_is_better,
+    phase_scoring,
+)
 from submission_api.scoring.ranked_tasks import compute_metric_ci95s, compute_metric_interval
 from submission_api.scoring.ranking import compute_average_rank, rank_by_score
 
@@ -67,8 +74,26 @@ def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]
     if league is not None:
         query = query.where(Submission.league == league)
     # Core, not the ORM: plain columns need none of its row processing, which was a third of
-    # ranking 10,000 rows after a change (issue 38.4, benchmarks/bench_board_after_change.py)
-    return list(session.connection().execute(query).all())
+    # ranking 10,000 rows after a change (issue 38.4, benchmarks/bench_board_after_change.py);
+    # plain named tuples, whose fields read ~5x faster than a Row's in the passes that follow
+    return list(map(Candidate._make, session.connection().execute(query).all()))
+
+
+class Candidate(NamedTuple):
+    """A finished submission that may stand on the board (`_candidates`' columns)."""
+
+    id: int
+    user_id: int
+    score: float
+    created_at: datetime
+    league: str | None
+    is_baseline: bool
+    is_selected: bool
+    username: str
+    origin_at: datetime | None
+    team_id: int | None
+    team_name: str | None
+    method_name: str | None
 
 
 def _tie_key(row: Any) -> tuple[datetime, int]:
@@ -78,8 +103,11 @@ def _tie_key(row: Any) -> tuple[datetime, int]:
 def choose_entries(rows: list[Any], rule: str) -> list[Any]:
     """The representative rows: selected, else by rule, per team or user; every baseline."""
     chosen: dict[tuple[str, int], Any] = {}
-    baselines = [r for r in rows if r.is_baseline]
-    for row in (r for r in rows if not r.is_baseline):
+    baselines = []
+    for row in rows:
+        if row.is_baseline:
+            baselines.append(row)
+            continue
         team = getattr(row, "team_id", None)
         key = ("team", team) if team is not None else ("user", row.user_id)
         current = chosen.get(key)
@@ -112,7 +140,7 @@ class Ranked(NamedTuple):
 
 
 def worst_run_summaries(session: Session, submission_ids: list[int],
-                        protocol: dict | None = None) -> dict[int, dict]:
+                        protocol: ProtocolOrScoring = None) -> dict[int, dict]:
     """submission id -> what the board shows of its current finished runs, aggregated by the
     phase's rule: `{"ci95": worst run's, of the ranked metric, "per_dataset": {dataset: worst
     over runs}}`.
@@ -123,6 +151,7 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
     The ids are rendered as literals: bound one by one, psycopg spent ~80 ms splitting the query
     of each chunk of 5,000 (benchmarks/bench_leaderboard.py).
     """
+    scoring = compute_phase_scoring(protocol)
     by_submission: dict[int, list[Any]] = {}
     for start in range(0, len(submission_ids), SUMMARY_CHUNK):
         chunk = submission_ids[start:start + SUMMARY_CHUNK]
@@ -146,10 +175,10 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
     out: dict[int, dict[str, Any]] = {}
     worst: dict[int, tuple[dict, str]] = {}
     for sid, runs in by_submission.items():
-        result = aggregate_runs(runs, protocol)
+        result = aggregate_runs(runs, scoring)
         worst[sid] = (runs[result.worst_run].summary, result.metric)
         out[sid] = {"per_dataset": result.per_dataset,
-                    "sides": compute_phase_sides(runs, protocol)}
+                    "sides": compute_phase_sides(runs, scoring)}
     # the interval of the quantity ranked (NovelGen, wAcc-A, ...), of the worst run; all at
     # once: one t quantile per entry made this most of a 1,000-entry board's time
     for sid, ci95 in zip(worst, compute_metric_ci95s(list(worst.values())), strict=True):
@@ -179,11 +208,11 @@ def rank_leaderboard(session: Session, phase: Phase, league: str | None = None) 
     """
     rows = choose_entries(_candidates(session, phase, league), phase.leaderboard_rule)
     by_id = {r.id: r for r in rows}
-    higher = not lower_is_better(phase.protocol)
+    higher = not lower_is_better(phase_scoring(phase))
     if (phase.leaderboard or {}).get("ranking") != "average_rank":
         ranked = rank_by_score([(r.id, _tie_key(r), r.score) for r in rows], higher)
         return [Ranked(item.position, by_id[item.entry_id], None, None) for item in ranked]
-    summaries = worst_run_summaries(session, list(by_id), phase.protocol)
+    summaries = worst_run_summaries(session, list(by_id), phase_scoring(phase))
     per_dataset = {sid: _per_dataset(summaries.get(sid, {})) for sid in by_id}
     ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows], higher)
     return [Ranked(item.position, by_id[item.entry_id], item.value,
@@ -191,7 +220,7 @@ def rank_leaderboard(session: Session, phase: Phase, league: str | None = None) 
 
 
 def build_entries(session: Session, ranked: list[Ranked], details: bool = True,
-                  protocol: dict | None = None) -> list[Entry]:
+                  protocol: ProtocolOrScoring = None) -> list[Entry]:
     """Entries of `ranked` (in its order), with the worst run's CI and the per-dataset minima
     over runs when `details` (one query for those whose summary was not read yet)."""
     missing = [r.row.id for r in ranked if r.summary is None] if details else []
@@ -218,4 +247,4 @@ def build_entries(session: Session, ranked: list[Ranked], details: bool = True,
 def compute_leaderboard(session: Session, phase: Phase, league: str | None = None) -> list[Entry]:
     """The ranked entries of `phase` (of one league when given), unhidden: callers hide."""
     return build_entries(session, rank_leaderboard(session, phase, league),
-                         protocol=phase.protocol)
+                         protocol=phase_scoring(phase))

@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 from server.models import Phase, Run, Submission, TaskResult, utcnow
 from server.services.leaderboard import Ranked
 from server.services.leaderboard_cache import FingerprintCache, cached_rank_leaderboard
-from server.services.scores import compute_phase_scoring, lower_is_better
+from server.services.scores import lower_is_better, phase_scoring
 from server.services.timeline import effective_status
 from submission_api.scoring.flips import compute_flip_difference
 from submission_api.scoring.groups import compute_rank_tied_groups, compute_tied_groups
@@ -131,7 +131,7 @@ class _Board(NamedTuple):
 
 def read_board(session: Session, phase: Phase, ids: list[int]) -> _Board | None:
     """The entries' shared tasks of the ranked quantity, or None when there is none."""
-    metric, aggregation = compute_phase_scoring(phase.protocol)
+    _, metric, aggregation = phase_scoring(phase)
     tasks = read_task_matrix(session, ids, metric, aggregation)
     if not ids or any(sid not in tasks for sid in ids):
         return None
@@ -152,7 +152,7 @@ def compute_board_statistics(session: Session, phase: Phase,
     board = read_board(session, phase, ids) if len(ids) >= 2 else None
     if board is None:
         return {}
-    higher = not lower_is_better(phase.protocol)
+    higher = not lower_is_better(phase_scoring(phase))
     rng = np.random.default_rng([phase.id, SEED_SALT])
     weights = sample_task_weights(board.strata, rng, stratum_weight=board.weight)
     if (phase.leaderboard or {}).get("ranking") == "average_rank":
@@ -175,7 +175,7 @@ def compute_flip_statistics(session: Session, phase: Phase, flips: dict[int, lis
                  | {o for others in flips.values() for o in others})
     if not ids:
         return {}
-    aggregation = compute_phase_scoring(phase.protocol)[1]
+    aggregation = phase_scoring(phase).aggregation
     tasks = {side: read_task_matrix(session, ids, side, aggregation)
              for side in ("BaseGen", "NovelGen")}
 
@@ -247,8 +247,8 @@ def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict 
     answer = {"a": a, "b": b, "n_tasks": t.n, "n_datasets": n_datasets, "mean": t.mean,
               "t_low": t.low, "t_high": t.high, "p_value": t.p_value,
               "significant": t.significant, "bootstrap_low": None, "bootstrap_high": None,
-              "wilcoxon_p": compute_wilcoxon_p(diff), "metric": compute_phase_scoring(
-                  phase.protocol)[0], "dataset_note": None}
+              "wilcoxon_p": compute_wilcoxon_p(diff), "metric": phase_scoring(
+                  phase).metric, "dataset_note": None}
     if n_datasets >= MIN_CLUSTERS:
         low, high = compute_cluster_bootstrap(diff, datasets, np.random.default_rng(
             [phase.id, SEED_SALT, a, b]))

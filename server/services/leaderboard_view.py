@@ -24,7 +24,7 @@ from server.services.leaderboard_stats import (
     compute_flip_statistics,
     shows_statistics,
 )
-from server.services.scores import explain_phase_score
+from server.services.scores import explain_phase_score, phase_scoring
 from server.services.secrecy import board_hidden
 from submission_api.scoring.aggregate import compute_order_flips
 
@@ -71,7 +71,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
               and r.row.id not in shown and (r.row.user_id == user_id
                                              or getattr(r.row, "team_id", None) in team_ids)]
     entries = build_entries(session, window + pinned, details=hidden == "none",
-                            protocol=phase.protocol)
+                            protocol=phase_scoring(phase))
     rows = [_row(e, hidden == "scores") for e in entries]
     for row in rows:
         own = stats.get(row["submission_id"])
@@ -85,7 +85,7 @@ def view_leaderboard(session: Any, phase: Phase, comp: Competition | None, leagu
             "columns": settings.get("columns", ["score", "ci95", "per_dataset"]),
             "hidden": board_hidden(phase), "league": league, "leagues": leagues,
             "datasets": datasets, "total": len(ranked), "offset": offset, "limit": limit,
-            "scoring": explain_phase_score(phase.protocol, phase.runs_per_submission),
+            "scoring": explain_phase_score(phase_scoring(phase), phase.runs_per_submission),
             "statistics": bool(stats),
             "entries": rows[:len(window)], "pinned": rows[len(window):]}
 
