@@ -51,11 +51,8 @@ HIDDEN_LOG = ("==> meta-test output <==\n(hidden: the test data of this phase ar
               "organizers see it)\n")
 # Which failures carry text written before any test task existed: the worker's verdict says
 # where a run failed (the finish body's `stage`, stored as `runs.failure_stage`, issue 35.3),
-# and only a meta-train stage reported under its own reason passes. Runs an older worker
-# finished carry no stage: for them the message's prefix stands in ("meta_fit raised: ", as
-# `decide_verdict` writes it; a stage forged on a test task's socket reads "... on test task").
-OLDER_WORKER_PREFIXES = {f"{stage} raised: ": STAGE_REASONS[stage].value
-                         for stage in META_TRAIN_STAGES}
+# and only a meta-train stage reported under its own reason passes. A run without a stage (an
+# older worker finished it) is redacted: its message's words are never read back as a stage.
 TRUSTED_REASONS = (FailureReason.TIME_LIMIT.value,)  # the worker's own fixed text (a wall time)
 _FRAME = re.compile(r"==> arena log frame: meta-train (\d+) \+ meta-test (\d+) stdout, (\d+) \+ "
                     r"(\d+) stderr chars <==\n")
@@ -123,14 +120,14 @@ def view_for(session: Session, phase: Phase, user: User | None) -> OwnerView:
 def redact_message(reason: str | None, message: str | None,
                    stage: str | None = None) -> str | None:
     """A run's failure message as the owner of a secret-data run may read it; `stage` is where
-    the run failed (`runs.failure_stage`), None for an older worker's run."""
+    the run failed (`runs.failure_stage`): None (an older worker's run) withholds the text."""
     if not message:
         return message
     if reason is None and message.startswith(RETRY_NOTE):  # queued again: the platform's own
         return f"{RETRY_NOTE}."
     if reason == PLATFORM_ERROR:
         return "The platform failed running this run; it is not charged to your quota."
-    if reason in TRUSTED_REASONS or _from_meta_train(reason, message, stage):
+    if reason in TRUSTED_REASONS or _from_meta_train(reason, stage):
         return message
     kind = _builtin_exception(message)
     what = f", {kind}" if kind else ""
@@ -138,10 +135,8 @@ def redact_message(reason: str | None, message: str | None,
             f"{_stage_words(reason, stage)}). {HIDDEN_TEXT}")
 
 
-def _from_meta_train(reason: str | None, message: str, stage: str | None) -> bool:
-    if stage is not None:
-        return stage in META_TRAIN_STAGES and STAGE_REASONS[stage] == reason
-    return any(message.startswith(p) and reason == r for p, r in OLDER_WORKER_PREFIXES.items())
+def _from_meta_train(reason: str | None, stage: str | None) -> bool:
+    return stage in META_TRAIN_STAGES and STAGE_REASONS[stage] == reason
 
 
 def _stage_words(reason: str | None, stage: str | None) -> str:

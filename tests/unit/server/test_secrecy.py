@@ -68,7 +68,14 @@ def test_meta_train_failures_keep_their_text(tmp_path):
     record = ResultRecord(exit_code=1, status=read_reported_status(tmp_path))
     outcome = verdict_outcome(decide_verdict(record))
     assert outcome.reason == "meta_fit_error" and "bad lr" in outcome.message
-    assert redact_message(outcome.reason, outcome.message) == outcome.message
+    assert redact_message(outcome.reason, outcome.message, outcome.stage) == outcome.message
+
+
+def test_without_a_stage_the_message_is_not_read_for_one():
+    """Issue 35.3: the stage travels as a field; an older worker's run, which has none, is
+    redacted even when its message begins as a meta-train failure's would."""
+    shown = redact_message("meta_fit_error", f"meta_fit raised: {SECRET}")
+    assert SECRET not in shown and shown.startswith("The run failed during meta-testing")
 
 
 @pytest.mark.parametrize(("reason", "message", "kind"), [
