@@ -39,6 +39,11 @@ def build_world(env: InProcess) -> World:
     team = _teams(env, competition["id"], owner, other, env.token_for(f"mate-{tag}"))
     laptop = env.client.post("/api/v1/me/tokens", headers=owner, json={"name": "laptop"})
     assert laptop.status_code == 201, laptop.text
+    pool = env.client.post(f"/api/v1/competitions/{competition['id']}/pools", headers=organizer,
+                           json={"name": "gpu-hosts"})
+    assert pool.status_code == 201, pool.text
+    credential = env.client.get(f"/api/v1/pools/{pool.json()['pool']['id']}",
+                                headers=organizer).json()["credentials"][0]
     return World(env=env, headers={
         "anonymous": {}, "owner": owner, "other": other, "organizer": organizer,
         "other_organizer": other_organizer, "admin": env.admin},
@@ -46,7 +51,8 @@ def build_world(env: InProcess) -> World:
              "competition_id": competition["id"], "ref": competition["slug"],
              "run_id": mine["runs"][0]["id"], "run_index": 0, "content_hash": "ab" * 32,
              "name": static, "user_id": other_id, "other_submission_id": mine["id"],
-             "token_id": laptop.json()["id"], "token": "not-a-reset-link", **team})
+             "token_id": laptop.json()["id"], "token": "not-a-reset-link",
+             "pool_id": pool.json()["pool"]["id"], "credential_id": credential["id"], **team})
 
 
 def _teams(env: InProcess, competition_id: int, owner, other, mate) -> dict[str, object]:
@@ -127,6 +133,10 @@ BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "ex
           ("POST", "/api/v1/me/tokens"): {"name": "ci"},
           ("POST", "/api/v1/competitions/{competition_id}/teams"): {"name": "Team C"},
           ("PUT", "/api/v1/phases/{phase_id}/factsheet"): {"answers": {"approach": "x"}},
+          ("POST", "/api/v1/competitions/{competition_id}/pools"): {"name": "more-gpus"},
+          ("PUT", "/api/v1/phases/{phase_id}/pool"): lambda world: {"pool_id":
+                                                                     world.ids["pool_id"]},
+          ("POST", "/internal/pool/jobs"): {"worker": "authz"},
           ("POST", "/api/v1/competitions/{competition_id}/teams/join"):
               lambda world: {"code": world.ids["code"]}}
 

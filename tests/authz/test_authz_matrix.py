@@ -167,6 +167,16 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/competitions/{competition_id}/kit/starting_kit.zip"): PUBLIC,
     ("GET", "/competitions/{competition_id}/kit/sample_data.tar"): NOBODY,
     ("POST", "/api/v1/competitions/{competition_id}/kit/{name}"): "DDD*D*",
+    # Worker pools (issue 37): the competition's organizers (and admins) only; the operator
+    # lists them all; the job route takes a pool credential, never a user's token.
+    ("POST", "/api/v1/competitions/{competition_id}/pools"): ORGANIZER_OF_IT,
+    ("GET", "/api/v1/competitions/{competition_id}/pools"): ORGANIZER_OF_IT,
+    ("GET", "/api/v1/pools/{pool_id}"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/pools/{pool_id}/tokens"): ORGANIZER_OF_IT,
+    ("POST", "/api/v1/pools/{pool_id}/tokens/{credential_id}/revoke"): ORGANIZER_OF_IT,
+    ("PUT", "/api/v1/phases/{phase_id}/pool"): ORGANIZER_OF_IT,
+    ("GET", "/api/v1/admin/pools"): ADMIN,
+    ("POST", "/internal/pool/jobs"): NOBODY,
 }
 
 
