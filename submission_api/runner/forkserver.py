@@ -66,6 +66,7 @@ from typing import NoReturn
 
 from submission_api.runner import inherited, isolation, namespaces, sweep
 from submission_api.runner.channel import ChannelError, receive_control, send_control
+from submission_api.runner.task_stdio import TaskStdio
 
 EXIT_REPORT_S = 30.0
 """How long the supervisor waits for T's report once P has ended (T only reaps it)."""
@@ -318,6 +319,7 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
         except OSError as error:  # the task's process refuses to run (confine_task)
             sys.stderr.write(f"the task's namespaces were refused: {error}\n")
     to_task, from_t = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stdio = TaskStdio()  # the task's own stdout and stderr, relayed by T (issue 34.5)
     try:
         task = os.fork()
     except OSError as error:
@@ -327,7 +329,8 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
         os._exit(1)
     if task:
         from_t.close()
-        _pass_on_and_reap(sock, handoff, to_task, task)
+        stdio.close_write_ends()
+        _pass_on_and_reap(sock, handoff, to_task, task, stdio)
     from submission_api.runner.task_process import confine_task, run_task
 
     code = 1
@@ -335,6 +338,7 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
         sock.close()
         handoff.close()
         to_task.close()
+        stdio.attach()
         inherited.reset_task_process(baseline, {from_t.fileno()})
         failure: BaseException | None = None
         try:
@@ -360,7 +364,7 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
 
 
 def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: socket.socket,
-                      task: int) -> NoReturn:
+                      task: int, stdio: TaskStdio) -> NoReturn:
     """T once P is forked: wait for the task, hand it to P, report, reap, report, exit."""
     try:
         message, fds = receive_control(handoff, max_fds=1)
@@ -383,7 +387,9 @@ def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: sock
     send_control(sock, {"type": "forked"}, pidfds)
     for fd in pidfds:
         os.close(fd)
+    stdio.relay_until_exit(task)
     status = os.waitpid(task, 0)[1]
     sweep.kill_descendants()  # reaped here, so their counters die with T too
+    stdio.drain()
     send_control(sock, {"type": "exited", "id": task_id, "status": status})
     os._exit(0)
