@@ -82,6 +82,9 @@ class WorkerOut(BaseModel):
     unhealthy_at: datetime | None = None
     pool_id: int | None = Field(default=None, description="the worker pool it serves (issue "
                                 "37; admins see pool workers here); null: a shared worker")
+    isolation: str | None = Field(default=None, description="the isolation line of the latest "
+                                  "run it finished (issue 34.4): 'shared namespaces…' where its "
+                                  "host refuses test tasks their own; null: none reported")
 
 
 class AuditOut(BaseModel):

@@ -107,9 +107,10 @@ def list_workers(session: Session, now: datetime, silent_after_s: int,
     query = select(Worker).order_by(Worker.last_seen_at.desc())
     if not with_pools:
         query = query.where(Worker.pool_id.is_(None))
-    rows = session.execute(query).scalars()
+    rows = list(session.execute(query).scalars())
     limit = now - timedelta(seconds=silent_after_s)
     live = live_leases(session, now)
+    isolation = last_isolation(session, [w.name for w in rows])
     listed = []
     for w in rows:
         silent = w.last_seen_at < limit
@@ -119,8 +120,19 @@ def list_workers(session: Session, now: datetime, silent_after_s: int,
             "current_run_id": held, "stage": w.stage if held is not None else None,
             "gpus": w.gpus or [], "runs_claimed": w.runs_claimed, "silent": silent,
             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
-            "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at, "pool_id": w.pool_id})
+            "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at, "pool_id": w.pool_id,
+            "isolation": isolation.get(w.name)})
     return mark_shared_names(listed)
+
+
+def last_isolation(session: Session, names: list[str]) -> dict[str, str]:
+    """Worker name -> the isolation line of the latest run it finished that reported one
+    (issue 34.4): a host that falls back to shared namespaces for its test tasks shows it."""
+    if not names:
+        return {}
+    rows = session.execute(select(Run.lease_owner, Run.isolation).where(
+        Run.lease_owner.in_(names), Run.isolation.is_not(None)).order_by(Run.id)).all()
+    return {str(owner): str(line) for owner, line in rows}
 
 
 def mark_shared_names(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -50,3 +50,21 @@ def test_two_live_processes_with_one_name_are_pointed_out(env):
     login(env, admin)
     page = " ".join(env.client.get("/organizer").text.split())
     assert "2 live processes share the name twin/0" in page
+
+
+def test_a_worker_whose_runs_fall_back_to_shared_namespaces_is_pointed_out(env):
+    """Issue 34.4: a host that refuses test tasks their own namespaces shows it on the workers
+    view (the isolation line of its latest run), to organizers and operators."""
+    from submission_api.runner.namespaces import describe
+
+    _, admin = env.user("root", role="admin")
+    (run_id, token), _ = _two_runs(env)[0]
+    assert call(env, run_id, token, "claim", {"worker": "apparmor/0@a:1:aa"}).status_code == 200
+    assert _workers(env, admin)["apparmor/0@a:1:aa"]["isolation"] is None
+    with env.db.session() as s:
+        s.get(Run, run_id).isolation = describe(False)
+        s.commit()
+    assert _workers(env, admin)["apparmor/0@a:1:aa"]["isolation"].startswith("shared")
+    login(env, admin)
+    page = " ".join(env.client.get("/organizer").text.split())
+    assert "test tasks share namespaces" in page
