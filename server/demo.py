@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -81,7 +81,7 @@ def start_server(settings: Settings, port: int) -> tuple[threading.Thread, uvico
     raise RuntimeError(f"the server did not start on port {port}; is the port taken?")
 
 
-def start_worker(options: DemoOptions, executor: str) -> subprocess.Popen:
+def start_worker(options: DemoOptions, executor: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ARENA_WORKER_BROKER_URL": "filesystem://",
            "ARENA_WORKER_DATA_DIR": str(options.data_dir),
            "ARENA_WORKER_SERVER_URL": f"http://127.0.0.1:{options.port}",
@@ -108,14 +108,15 @@ def prepare_data(data_dir: Path) -> dict[str, list[tuple[str, Path]]]:
                                 ("meta_test", "meta-test"))}
 
 
-def seed_competition(api: httpx.Client, roles: dict, tasks_per_dataset: int) -> dict:
+def seed_competition(api: httpx.Client, roles: dict[str, Any],
+                     tasks_per_dataset: int) -> dict[str, Any]:
     """Users, datasets and an open phase through the public API; returns ids and tokens."""
     organizer = api.post("/api/v1/users", json={"username": "organizer", "role": "organizer"})
     tokens = {"organizer": organizer.raise_for_status().json()["token"]}
     for name in BASELINES:
         created = api.post("/api/v1/users", json={"username": name}).raise_for_status()
         tokens[name] = created.json()["token"]
-    data: dict = {"collection": "sample_data"}
+    data: dict[str, Any] = {"collection": "sample_data"}
     for role, entries in roles.items():
         data[role] = []
         for name, root in entries:
@@ -160,7 +161,8 @@ DEMO_PAGES = {
 }
 
 
-def submit_baselines(api: httpx.Client, phase_id: int, tokens: dict, work: Path) -> dict[str, int]:
+def submit_baselines(api: httpx.Client, phase_id: int, tokens: dict[str, str],
+                     work: Path) -> dict[str, int]:
     from submission_api.submission_zip import build_submission_zip
 
     kit = Path(__file__).resolve().parents[1] / "starting_kit" / "baselines"
@@ -176,7 +178,8 @@ def submit_baselines(api: httpx.Client, phase_id: int, tokens: dict, work: Path)
     return ids
 
 
-def wait_for(api: httpx.Client, ids: dict[str, int], tokens: dict, timeout_s: float) -> bool:
+def wait_for(api: httpx.Client, ids: dict[str, int], tokens: dict[str, str],
+             timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         states = {user: api.get(f"/api/v1/submissions/{sid}",
@@ -191,7 +194,7 @@ def wait_for(api: httpx.Client, ids: dict[str, int], tokens: dict, timeout_s: fl
     return False
 
 
-def _serve_until_stopped(worker: subprocess.Popen, options: DemoOptions) -> int:
+def _serve_until_stopped(worker: subprocess.Popen[bytes], options: DemoOptions) -> int:
     """Wait for Ctrl-C (KeyboardInterrupt, handled by the caller) or the worker's own end."""
     while worker.poll() is None:
         time.sleep(1)

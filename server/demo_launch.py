@@ -64,7 +64,7 @@ def wipe_state(data_dir: Path) -> None:
         shutil.rmtree(data_dir / name, ignore_errors=True)
 
 
-def stop_worker(worker: subprocess.Popen, say: Callable[[str], None], log: Path) -> None:
+def stop_worker(worker: subprocess.Popen[bytes], say: Callable[[str], None], log: Path) -> None:
     """Warm stop (the worker finishes its run), then at a second Ctrl-C a stop now."""
     if worker.poll() is not None:
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request, Response
 from sqlalchemy import Select
@@ -22,6 +22,9 @@ MAX_OFFSET = 2**31
 T = TypeVar("T")
 
 
+Rows = TypeVar("Rows", bound="Select[*tuple[Any, ...]]")
+
+
 @dataclass(frozen=True)
 class Page:
     """One window of a list: `limit` items from `offset`."""
@@ -29,7 +32,7 @@ class Page:
     limit: int
     offset: int
 
-    def select(self, query: Select) -> Select:
+    def select(self, query: Rows) -> Rows:
         """`query` (already ordered) narrowed to this window plus one row, for `window`."""
         return query.limit(self.limit + 1).offset(self.offset)
 

@@ -11,11 +11,12 @@ from typing import Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
+from sqlalchemy.orm import Session
 
 from server.api.competitions import find_competition
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
 from server.api.paging import PageDep, paged
-from server.models import Competition
+from server.models import Competition, User
 from server.services import participation as service
 from server.services.competitions import get_owned_competition
 
@@ -91,8 +92,8 @@ def participants(request: Request, response: Response, competition_id: int, user
             for m in paged(request, response, page, service.list_members(session, comp))]
 
 
-def _decide(competition_id: int, user_id: int, approve: bool, user, session,
-            now) -> MemberOut:
+def _decide(competition_id: int, user_id: int, approve: bool, user: User, session: Session,
+            now: datetime) -> MemberOut:
     comp = get_owned_competition(session, competition_id, user)
     service.decide(session, comp, user_id, approve, user, now)
     session.commit()

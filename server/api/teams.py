@@ -9,6 +9,7 @@ from datetime import datetime
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from server.api.competitions import find_competition
 from server.api.deps import CurrentUser, NowDep, SessionDep, WriteSessionDep
@@ -46,7 +47,7 @@ class MyTeamOut(TeamOut):
     members: list[MemberOut]
 
 
-def _mine(session, team: Team) -> MyTeamOut:
+def _mine(session: Session, team: Team) -> MyTeamOut:
     rows = service.members(session, team)
     return MyTeamOut(id=team.id, name=team.name, size=len(rows), invite_code=team.invite_code,
                      members=[MemberOut(**m) for m in rows])

@@ -91,5 +91,5 @@ class AdmissionMiddleware:
 def _is_streamed_upload(scope: Scope) -> bool:
     for name, value in scope.get("headers", ()):
         if name == b"content-type":
-            return value.startswith(b"multipart/form-data")
+            return bool(value.startswith(b"multipart/form-data"))
     return False

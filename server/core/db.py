@@ -9,6 +9,11 @@ first read. On Postgres the same code locks rows with SELECT ... FOR UPDATE inst
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -36,7 +42,9 @@ def make_engine(url: str, pool: PoolSize = PoolSize()) -> Engine:
     sizing = {"pool_size": pool.size, "max_overflow": pool.max_overflow,
               "pool_timeout": pool.timeout_s}
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, **sizing)
+        # sessions in UTC: timestamps come back in datetime.UTC, which needs no conversion
+        return create_engine(url, pool_pre_ping=True,
+                             connect_args={"options": "-c timezone=UTC"}, **sizing)
     if url.startswith("sqlite:///") and ":memory:" not in url:
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     else:
@@ -45,7 +53,7 @@ def make_engine(url: str, pool: PoolSize = PoolSize()) -> Engine:
                            **sizing)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -54,7 +62,7 @@ def make_engine(url: str, pool: PoolSize = PoolSize()) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:
+    def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(_IMMEDIATE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
@@ -104,7 +112,7 @@ def make_database(url: str, pool: PoolSize = PoolSize()) -> Database:
     )
 
 
-def alembic_config(url: str):
+def alembic_config(url: str) -> Config:
     """An Alembic Config pointing at our migrations, independent of the working directory."""
     from alembic.config import Config
 

@@ -9,6 +9,7 @@ clients (the CLI, the worker) branch on them, never on messages. Family says who
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -145,7 +146,7 @@ ERROR_TABLE: dict[type[Exception], tuple[int, str]] = {
 }
 
 
-def describe_error(exc: Exception) -> tuple[int, dict]:
+def describe_error(exc: Exception) -> tuple[int, dict[str, Any]]:
     """The HTTP status and JSON body for `exc` (500 `internal` when not in the table)."""
     for cls in type(exc).__mro__:
         if cls in ERROR_TABLE:

@@ -24,7 +24,7 @@ from server.services.names import name_key
 
 
 def _team_name_key(context: DefaultExecutionContext) -> str:
-    return name_key(context.get_current_parameters()["name"])
+    return name_key(context.get_current_parameters()["name"])  # type: ignore[no-untyped-call]
 
 
 class Team(Base):

@@ -16,7 +16,7 @@ ROLES = ("participant", "organizer", "admin")
 
 
 def _username_key(context: DefaultExecutionContext) -> str:
-    return name_key(context.get_current_parameters()["username"])
+    return name_key(context.get_current_parameters()["username"])  # type: ignore[no-untyped-call]
 
 
 class User(Base):

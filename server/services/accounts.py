@@ -9,6 +9,7 @@ token it holds — API tokens and web sessions — and is written to the audit l
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -18,7 +19,7 @@ from server.models import ApiToken, AuditLog, User
 from server.services.tenancy import managed_user_ids
 
 
-def list_accounts(session: Session, actor: User, role: str | None = None) -> list[dict]:
+def list_accounts(session: Session, actor: User, role: str | None = None) -> list[dict[str, Any]]:
     """The accounts `actor` manages (participants for an organizer), with their token count."""
     query = select(User, func.count(ApiToken.id)).outerjoin(  # API tokens, not web sessions
         ApiToken, (ApiToken.user_id == User.id) & (ApiToken.kind == "api")

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.models import AuditLog
 
 
-def rerun_reasons(session: Session, submission_id: int) -> list[dict]:
+def rerun_reasons(session: Session, submission_id: int) -> list[dict[str, Any]]:
     """Each re-run of the submission, oldest first: `{"at", "reason"}` (reason may be "")."""
     rows = session.execute(select(AuditLog.at, AuditLog.details).where(
         AuditLog.action == "submission.rerun",

@@ -110,7 +110,7 @@ def describe(line: dict[str, Any], phase_name: str, final_names: dict[int, str])
             f"with a score (the latest, {entry}, {line['reason']}).")
 
 
-def latest_close_summaries(session: Session, phase_ids: list[int]) -> dict[int, dict]:
+def latest_close_summaries(session: Session, phase_ids: list[int]) -> dict[int, dict[str, Any]]:
     """phase id -> the latest `phase.close` audit details of each of `phase_ids` that has one
     with a summary ({"at", "summary", ...})."""
     if not phase_ids:

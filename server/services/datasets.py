@@ -20,6 +20,7 @@ import shutil
 import tarfile
 from datetime import datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -63,9 +64,9 @@ def _entry_root(folder: Path) -> Path:
                "compiled cache entry (<content_hash>/manifest.json, images.u8, labels.npy)")
 
 
-def _read_manifest(root: Path) -> dict:
+def _read_manifest(root: Path) -> dict[str, Any]:
     try:
-        manifest = json.loads((root / MANIFEST).read_text())
+        manifest: dict[str, Any] = json.loads((root / MANIFEST).read_text())
         str(manifest["content_hash"])
         str(manifest["name"])
     except (ValueError, KeyError, TypeError) as exc:

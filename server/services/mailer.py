@@ -14,6 +14,8 @@ import smtplib
 from dataclasses import dataclass
 from email.message import EmailMessage
 
+from server.core.config import Settings
+
 log = logging.getLogger("arena.mail")
 
 
@@ -27,7 +29,7 @@ class SmtpConfig:
     starttls: bool = False
 
 
-def smtp_config(settings) -> SmtpConfig | None:
+def smtp_config(settings: Settings) -> SmtpConfig | None:
     """The SMTP settings, or None when mail is not configured."""
     if not settings.smtp_host:
         return None

@@ -20,6 +20,7 @@ alone and coming back cannot give a team more than its quota.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, func, not_, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -57,7 +58,7 @@ def _in_window(stint: type[TeamStint]) -> ColumnElement[bool]:
                 or_(stint.left_at.is_(None), stint.left_at > Submission.created_at))
 
 
-def charged_to(people: list[int] | Select, competition_id: int) -> ColumnElement[bool]:
+def charged_to(people: list[int] | Select[int], competition_id: int) -> ColumnElement[bool]:
     """Submissions charged to `people`: their own, and those made by a team-mate of theirs
     while both were in one team of the competition (whatever team the submission is in now)."""
     mine, fellow = aliased(TeamStint), aliased(TeamStint)
@@ -117,7 +118,7 @@ def lock_participation(session: Session, user_id: int, phase_id: int) -> Partici
     return session.execute(query.execution_options(populate_existing=True)).scalar_one()
 
 
-def _charged():
+def _charged() -> ColumnElement[bool]:
     """Counted against a quota: not a platform failure, not carried in by the platform."""
     return and_(Submission.charged.is_(True),
                 not_(and_(Submission.state == "failed", Submission.reason == PLATFORM_ERROR)))
@@ -151,7 +152,8 @@ def check_quota(session: Session, user_id: int, phase: Phase, now: datetime) -> 
             )
 
 
-def quota_left(session: Session, user_id: int, phase: Phase, now: datetime) -> dict | None:
+def quota_left(session: Session, user_id: int, phase: Phase,
+               now: datetime) -> dict[str, Any] | None:
     """What `user_id` may still submit to `phase` at `now`, counted as `check_quota` counts
     (read-only, no lock: for display, the upload re-checks). None when the phase sets no quota.
 
@@ -168,7 +170,7 @@ def quota_left(session: Session, user_id: int, phase: Phase, now: datetime) -> d
                "total": (phase.quota_total, base.where(_charged())),
                "in_flight": (phase.quota_in_flight,
                              base.where(Submission.state.not_in(TERMINAL_STATES)))}
-    out: dict = {"resets_at": day_start + timedelta(days=1)}
+    out: dict[str, Any] = {"resets_at": day_start + timedelta(days=1)}
     for kind, (limit, query) in queries.items():
         out[kind] = None if limit is None else (
             max(0, limit - session.execute(query).scalar_one()), limit)

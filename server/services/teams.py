@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Select, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -89,7 +89,7 @@ def _check_may_be_in_a_team(session: Session, comp: Competition, user: User) -> 
                              "(one team per person per competition)", code="team.already")
 
 
-def _phases(comp: Competition):
+def _phases(comp: Competition) -> Select[int]:
     return select(Phase.id).where(Phase.competition_id == comp.id)
 
 

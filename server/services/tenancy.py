@@ -44,18 +44,18 @@ def is_staff(user: User | None) -> TypeGuard[User]:
     return user is not None and user.role in ("organizer", "admin")
 
 
-def organized_competition_ids(user: User) -> Select:
+def organized_competition_ids(user: User) -> Select[int]:
     """A select of the ids of the competitions `user` organizes (all of them for admins)."""
     query = select(Competition.id)
     return query if is_admin(user) else query.where(Competition.owner_id == user.id)
 
 
-def organized_phase_ids(user: User) -> Select:
+def organized_phase_ids(user: User) -> Select[int]:
     """A select of the ids of the phases of the competitions `user` organizes."""
     return select(Phase.id).where(Phase.competition_id.in_(organized_competition_ids(user)))
 
 
-def visible_competitions_query(user: User | None) -> Select:
+def visible_competitions_query(user: User | None) -> Select[Competition]:
     """Competitions `user` may see, by id: those with a phase past draft, and the ones they
     organize (drafts and all). The same rule as `organizes_competition`, in SQL, so a listing
     can be paginated (issue 21)."""

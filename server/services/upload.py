@@ -64,7 +64,7 @@ def check_league(comp: Competition | None, league: str | None) -> str | None:
                                     code="submission.unknown_league")
         return None
     if league in (None, ""):
-        return names[0]
+        return str(names[0])
     if league not in names:
         raise InvalidInputError(f"league {league!r} is not one of this competition's leagues "
                                 f"{names}; send one of them in the 'league' form field",
