@@ -9,20 +9,18 @@ first read. On Postgres the same code locks rows with SELECT ... FOR UPDATE inst
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from alembic.config import Config
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _IMMEDIATE = "arena_sqlite_immediate"
