@@ -1,5 +1,6 @@
-"""Before each run, the worker brings every page of the sandbox image and of the run's data into
-the page cache (issue 34; `submission_api/runner/prefault.py` says why).
+"""Before each run, the worker brings every page of the sandbox image, of the run's data and of
+the platform's code the sandboxes mount into the page cache (issue 34;
+`submission_api/runner/prefault.py` says why).
 
 The image's files are read by a short-lived container of the image (the sandbox's user, no
 network, read-only, no capabilities, the platform's code mounted as in a run): the files are
@@ -90,6 +91,10 @@ def prefault_run(client: Any, image: str, bundle_dir: Path | None,
         _prefaulted[image] = before
     if bundle_dir is not None:
         done["data"] = read_tree([bundle_dir])
+    # The platform's code, mounted into every sandbox from this host (not the image's: the
+    # image's pre-fault skips it): a run touching pages of a module no one imports would leave
+    # bits for the next. About 1 MB, read every run.
+    done["code"] = read_tree([code_dir or default_code_dir()])
     log.info("run.prefault", extra={"image": image, **{f"{k}_{m}": v for k, d in done.items()
                                                         for m, v in d.items()}})
     return done
