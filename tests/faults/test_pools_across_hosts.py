@@ -4,7 +4,8 @@ address (tests/faults/netns_support.py). Submissions run on both pools, each on 
 worker's link cut mid-run (a partition, not a kill) and restored leaves the run finished once,
 scored once, its partition an uncharged platform fault, and the cut worker's late finish refused;
 the broker cut from the shared worker only (its port dropped) stops nothing of the pool worker's
-and loses nothing of the shared one's; a revoked credential stops the pool worker (exit 3).
+and loses nothing of the shared one's; SIGTERM releases the pool worker's run at once; a
+revoked credential stops the pool worker (exit 3).
 
 Timings: lease 10 s, heartbeat 2 s, reconciler every 1 s; the slow submission sleeps 12 s in
 meta_fit, which with the sandbox's start (5-40 s here) outlasts the lease, so the cut worker's
@@ -100,6 +101,7 @@ class Site:
     pool_phase: int
     pool_id: int
     credential_id: int
+    token: str
     pool_worker: subprocess.Popen
     alice: str
     organizer_token: str
@@ -160,7 +162,8 @@ def site(tiny_collection: Path, arena_cache: Path,
             yield Site(platform=platform, hosts=hosts, shared=shared, organizer=organizer,
                        redis=redis, shared_phase=shared_phase, pool_phase=pool_phase,
                        pool_id=made["pool"]["id"], credential_id=detail["credentials"][0]["id"],
-                       pool_worker=pool_worker, alice=platform.create_user("alice"),
+                       token=made["token"], pool_worker=pool_worker,
+                       alice=platform.create_user("alice"),
                        organizer_token=organizer_token, zips=zips)
     finally:
         if platform is not None:
@@ -283,9 +286,26 @@ def test_the_broker_cut_from_the_shared_worker_alone_stops_nothing_and_loses_not
     assert platform.run_row(running_run)["platform_failures"] == 0
 
 
-def test_a_revoked_credential_stops_the_pool_worker(site: Site):
+def test_sigterm_releases_the_pool_workers_run_and_a_revoked_credential_stops_it(site: Site):
+    """SIGTERM (systemd, `docker stop`) mid-run: the run is released at once (requeued, an
+    uncharged platform fault, not left to its lease) and the worker exits 0; a worker restarted
+    with the same credential finishes it once. Then the credential is revoked: exit 3."""
+    platform = site.platform
+    sub = platform.submit(site.alice, site.pool_phase, site.zips["slow"])
+    run_id = run_of(site, sub)
+    wait_log(site, "org-w", rf"run\.sandbox\.started .*run_id={run_id}\b", 180)
+    site.pool_worker.terminate()  # nsenter execs: this pid is the worker itself
+    assert site.pool_worker.wait(timeout=60) == 0
+    assert re.search(rf"run\.released .*run_id={run_id}\b", platform.log_of("org-w"))
+    row = platform.run_row(run_id)
+    assert row["state"] == "queued" and row["platform_failures"] == 1, row
+    worker = platform.start_on(site.organizer, "org-w", ARENA_WORKER_POOL_TOKEN=site.token,
+                               ARENA_WORKER_BROKER_URL="redis://192.0.2.1:9/0")
+    platform.final_states(site.alice, [sub], timeout_s=240)
+    assert_scored_once(site, sub)
+
     with site.platform.api(site.organizer_token) as api:
         api.post(f"/api/v1/pools/{site.pool_id}/tokens/{site.credential_id}/revoke"
                  ).raise_for_status()
-    assert site.pool_worker.wait(timeout=60) == EXIT_REVOKED
+    assert worker.wait(timeout=60) == EXIT_REVOKED
     assert "pool.revoked" in site.platform.log_of("org-w")
