@@ -43,11 +43,13 @@ from server.services.workers import (
     list_workers,
     mask_foreign_runs,
 )
+from server.web import pool_pages
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.views import is_staff
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
+router.include_router(pool_pages.router)  # the dashboard's Worker pools pages (issue 37)
 # Fixed texts only: a notice is never taken from the URL, so a link cannot put words here.
 NOTICES = {"phase-status": "The phase status was changed.",
            "phase-closed": "The phase was closed. Who was carried into its final, and who was "

@@ -20,6 +20,7 @@ from server.schemas.submission import RunResultOut, coarse_progress
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
 from server.services.participation import may_submit
+from server.services.pools import phase_serving
 from server.services.quotas import quota_left
 from server.services.secrecy import (
     FULL,
@@ -113,7 +114,8 @@ def phase_context(session: Session, phase: Phase, user: User | None,
         if user is not None and entry.may_submit else None  # no quota before one may submit
     return {"timeline": timeline, "step": step, "next": next_step(phase, timeline),
             "quota": quota_words(quota, now), "quota_spent": quota_spent(quota),
-            "entry": entry, "may_submit": entry.may_submit}
+            "entry": entry, "may_submit": entry.may_submit,
+            "serving": phase_serving(session, phase, user, now)}
 
 
 def quota_words(quota: dict | None, now: datetime) -> str:

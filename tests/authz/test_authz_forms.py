@@ -38,10 +38,13 @@ from server.models import (
     CompetitionMember,
     FactsheetAnswer,
     Phase,
+    PoolCredential,
+    PoolPhase,
     Run,
     Submission,
     TeamMember,
     User,
+    WorkerPool,
 )
 
 #            anonymous, owner, other, organizer, other_organizer, admin
@@ -175,6 +178,21 @@ def own_answers(session: Session, fw: FormWorld, role: str) -> object:
         FactsheetAnswer.user_id == fw.user_ids[role])).scalar_one_or_none()
 
 
+def pools_of_competition(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(WorkerPool).where(
+        WorkerPool.competition_id == fw.ids["competition_id"])).scalar_one()
+
+
+def pool_credentials(session: Session, fw: FormWorld, role: str) -> int:
+    return session.execute(select(func.count()).select_from(PoolCredential).where(
+        PoolCredential.pool_id == fw.ids["pool_id"])).scalar_one()
+
+
+def phase_pool(session: Session, fw: FormWorld, role: str) -> object:
+    row = session.get(PoolPhase, fw.ids["phase_id"])
+    return None if row is None else row.pool_id
+
+
 def phase_status(key: str) -> Observe:
     return lambda session, fw, role: session.get(Phase, fw.ids[key]).status
 
@@ -296,6 +314,24 @@ FORMS: dict[tuple[str, str], Form] = {
         lambda before, after: after != before,
         lambda role: {"current_password": "", "password": "a new long pass phrase",
                       "keep_tokens": "1"}),  # the module's admin token must live on
+    # Worker pools (issue 37): the competition's organizers and admins, on the pools pages.
+    ("POST", "/organizer/competitions/{competition_id}/pools"): Form(
+        ORGANIZER_OF_IT, "/organizer/pools", {"competition_id": "competition_id"},
+        pools_of_competition, lambda before, after: after == before + 1,
+        lambda role: {"name": f"web-{role}"}),
+    ("POST", "/organizer/pools/{pool_id}/tokens"): Form(
+        ORGANIZER_OF_IT, "/organizer/pools/{pool_id}", {"pool_id": "pool_id"},
+        pool_credentials, lambda before, after: after == before + 1),
+    ("POST", "/organizer/pools/{pool_id}/tokens/{credential_id}/revoke"): Form(
+        ORGANIZER_OF_IT, "/organizer/pools/{pool_id}",
+        {"pool_id": "pool_id", "credential_id": "credential_id"},
+        lambda session, fw, role: session.get(PoolCredential, fw.ids["credential_id"]
+                                              ).revoked_at,
+        lambda before, after: before is None and after is not None),
+    ("POST", "/organizer/phases/{phase_id}/pool"): Form(
+        ORGANIZER_OF_IT, "/organizer/pools/{pool_id}",
+        {"phase_id": "phase_id", "pool_id": "pool_id"}, phase_pool,
+        lambda before, after: before is None and after is not None),
 }
 # Forms shown to everyone (anonymous included): "denied" there means no valid input.
 ALWAYS_OFFERED = {("POST", "/login"), ("POST", "/signup"), ("POST", "/forgot"),

@@ -111,6 +111,14 @@ EXPECTED: dict[tuple[str, str], str] = {
         ORGANIZER_OF_IT,
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/approve"): NOBODY,
     ("POST", "/organizer/competitions/{competition_id}/participants/{user_id}/deny"): NOBODY,
+    # The Worker pools pages (issue 37): staff see the list (their own competitions' pools);
+    # a pool's page is its competition's organizers' and admins'; its forms need a CSRF token.
+    ("GET", "/organizer/pools"): STAFF,
+    ("GET", "/organizer/pools/{pool_id}"): ORGANIZER_OF_IT,
+    ("POST", "/organizer/competitions/{competition_id}/pools"): NOBODY,
+    ("POST", "/organizer/pools/{pool_id}/tokens"): NOBODY,
+    ("POST", "/organizer/pools/{pool_id}/tokens/{credential_id}/revoke"): NOBODY,
+    ("POST", "/organizer/phases/{phase_id}/pool"): NOBODY,
     # Accounts (issue 23 item 1): sign-up and reset are for anyone; tokens are one's own.
     ("GET", "/signup"): PUBLIC,
     ("POST", "/signup"): NOBODY,
