@@ -29,6 +29,9 @@ UNSANDBOXED = ("runs execute UNSANDBOXED in this worker's own Python: submission
                "without it)")
 
 
+POOL_BROKER = "none: a pool worker takes its jobs from the server over HTTP"
+
+
 class StartupError(RuntimeError):
     """The worker cannot start as configured; the message is one line with the fix."""
 
@@ -91,7 +94,8 @@ def log_banner(settings: WorkerSettings, startup: Startup) -> None:
     log.info("worker.ready", extra={
         "worker": settings.name, "instance": os.environ.get("ARENA_WORKER_INSTANCE", ""),
         "server": settings.server_url,
-        "broker": mask_url(settings.broker_url), "queues": settings.queues,
+        "broker": POOL_BROKER if settings.pool_token else mask_url(settings.broker_url),
+        "queues": [] if settings.pool_token else settings.queues,
         "slots": settings.pool_size, "gpus": settings.gpu_ids or "none"})
 
 

@@ -132,6 +132,7 @@ def test_a_revoked_worker_process_exits_3_and_says_what_to_do(stub, tmp_path):
     output, _ = worker.communicate(timeout=60)
     assert worker.returncode == EXIT_REVOKED, output[-2000:]
     assert "revoked" in output and "arena pool token" in output
+    assert "broker='none: a pool worker" in output and "192.0.2.1" not in output
     assert {headers[POOL_HEADER] for _m, _p, headers, _b in script.seen} == {TOKEN}
     # Both slots asked, each under its own name, from this host.
     names = {json.loads(body)["worker"].split("@")[0] for _m, _p, _h, body in script.seen}
