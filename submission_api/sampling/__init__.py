@@ -3,6 +3,8 @@ functions of a `numpy.random.Generator`, their materialisation into Tasks, and t
 meta-valid generators. See docs/internals.md, 'Sampling'.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from submission_api.sampling.any_shot import (
     CROSS_DOMAIN_SHAPE,
     TaskShape,
@@ -18,7 +20,6 @@ from submission_api.sampling.episode import (
     check_episode,
     compute_episodes_digest,
 )
-from submission_api.sampling.materialize import materialize_batch, materialize_task
 from submission_api.sampling.meta_dataset import sample_meta_dataset_episode
 from submission_api.sampling.pools import (
     compute_class_members,
@@ -27,6 +28,9 @@ from submission_api.sampling.pools import (
     sample_disjoint_pools,
 )
 from submission_api.sampling.seeds import make_rng
+
+if TYPE_CHECKING:
+    from submission_api.sampling.materialize import materialize_batch, materialize_task
 
 __all__ = [
     "CROSS_DOMAIN_SHAPE",
@@ -49,3 +53,13 @@ __all__ = [
     "sample_meta_dataset_episode",
     "sample_n_way_k_shot",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The materialisers on first use: they import torch, which the trusted side (it samples
+    episodes, never pixels) does not need."""
+    if name in ("materialize_batch", "materialize_task"):
+        from submission_api.sampling import materialize
+
+        return getattr(materialize, name)
+    raise AttributeError(f"module 'submission_api.sampling' has no attribute {name!r}")
