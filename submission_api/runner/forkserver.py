@@ -24,20 +24,23 @@ takes their counters and dies with them; the fork server ignores SIGCHLD, so the
 without adding its counters to anyone's (the census checks that the trusted processes'
 counters never move).
 
-T and P are made before their task is known (a standby): where tasks have their own namespaces,
-the fork server forks the next task's T as soon as it has handed the current task over, so
-that the forks, the namespaces and P's confinement (~20 ms of our code) happen while the current
-task runs instead of between tasks. The standby runs no participant code and holds nothing of
-any task until its own task's socket arrives; the running task cannot reach it (a sibling PID
-and user namespace: it cannot name, signal, `prlimit` or trace it, and shares no writable
-place with it). In shared namespaces it could, so there each T is forked when its task is
-asked for.
+T and P are made before their task is released (a standby): where tasks have their own
+namespaces, the trusted side asks for the next task as soon as it has released the current one,
+so that the forks, the namespaces, P's confinement and the conversion of the next task's images
+(our code only, ~20-60 ms) happen while the current task runs instead of between tasks; P waits
+for its release on its task's socket before it imports anything of the submission. Until then
+it runs no participant code and holds nothing but its own task; the running task cannot reach
+it (a sibling PID and user namespace: it cannot name, signal, `prlimit` or trace it, and shares
+no writable place with it). In shared namespaces it could, so there each T is forked when its
+task is asked for, at its turn.
 
 Protocol (SOCK_SEQPACKET, supervisor <-> fork server): `ready` once preloaded; then per task the
 supervisor sends `fork` {id} with the task's socket attached, which the fork server hands to the
-standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` with pidfds
-of P and of itself attached (or `forked` {error} without them) and, when P has ended,
-`exited` {id, status} (P's wait status).
+standby T (`task` {id}, the socket attached) and T to its P; T answers `forked` {id} with
+pidfds of P and of itself attached (or `forked` {id, error} without them) and, when P has ended,
+`exited` {id, status} (P's wait status). A task may be asked for while the one before it runs
+(where tasks have their own namespaces), so the reports of two tasks interleave: each names its
+task.
 
 Faults of the fork server and of T are the host's, never a task's where the task has its own
 namespaces (it cannot name, signal or trace them): every wait on them has a deadline
@@ -53,6 +56,7 @@ stop is not the task's doing.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import select
 import signal
@@ -114,6 +118,9 @@ def preload() -> None:
     from submission_api.runner.task_process import seed_task
 
     seed_task(0, 0)
+    # Every object made so far is shared with each fork: kept out of the collector's passes,
+    # which would otherwise write to (and so copy) every page that holds one, in every task.
+    gc.freeze()
 
 
 class ForkServer:
@@ -121,7 +128,12 @@ class ForkServer:
 
     def __init__(self, pid: int, sock: socket.socket, baseline: inherited.Attributes) -> None:
         self.pid, self.sock, self.baseline = pid, sock, baseline
-        self._reaper: int | None = None  # a pidfd of the running task's T
+        # Reports by task id: a task started ahead is reported while the one before it runs,
+        # so `forked` and `exited` of two tasks arrive interleaved.
+        self._forked: dict[int, tuple[dict, list[int]]] = {}
+        self._exited: dict[int, int] = {}
+        self._lost: dict[int, str] = {}
+        self._reapers: dict[int, int] = {}  # a pidfd of each started task's T
 
     @classmethod
     def start(cls, config: TaskConfig) -> ForkServer:
@@ -152,26 +164,62 @@ class ForkServer:
         return cls(pid, ours, inherited.read_attributes(pid))
 
     def fork_task(self, task_id: int, task_fd: int) -> int:
-        """Start the process of `task_id` on `task_fd`; return a pidfd of it (T's child; the
-        caller closes it).
+        """Start the process of `task_id` on `task_fd`; return a pidfd of it (`process`)."""
+        self.request(task_id, task_fd)
+        return self.process(task_id)
+
+    def request(self, task_id: int, task_fd: int) -> None:
+        """Ask for `task_id`'s process on `task_fd` (where tasks have their own namespaces,
+        the standby made while the previous task ran takes it); its report is read by
+        `process`. A fork server gone is reported there too."""
+        try:
+            send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
+        except OSError as error:
+            self._lost[task_id] = f"the fork server did not take test task {task_id}: {error}"
+
+    def process(self, task_id: int) -> int:
+        """A pidfd of `task_id`'s process (T's child; the caller closes it).
 
         T sends pidfds of the task's process and of itself, opened while both are T's to
         reap: a task that ends before the supervisor looks (a quick task on a busy host) is
         still named by them, and no pid can have been reused for another process meanwhile.
+
+        Raises:
+            ForkServerLost: no report within FORK_REPORT_S (T or the fork server killed).
+            ChannelError: the fork server could not start the task's processes.
         """
-        try:
-            send_control(self.sock, {"type": "fork", "id": task_id}, [task_fd])
-            forked, fds = receive_control(self.sock, time.monotonic() + FORK_REPORT_S, max_fds=2)
-        except (ChannelError, OSError) as error:  # T or the fork server killed: no report
-            raise ForkServerLost(f"the fork server did not report test task {task_id}'s process "
-                                 f"within {FORK_REPORT_S:g} s: {error}") from error
-        if forked.get("type") != "forked" or len(fds) != 2:
+        deadline = time.monotonic() + FORK_REPORT_S
+        while task_id not in self._forked:
+            if task_id in self._lost:
+                raise ForkServerLost(self._lost[task_id])
+            try:
+                self._file_report(deadline)
+            except (ChannelError, OSError) as error:  # T or the fork server killed
+                raise ForkServerLost(f"the fork server did not report test task {task_id}'s "
+                                     f"process within {FORK_REPORT_S:g} s: {error}") from error
+        forked, fds = self._forked.pop(task_id)
+        if len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             raise ChannelError(f"the fork server could not start test task {task_id}: "
                                f"{forked.get('error') or forked}")
-        process, self._reaper = fds
+        process, self._reapers[task_id] = fds
         return process
+
+    def _file_report(self, deadline: float) -> None:
+        """Read one report of the fork server or a T and file it under its task."""
+        report, fds = receive_control(self.sock, deadline, max_fds=2)
+        task_id = report.get("id")
+        if not isinstance(task_id, int) or report.get("type") not in ("forked", "exited"):
+            for fd in fds:
+                os.close(fd)
+            raise ChannelError(f"the fork server reported {str(report)[:200]}")
+        if report["type"] == "forked":
+            self._forked[task_id] = (report, fds)
+        else:
+            for fd in fds:
+                os.close(fd)
+            self._exited[task_id] = int(report["status"])
 
     def exit_status(self, task_id: int, wait_s: float = EXIT_REPORT_S) -> int:
         """P's wait status, as T reports it once P has ended.
@@ -181,27 +229,26 @@ class ForkServer:
                 host).
         """
         deadline = time.monotonic() + wait_s
-        try:
-            exited, _ = receive_control(self.sock, deadline)
-        except ChannelError as error:
-            raise ForkServerLost(f"test task {task_id}'s reaper (platform code) did not report "
-                                 f"how the task ended within {wait_s:g} s: {error}") from error
-        if exited.get("type") != "exited" or exited.get("id") != task_id:
-            raise ChannelError(f"the fork server reported {str(exited)[:200]} for test task "
-                               f"{task_id}; expected its exit status")
-        self._await_reaper(deadline)
-        return int(exited["status"])
+        while task_id not in self._exited:
+            try:
+                self._file_report(deadline)
+            except (ChannelError, OSError) as error:
+                raise ForkServerLost(f"test task {task_id}'s reaper (platform code) did not "
+                                     f"report how the task ended within {wait_s:g} s: "
+                                     f"{error}") from error
+        self._await_reaper(task_id, deadline)
+        return self._exited.pop(task_id)
 
-    def _await_reaper(self, deadline: float) -> None:
+    def _await_reaper(self, task_id: int, deadline: float) -> None:
         """Until T, which exits right after its report, is gone (the sweep then finds nothing
         of it; the kernel reaps it at once)."""
-        if self._reaper is None:
+        reaper = self._reapers.pop(task_id, None)
+        if reaper is None:
             return
         try:
-            select.select([self._reaper], [], [], max(0.0, deadline - time.monotonic()))
+            select.select([reaper], [], [], max(0.0, deadline - time.monotonic()))
         finally:
-            os.close(self._reaper)
-            self._reaper = None
+            os.close(reaper)
 
     def check_stopped(self, reachable: bool) -> str | None:
         """What the sweep should blame on the last task if the fork server is stopped, else
@@ -269,11 +316,14 @@ def _serve(sock: socket.socket, config: TaskConfig) -> int:
         if not _hand_over(current, task_id, fds[0]):  # gone (killed for memory, say)
             current = standby()
             if not _hand_over(current, task_id, fds[0]):
-                send_control(sock, {"type": "forked",
+                send_control(sock, {"type": "forked", "id": task_id,
                                     "error": "the task's processes could not be started"})
         os.close(fds[0])  # T reports to the supervisor itself; the kernel reaps it
-        # The next task's T and P, made while this task runs: our code only, in namespaces
-        # no task can reach; they take the next task's socket and nothing else.
+        # The next task's T and P, made now: our code only, in namespaces no task can reach;
+        # they take the next task's socket and nothing else. Where tasks have their own
+        # namespaces that task is asked for as soon as this one is released (task_server), so
+        # three Ts can be alive: the running task's, the next one's, converting its images,
+        # and this empty standby.
         ahead = standby() if config.private_namespaces else None
 
 
@@ -324,8 +374,10 @@ def _start_task(sock: socket.socket, handoff: socket.socket, config: TaskConfig,
         task = os.fork()
     except OSError as error:
         with contextlib.suppress(ChannelError):
-            receive_control(handoff, max_fds=1)  # asked for: say why there is none
-            send_control(sock, {"type": "forked", "error": str(error)})
+            asked, fds = receive_control(handoff, max_fds=1)  # asked for: say why there is none
+            for fd in fds:
+                os.close(fd)
+            send_control(sock, {"type": "forked", "id": asked.get("id"), "error": str(error)})
         os._exit(1)
     if task:
         from_t.close()
@@ -375,7 +427,8 @@ def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: sock
         task_id = int(message["id"])
         send_control(to_task, message, fds)
     except (OSError, ValueError, KeyError) as error:
-        send_control(sock, {"type": "forked", "error": f"the task's process is gone: {error}"})
+        send_control(sock, {"type": "forked", "id": message.get("id"),
+                            "error": f"the task's process is gone: {error}"})
         os._exit(1)
     finally:
         for fd in fds:
@@ -384,7 +437,7 @@ def _pass_on_and_reap(sock: socket.socket, handoff: socket.socket, to_task: sock
     # pidfds opened before P can be reaped (only T reaps it), so they name P and T however
     # soon P ends (ForkServer.fork_task)
     pidfds = [os.pidfd_open(task), os.pidfd_open(os.getpid())]
-    send_control(sock, {"type": "forked"}, pidfds)
+    send_control(sock, {"type": "forked", "id": task_id}, pidfds)
     for fd in pidfds:
         os.close(fd)
     stdio.relay_until_exit(task)

@@ -6,10 +6,11 @@ At start it forks the fork server (`runner/forkserver.py`: preloads torch, then 
 for every test task the trusted side releases:
 
 1. receives, on the control connection, a socket that carries that task alone (it never reads
-   it) and hands it to the fork server, whose double fork makes the task's process this
-   supervisor's child;
+   it) and hands it to the fork server, whose double fork makes the task's process (where tasks
+   have their own namespaces, this comes while the previous task still runs: the process only
+   converts its images until the trusted side releases it on that socket);
 2. waits until the trusted side has collected the answer (then ends the task's process after a
-   short grace, at once when the answer was refused) or the process ends by itself;
+   short grace, at once when the answer was refused, or finds it already ended);
 3. kills everything the task left (it is the subreaper), empties the writable places, removes
    the IPC objects made since the start (in the sandbox, whoever owns them now), puts back what
    the task changed on this process and the fork server (rlimits, nice, affinity, stdio flags),
@@ -96,16 +97,22 @@ class Supervisor:
         self.copies = watched
         self.copy_state = private_copy.fingerprint(self.copies)
 
-    def run(self, control: socket.socket, task_id: int, task_fd: int) -> dict:
-        """One task, from fork to verified sweep; returns the `ended` report (with `platform`
-        when the fork server or the task's reaper was lost: forkserver.ForkServerLost)."""
+    def start(self, task_id: int, task_fd: int) -> None:
+        """Have the fork server start `task_id`'s process on `task_fd` (its socket, which only
+        that process then holds); its report is read when the task is collected."""
         try:
+            self.forks.request(task_id, task_fd)
+        finally:
+            os.close(task_fd)  # only the task's process holds it: its end is an EOF
+
+    def collect(self, task_id: int, grace_s: float) -> dict:
+        """End `task_id`'s process (after `grace_s` unless it ends first), sweep; returns the
+        `ended` report (with `platform` when the fork server or the task's reaper was lost:
+        forkserver.ForkServerLost)."""
+        try:
+            process = self.forks.process(task_id)
             try:
-                process = self.forks.fork_task(task_id, task_fd)
-            finally:
-                os.close(task_fd)  # only the task's process holds it: its end is an EOF
-            try:
-                status, killed = self._wait(control, task_id, process)
+                status, killed = self._wait(task_id, process, grace_s)
             finally:
                 os.close(process)
         except ForkServerLost as error:
@@ -115,21 +122,11 @@ class Supervisor:
         return {"type": "ended", "id": task_id, **_exit_description(status),
                 "killed_by_supervisor": killed, "left": left}
 
-    def _wait(self, control: socket.socket, task_id: int, process: int) -> tuple[int, bool]:
-        """Until the trusted side's `collect` and the end of the task's process (`process`: a
-        pidfd of it, which stays its own however soon it ends); (wait status, killed). The
-        process is T's child, not ours: T reaps it and reports the status
-        (`runner/forkserver.py`, why)."""
-        status: int | None = None
-        ready, _, _ = select.select([control.fileno(), process], [], [])
-        if process in ready:  # ended by itself (T has ended what it left, then reported)
-            status = self.forks.exit_status(task_id)
-        collect, _ = receive_control(control)
-        if collect.get("type") != "collect":
-            raise ChannelError(f"expected 'collect' from the trusted side, got {collect}")
-        if status is not None:
-            return status, False
-        grace = min(max(float(collect.get("grace_s") or 0.0), 0.0), 30.0)
+    def _wait(self, task_id: int, process: int, grace_s: float) -> tuple[int, bool]:
+        """Until the end of the task's process (`process`: a pidfd of it, which stays its own
+        however soon it ends), killed after `grace_s`; (wait status, killed). The process is
+        T's child, not ours: T reaps it and reports the status (`runner/forkserver.py`, why)."""
+        grace = min(max(grace_s, 0.0), 30.0)
         ended = bool(select.select([process], [], [], grace)[0])
         if not ended:
             with contextlib.suppress(ProcessLookupError):
@@ -205,12 +202,22 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
                 message, fds = receive_control(control, max_fds=1)
             except ChannelError:
                 return 0  # the trusted side is done with us (or gone): nothing left to do
-            if message.get("type") != "task" or len(fds) != 1:
-                for fd in fds:
-                    os.close(fd)
+            kind = message.get("type")
+            if kind == "task" and len(fds) == 1:  # start its process: it waits for its release
+                try:
+                    supervisor.start(int(message["id"]), fds[0])
+                except ChannelError as error:
+                    sys.stderr.write(f"arena supervisor: test task {message.get('id')}: "
+                                     f"{error}\n")
+                    return 0
+                continue
+            for fd in fds:
+                os.close(fd)
+            if kind != "collect":
                 return 0
             try:
-                ended = supervisor.run(control, int(message["id"]), fds[0])
+                ended = supervisor.collect(int(message["id"]),
+                                           float(message.get("grace_s") or 0.0))
             except ChannelError as error:
                 # the trusted side stopped waiting (its deadline): it has its verdict; said
                 # here for the operator, since a lost fork server ends the same way

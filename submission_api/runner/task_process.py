@@ -1,6 +1,11 @@
-"""One test task's process, forked by the supervisor: confine, import the submission, load the
-learner, receive this task (and only this one) as a sealed file on its socket, fit, predict,
-answer, exit.
+"""One test task's process, forked by the supervisor: confine, receive this task (and only this
+one) as a sealed file on its socket and turn its images into float32 tensors, wait for the
+trusted side's release, then import the submission, load the learner, fit, predict, answer, exit.
+
+Where tasks have their own namespaces the task arrives ahead, while the previous task still runs
+(issue 38): the conversion, our code only, is done then, so the task's tensors wait in memory this
+process has already faulted in. Nothing of the submission runs before the release, which the
+trusted side sends only once the previous task is gone and swept (`task_server`).
 
 Seeds depend on the run's participant seed and the task id only, so a task computes the same in
 any process, locally or on the platform, whatever ran before it.
@@ -17,7 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from submission_api.runner.channel import ChannelError, receive_sealed, send_message
+from submission_api.runner.channel import (
+    ChannelError,
+    receive_message,
+    receive_sealed,
+    send_message,
+)
 from submission_api.runner.namespaces import TaskWorld
 
 TASK_MAX_BYTES = 1 << 31
@@ -88,6 +98,18 @@ def confine_task(scratch: list[Path], sandboxed: bool = False,
     heap.keep_freed_memory()
 
 
+def await_release(sock: socket.socket) -> None:
+    """Until the trusted side releases this task (`{"type": "go"}` on its socket).
+
+    Raises:
+        ChannelError: the socket ended (the run stopped before this task's turn) or carried
+            something else.
+    """
+    header, arrays = receive_message(sock, 0)
+    if header.get("type") != "go" or arrays:
+        raise ChannelError(f"expected the task's release, got {str(header)[:200]}")
+
+
 def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, seed: int,
              threads: int) -> int:
     """Everything one confined task's process does with its task; returns its exit code (0:
@@ -101,26 +123,28 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, seed: i
 
     torch.set_num_threads(max(1, threads))
     seed_task(seed, task_id)
-    stage = "import"
+    stage = "receive"
     try:
+        # Sent with the task's socket (ahead, where the previous task still runs): a sealed
+        # file, mapped read-only, its pages brought in by the conversion below.
+        header, (support_images, support_labels, query_images) = receive_sealed(
+            sock, TASK_MAX_BYTES)
+        n_ways, n_query = int(header["n_ways"]), len(query_images)
+        y = torch.from_numpy(support_labels.astype(np.int64))
+        support = (images_to_tensor(support_images), y, y.clone(), n_ways,
+                   int(header["n_shots"]))
+        query = images_to_tensor(query_images)
+        del support_images, query_images, support_labels  # the sealed file's mapping goes
+        await_release(sock)
+        stage = "import"
         _, my_learner = import_submission(submission)
         stage = "load"
         learner = my_learner()
         learner.load(str(learner_dir))
-        stage = "receive"
-        # Sent as soon as the task was released (cut while the previous task ran): a sealed
-        # file, mapped read-only, its pages brought in by the conversion below.
-        header, (support_images, support_labels, query_images) = receive_sealed(
-            sock, TASK_MAX_BYTES)
-        y = torch.from_numpy(support_labels.astype(np.int64))
-        support = (images_to_tensor(support_images), y, y.clone(), int(header["n_ways"]),
-                   int(header["n_shots"]))
-        del support_images
         stage = "fit"
         predictor = learner.fit(support)
         stage = "predict"
-        array = to_prediction_array(predictor.predict(images_to_tensor(query_images)),
-                                    len(query_images), int(header["n_ways"]))
+        array = to_prediction_array(predictor.predict(query), n_query, n_ways)
         send_message(sock, {"type": "predictions"}, [array])
     except (ChannelError, ValueError) as error:
         if stage == "receive":

@@ -5,9 +5,12 @@ imports participant code. It listens on a unix socket in a folder the participan
 accepts exactly one connection (the supervisor's, made before any participant code runs), then
 removes the socket so nothing else can connect. For each task it makes a fresh socket pair, hands
 one end to the supervisor (which forks the task's process with it), sends that task's images in
-a sealed memory file (`channel.seal`), reads back the predictions, and releases the next task
-only after the supervisor reports the task's process gone and its traces swept. While a task
-runs, the next one's file is cut ahead (`_Payloads`); it reaches no process before its turn.
+a sealed memory file (`channel.seal`), releases it (`go` on its socket), reads back the
+predictions, and releases the next task only after the supervisor reports the task's process
+gone and its traces swept. Where tasks have their own namespaces, the next task is started as
+soon as the current one is released: its process, which runs our code only until its release,
+turns its images into tensors while the current task runs, and the task after it is cut
+(`task_payloads`). In shared namespaces a task's process starts only at its turn.
 
 What comes back is untrusted: predictions are bounded in size and must be plain numbers; they are
 saved with `np.save` into a folder only the trusted side writes (`answers/predictions/`), and the
@@ -22,6 +25,7 @@ import os
 import socket
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,12 +39,18 @@ from submission_api.runner.bundle import AnswerTask, TaskImages, read_task_plan
 from submission_api.runner.channel import (
     ChannelError,
     MalformedMessage,
-    SealedArrays,
     receive_control,
     receive_message,
     send_control,
+    send_message,
     send_sealed,
     unix_address,
+)
+from submission_api.runner.task_payloads import (
+    Payloads,
+    Started,
+    TaskDataError,
+    result_or_none,
 )
 
 CONTROL_SOCKET = "control.sock"
@@ -48,11 +58,6 @@ REPORT_FILE = "meta_test.json"
 PREDICTIONS = "predictions"
 COLLECT_GRACE_S = 2.0
 """How long a task's process may take to exit after its answer was read (flushing its logs)."""
-
-
-class TaskDataError(Exception):
-    """The trusted side could not read or cut the run's test tasks: the platform's fault, never
-    charged to the participant."""
 
 
 @dataclass
@@ -85,45 +90,6 @@ def read_report(answers_dir: Path) -> MetaTestReport | None:
     return MetaTestReport(**json.loads(path.read_text()))
 
 
-class _Payloads:
-    """Each task's sealed file; the next one is cut while the current task runs, so its process
-    finds it waiting. At most two tasks' files exist at a time: the running task's (held by its
-    process alone once sent) and the next one's (held here until its turn)."""
-
-    def __init__(self, images: TaskImages) -> None:
-        self.images = images
-        self._ahead: tuple[int, SealedArrays] | None = None
-
-    def take(self, task: AnswerTask) -> SealedArrays:
-        """`task`'s file: the one cut ahead, or cut now.
-
-        Raises:
-            TaskDataError: the platform cannot read the task's images.
-        """
-        if self._ahead is not None and self._ahead[0] == task.id:
-            payload, self._ahead = self._ahead[1], None
-            return payload
-        self.close()
-        try:
-            return self.images.cut_sealed(task)
-        except Exception as error:  # noqa: BLE001 - the compiled data is ours, not theirs
-            raise TaskDataError(f"the platform could not prepare the images of test task "
-                                f"{task.id}: {type(error).__name__}: {error}") from error
-
-    def cut_ahead(self, task: AnswerTask | None) -> None:
-        """Cut `task` now, for later. A failure here is not the running task's: nothing is
-        kept, and the task is cut again, with its error then, when its turn comes."""
-        if task is None or self._ahead is not None:
-            return
-        with contextlib.suppress(Exception):
-            self._ahead = (task.id, self.images.cut_sealed(task))
-
-    def close(self) -> None:
-        if self._ahead is not None:
-            self._ahead[1].close()
-            self._ahead = None
-
-
 def prediction_limit(task: AnswerTask) -> int:
     """Largest prediction payload accepted: float64 scores `[n_query, n_ways]`."""
     return 8 * task.n_query * max(task.n_ways, 1)
@@ -145,6 +111,8 @@ class TaskServer:
         self._listener: socket.socket | None = None
         self._control: socket.socket | None = None
         self._thread = threading.Thread(target=self._serve, name="arena-task-server", daemon=True)
+        self._waiting: Future[Started] | None = None
+        """The next task, being started while the current one runs (closed if the run stops)."""
 
     def __enter__(self) -> TaskServer:
         self.channel_dir.mkdir(parents=True, exist_ok=True)
@@ -180,7 +148,7 @@ class TaskServer:
     def _serve(self) -> None:
         started = time.monotonic()
         images: TaskImages | None = None
-        payloads: _Payloads | None = None
+        payloads: Payloads | None = None
         isolation.set_dumpable(False)  # no same-user process may read the tasks from our memory
         try:
             try:
@@ -190,14 +158,24 @@ class TaskServer:
                 raise TaskDataError(f"the platform could not open the run's test tasks: "
                                     f"{type(error).__name__}: {error}") from error
             self.report.n_tasks = len(plan.tasks)
-            payloads = _Payloads(images)
+            payloads = Payloads(images)
             if not self._accept():
                 return
             self.report.startup_s = round(time.monotonic() - started, 3)
-            for index, task in enumerate(plan.tasks):
+            # Ahead only where tasks have their own namespaces: there the running task cannot
+            # name, signal or trace the next one's process (runner/forkserver.py).
+            ahead = self.report.task_namespaces is True
+            tasks = plan.tasks
+            for index, task in enumerate(tasks):
                 self._progress(started)
-                following = plan.tasks[index + 1] if index + 1 < len(plan.tasks) else None
-                if not self._serve_task(task, payloads, following):
+                if self._waiting is not None:  # started while the task before it ran
+                    current, self._waiting = self._waiting.result(), None
+                else:
+                    current = self._start(task, payloads)
+                if not ahead:
+                    payloads.cut_ahead(tasks[index + 1] if index + 1 < len(tasks) else None)
+                if not self._serve_task(current, payloads,
+                                        tasks[index + 1 : index + 3] if ahead else []):
                     break
                 self.report.tasks_done += 1
             self._progress(started)
@@ -222,7 +200,11 @@ class TaskServer:
             self._hang_up()
             isolation.set_dumpable(True)
             if payloads is not None:
-                payloads.close()
+                payloads.close()  # after the start of a next task, if one was under way
+            if self._waiting is not None:  # its process sees the end of its socket and exits
+                if (waiting := result_or_none(self._waiting)) is not None:
+                    waiting.close()
+                self._waiting = None
             if images is not None:
                 images.close()
             self.report.seconds = round(time.monotonic() - started, 3)
@@ -273,9 +255,53 @@ class TaskServer:
             return False
         return True
 
-    def _serve_task(self, task: AnswerTask, payloads: _Payloads,
-                    following: AnswerTask | None) -> bool:
+    def _start(self, task: AnswerTask, payloads: Payloads, ahead: bool = False) -> Started:
+        """Hand `task`'s socket to the supervisor, which starts its process (where tasks have
+        their own namespaces, from the standby made while the previous task ran), and send its
+        images on it. The process converts them, then waits for its release (`_serve_task`):
+        nothing of the submission runs before.
+
+        Raises:
+            ChannelError, OSError: the control connection failed (the meta-test side is gone).
+        """
+        assert self._control is not None
+        try:
+            payload = payloads.take(task)
+        except TaskDataError as error:
+            return Started(task, ahead=ahead, error=error)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with theirs:
+                send_control(self._control, {"type": "task", "id": task.id}, [theirs.fileno()])
+        except BaseException:  # the control connection: the run's failure, not the task's
+            ours.close()
+            payload.close()
+            raise
+        started = Started(task, ahead, ours)
+        try:
+            ours.settimeout(max(0.01, self._remaining()))
+            send_sealed(ours, {"type": "task", "id": task.id, "n_ways": task.n_ways,
+                               "n_shots": task.n_shots}, payload)
+        except (ChannelError, OSError) as error:
+            started.problem = error
+        finally:
+            payload.close()  # the task's process holds its own descriptor
+        return started
+
+    def _start_ahead(self, following: list[AnswerTask], payloads: Payloads) -> Started:
+        """In the cutting thread: start the next task, then cut the one after it."""
+        started = self._start(following[0], payloads, ahead=True)
+        if started.error is None and len(following) > 1:
+            payloads.cut_ahead(following[1])
+        return started
+
+    def _serve_task(self, current: Started, payloads: Payloads,
+                    following: list[AnswerTask]) -> bool:
         """Release one task and collect its predictions; False when the run must stop.
+
+        `following`: the next task and the one after, where tasks are started ahead: once this
+        task is released, the next one is started in the cutting thread (its process converts
+        its images while this task runs) and the one after is cut there.
 
         Whatever the task's process sends ends here in an answer or a `problem`, never in an
         exception (a hostile frame must not stop this thread: the run would hang to its time
@@ -283,27 +309,30 @@ class TaskServer:
         was refused, after a short grace otherwise), and its `ended` report is awaited.
         """
         assert self._control is not None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        with ours:
-            send_control(self._control, {"type": "task", "id": task.id}, [theirs.fileno()])
-            theirs.close()
-            payload = payloads.take(task)  # while the task's process starts
-            header = {"type": "task", "id": task.id, "n_ways": task.n_ways,
-                      "n_shots": task.n_shots}
-            answer: tuple[dict, list[np.ndarray]] | None = None
-            problem: Exception | None = None
-            try:
-                ours.settimeout(max(0.01, self._remaining()))
+        task = current.task
+        if current.error is not None and current.ahead:
+            current = self._start(task, payloads)  # cut again at its turn, its error then
+        if current.error is not None:
+            raise current.error
+        assert current.sock is not None
+        answer: tuple[dict, list[np.ndarray]] | None = None
+        problem: Exception | None = current.problem
+        with current.sock as ours:
+            if problem is None:
                 try:
-                    send_sealed(ours, header, payload)
-                finally:
-                    payload.close()  # the task's process holds its own descriptor
-                payloads.cut_ahead(following)
-                answer = receive_message(ours, prediction_limit(task), self.deadline)
-            except (ChannelError, OSError) as error:
-                problem = error
-            except Exception as error:  # noqa: BLE001 - the peer is hostile: any input, a verdict
-                problem = MalformedMessage(f"{type(error).__name__}: {str(error)[:200]}")
+                    ours.settimeout(max(0.01, self._remaining()))
+                    send_message(ours, {"type": "go"})
+                except (ChannelError, OSError) as error:
+                    problem = error
+            if problem is None:
+                if following:
+                    self._waiting = payloads.submit(self._start_ahead, following, payloads)
+                try:
+                    answer = receive_message(ours, prediction_limit(task), self.deadline)
+                except (ChannelError, OSError) as error:
+                    problem = error
+                except Exception as error:  # noqa: BLE001 - the peer is hostile: a verdict
+                    problem = MalformedMessage(f"{type(error).__name__}: {str(error)[:200]}")
         accepted = answer is not None and problem is None
         send_control(self._control, {"type": "collect", "id": task.id,
                                      "grace_s": COLLECT_GRACE_S if accepted else 0.0})

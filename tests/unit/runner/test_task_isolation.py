@@ -25,7 +25,9 @@ from submission_api.runner import isolation, namespaces, sweep
 from submission_api.runner.channel import (
     MalformedMessage,
     receive_message,
+    seal,
     send_message,
+    send_sealed,
 )
 from submission_api.runner.local import run_local
 from submission_api.runner.prepare import prepare_run
@@ -258,6 +260,10 @@ def test_a_task_that_ends_before_the_supervisor_looks_is_still_named_by_its_pidf
         with ours:
             process = forks.fork_task(0, theirs.fileno())
             theirs.close()
+            send_sealed(ours, {"type": "task", "id": 0, "n_ways": 1, "n_shots": 1}, seal(
+                [(np.uint8, (1, 128, 128, 3)), (np.int64, (1,)), (np.uint8, (1, 128, 128, 3))],
+                lambda views: None))
+            send_message(ours, {"type": "go"})  # released: it imports model.py
             assert ours.recv(1 << 16)  # its error answer: the process is ending now
         try:
             time.sleep(1.0)  # long enough for it to end and for its reaper to reap it
