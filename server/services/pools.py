@@ -90,7 +90,7 @@ def all_pools(session: Session) -> list[tuple[WorkerPool, Competition]]:
     return [(p, c) for p, c in session.execute(
         select(WorkerPool, Competition).join(Competition,
                                              Competition.id == WorkerPool.competition_id)
-        .order_by(WorkerPool.id)).tuples()]
+        .order_by(WorkerPool.id))]
 
 
 def issue_credential(session: Session, user: User, pool_id: int,
@@ -169,7 +169,7 @@ def pool_detail(session: Session, user: User, pool_id: int, now: datetime) -> di
             "queue": pool_queue(session, pool.id, now),
             "phases": [{"id": i, "name": n} for i, n in session.execute(
                 select(Phase.id, Phase.name).join(PoolPhase, PoolPhase.phase_id == Phase.id)
-                .where(PoolPhase.pool_id == pool.id).order_by(Phase.id)).tuples()],
+                .where(PoolPhase.pool_id == pool.id).order_by(Phase.id))],
             "credentials": [{"id": c.id, "prefix": c.prefix, "created_at": c.created_at,
                              "revoked_at": c.revoked_at, "last_used_at": c.last_used_at}
                             for c in session.execute(select(PoolCredential).where(
@@ -193,7 +193,7 @@ def pool_workers(session: Session, pool_id: int, now: datetime) -> list[dict[str
     lease on a run of the pool's phases) and its health."""
     held = {owner: run_id for owner, run_id in session.execute(
         _pool_runs(pool_id).with_only_columns(Run.lease_owner, Run.id)
-        .where(Run.state.in_(ACTIVE_STATES), Run.lease_expires_at > now)).tuples()}
+        .where(Run.state.in_(ACTIVE_STATES), Run.lease_expires_at > now))}
     live_after = now - timedelta(seconds=LIVE_AFTER_S)
     rows = []
     for w in session.execute(select(Worker).where(Worker.pool_id == pool_id)
@@ -217,7 +217,7 @@ def pool_queue(session: Session, pool_id: int, now: datetime) -> dict[str, Any]:
     claims = session.execute(_pool_runs(pool_id).with_only_columns(
         Run.enqueued_at, Run.started_at).where(Run.started_at.is_not(None),
                                                Run.enqueued_at.is_not(None))
-        .order_by(Run.started_at.desc()).limit(50)).tuples().all()
+        .order_by(Run.started_at.desc()).limit(50)).all()
     waits = [max(0.0, (started - queued_at).total_seconds()) for queued_at, started in claims]
     return {"queued": count,
             "oldest_wait_s": None if oldest is None else max(0.0, (now - _aware(oldest))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import sqlalchemy
 from _server_support import Env
-from fastapi import routing
+from fastapi import FastAPI, routing
 
 from server.models import Run, User
 from server.services.reconcile import ReconcilePolicy, reconcile
@@ -78,10 +78,11 @@ def snapshot(env: Env) -> list:
 
 def internal_routes(env: Env) -> list[tuple[str, str]]:
     """Every internal route the app serves (a route added later is covered at once)."""
-    routes = sorted({(method, context.path)
-                     for context in routing.iter_route_contexts(env.client.app.routes)
+    app: FastAPI = env.client.app  # type: ignore[assignment]
+    routes = sorted({(method, str(context.path))
+                     for context in routing.iter_route_contexts(app.routes)
                      for method in context.methods or () if method != "HEAD"
-                     and context.path.startswith("/internal/")})
+                     and str(context.path).startswith("/internal/")})
     assert len(routes) >= 7
     return routes
 
