@@ -210,17 +210,34 @@ def follow(client: ArenaClient, submission_id: int, poll_s: float = 5.0,
             retried = [r for r in view.get("runs") or []
                        if r.get("state") == "queued" and r.get("message")]
             why = f": {str(retried[0]['message']).split(chr(10))[0]}" if retried and last else ""
-            say(f"submission {submission_id}: {view['state']}{where}{why}")
+            say(f"submission {submission_id}: {view['state']}{where}{why}"
+                f"{serving_words(client, view)}")
             last, since, said = view["state"], clock(), clock()
         elif clock() - said >= remind_s:
             where = f", queue position {view['queue_position']}" if view.get(
                 "queue_position") else ""
             say(f"submission {submission_id}: still {view['state']} "
-                f"({_minutes(clock() - since)}{where}{progress_words(view)})")
+                f"({_minutes(clock() - since)}{where}{progress_words(view)})"
+                f"{serving_words(client, view)}")
             said = clock()
         if view["state"] in TERMINAL:
             return view
         sleep(poll_s)
+
+
+def serving_words(client: ArenaClient, view: dict[str, Any]) -> str:
+    """`; no worker is serving this phase ...` while the submission waits in a phase whose
+    organizers' worker pool has no live worker (issue 37): no start can be promised then."""
+    if view.get("state") != "queued" or not view.get("phase_id"):
+        return ""
+    try:
+        serving = client.get(f"/api/v1/phases/{view['phase_id']}").get("serving") or {}
+    except RemoteError:
+        return ""
+    if not serving.get("message"):
+        return ""
+    return (f"; {serving['message']}: the organizers evaluate it on their own workers and none "
+            "is connected, so it waits until one is")
 
 
 def progress_words(view: dict[str, Any]) -> str:

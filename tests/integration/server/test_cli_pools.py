@@ -131,3 +131,35 @@ def test_an_admin_lists_every_pool_and_an_organizer_only_theirs(env, arena):
     assert code == 1 and "otto-lab" not in err
     code, _out, err = arena(org, "pool", "list")  # every pool: the operator's view only
     assert code == 1 and "only an admin lists every competition's pools" in err, err
+
+
+def test_a_participant_following_a_submission_is_told_no_worker_serves_it(env):
+    """`arena submit` follows its submission: waiting in a pool phase with no live worker, it
+    says so instead of only a queue position; once a worker calls in, it says no more."""
+    from starting_kit.commands.remote_client import ArenaClient, follow
+
+    olga, org = env.user("olga", role="organizer")
+    _, ann = env.user("ann")
+    phase = env.phase(olga)
+    made = env.client.post(f"/api/v1/competitions/{phase.competition_id}/pools", headers=org,
+                           json={"name": "lab"}).json()
+    env.client.put(f"/api/v1/phases/{phase.id}/pool", headers=org,
+                   json={"pool_id": made["pool"]["id"]})
+    submission = env.submit(phase.id, ann).json()["id"]
+    client = ArenaClient(env.client, ann["Authorization"].removeprefix("Bearer "))
+    said: list[str] = []
+
+    def stop_after_two_polls(_seconds: float) -> None:
+        if len(polls) == 2:
+            raise StopIteration
+        polls.append(1)
+        assert _pool_call(env, made["token"]).status_code in (200, 204)  # a worker calls in
+
+    polls: list[int] = []
+    clock = iter(range(0, 10_000, 100))
+    with pytest.raises(StopIteration):
+        follow(client, submission, sleep=stop_after_two_polls, say=said.append,
+               clock=lambda: float(next(clock)), remind_s=60)
+    assert said[0].startswith(f"submission {submission}: queued")
+    assert "no worker is serving this phase" in said[0]
+    assert said[1:] and all("no worker is serving" not in line for line in said[1:]), said
