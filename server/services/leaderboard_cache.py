@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
+from server.core.gc_pause import gc_paused
 from server.models import Phase, Submission
 from server.services.leaderboard import Ranked, rank_leaderboard
 
@@ -131,5 +132,9 @@ def cached_rank_leaderboard(session: Session, phase: Phase,
                             league: str | None = None) -> list[Ranked]:
     """`rank_leaderboard(session, phase, league)`, reused while the phase's fingerprint holds.
     The list returned is shared: callers copy it before reordering it."""
-    return _boards.get(session, phase, league, lambda: rank_leaderboard(session, phase, league))
+    def compute() -> list[Ranked]:
+        with gc_paused():  # ~100,000 live, acyclic objects: collecting them found nothing
+            return rank_leaderboard(session, phase, league)
+
+    return _boards.get(session, phase, league, compute)
 

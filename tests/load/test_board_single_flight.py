@@ -64,3 +64,41 @@ def test_a_failed_computation_lets_the_next_reader_compute(tmp_path):
             with contextlib.suppress(RuntimeError):
                 cache.get(session, phase, None, compute)
             assert cache.get(session, phase, None, compute) == "board"
+
+
+def test_readers_after_a_change_wait_for_one_rebuild_and_all_get_the_new_board(tmp_path):
+    """The board read before a change is kept; a change (here the phase's ranking settings, in
+    its fingerprint) makes the next READERS concurrent readers rebuild it once, and each of
+    them gets the rebuilt board, none the old one."""
+    with inprocess_app(tmp_path) as env:
+        org = env.token_for("olga", role="organizer")
+        phase_id = env.competition(org)["phases"][0]["id"]
+        cache: FingerprintCache[str] = FingerprintCache(8)
+        builds: list[str] = []
+        version = ["old"]
+
+        def compute() -> str:
+            builds.append(version[0])
+            threading.Event().wait(0.5)  # a slow ranking: the others arrive meanwhile
+            return version[0]
+
+        def read() -> str:
+            with env.db.session() as session:
+                return cache.get(session, session.get(Phase, phase_id), None, compute)
+
+        assert read() == "old" and read() == "old" and builds == ["old"]
+        with env.db.session(write=True) as session:
+            phase = session.get(Phase, phase_id)
+            phase.leaderboard = {**(phase.leaderboard or {}), "ranking": "average_rank"}
+        version[0] = "new"
+        arrived = threading.Barrier(READERS)
+
+        def read_together() -> str:
+            arrived.wait()
+            return read()
+
+        before = cache.computations
+        with ThreadPoolExecutor(READERS) as pool:
+            boards = list(pool.map(lambda _: read_together(), range(READERS)))
+        assert boards == ["new"] * READERS
+        assert builds == ["old", "new"] and cache.computations - before == 1
