@@ -25,6 +25,8 @@ from submission_api.contract.states import RunState
 
 POOL_HEADER = "X-Arena-Pool-Token"
 TOKEN_PREFIX = "arena_pool_"
+LIVE_AFTER_S = 90
+"""A pool worker is live if heard from within this long (3 x its 30 s job-poll interval)."""
 OFFER_WINDOW_S = 60
 """A run handed to a pool worker is not handed to another for this long: the worker claims it
 within seconds; a worker that died in between leaves it to the next one after this."""

@@ -34,12 +34,10 @@ from server.models import (
 )
 from server.services import tenancy
 from server.services.operations import audit
-from server.services.pool_jobs import TOKEN_PREFIX
+from server.services.pool_jobs import LIVE_AFTER_S, TOKEN_PREFIX
 from server.services.run_transitions import guarded_update
 from submission_api.contract.states import RunState
 
-LIVE_AFTER_S = 90
-"""A pool worker is live if heard from within this long (3 x its 30 s job-poll interval)."""
 NO_WORKER_MESSAGE = "no worker is serving this phase"
 Job = tuple[int, str, str]
 

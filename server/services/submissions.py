@@ -21,11 +21,13 @@ from server.models import (
     PLATFORM_ERROR,
     TERMINAL_STATES,
     Phase,
+    PoolPhase,
     Run,
     Submission,
     TeamMember,
 )
 from server.models import User as UserModel
+from server.services.queue_view import queue_label
 from server.services.scores import aggregate_runs, refresh_run_scores
 from server.services.tenancy import organizes_phase
 
@@ -109,12 +111,14 @@ def queue_position(session: Session, submission: Submission, default_queue: str)
     ).scalar_one()
     if first is None:
         return None
-    phase = session.get(Phase, submission.phase_id)
-    name = (phase.queue if phase else None) or default_queue
+    line = queue_label(default_queue)  # a pool's phase waits in its pool's line (issue 37)
+    name = session.execute(select(line).select_from(Phase).outerjoin(
+        PoolPhase, PoolPhase.phase_id == Phase.id).where(Phase.id == submission.phase_id)
+    ).scalar_one_or_none() or default_queue
     ahead = session.execute(
         select(func.count(Run.id)).join(Submission, Run.submission_id == Submission.id)
         .join(Phase, Submission.phase_id == Phase.id)
-        .where(Run.state == "queued", Run.id < first,
-               func.coalesce(Phase.queue, default_queue) == name)
+        .outerjoin(PoolPhase, PoolPhase.phase_id == Phase.id)
+        .where(Run.state == "queued", Run.id < first, line == name)
     ).scalar_one()
     return ahead + 1

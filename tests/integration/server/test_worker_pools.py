@@ -308,3 +308,30 @@ def test_workers_asking_at_once_get_different_runs(env):
     with ThreadPoolExecutor(4) as pool:
         jobs = list(pool.map(lambda i: take(env, a, f"w{i}"), range(4)))
     assert sorted(job[0] for job in jobs if job) == sorted(runs)
+
+
+def test_a_pool_queues_in_its_own_line_and_promises_nothing_without_a_worker(env):
+    a = tenant(env, "a")
+    shared = env.phase()
+    submit(env, shared.id, "s1")
+    job = take(env, a)  # A's worker is live (nothing to take yet)
+    assert job is None
+    first = submit(env, a.phase_id, "p1")
+    job = take(env, a)
+    claimed = claim(env, *job, a.token)
+    env.clock.advance(seconds=30)
+    finish(env, a, *job, claimed.json()["fencing_token"])
+    assert first == job[0]
+    _user, participant = env.user("p2")
+    upload = env.submit(a.phase_id, participant).json()
+    _admin, admin = env.user("root", role="admin")
+    take(env, a)  # live again; the run is offered, still queued
+    entries = {e["run_id"]: e for e in env.client.get("/api/v1/queue", headers=admin).json()}
+    mine = entries[upload["runs"][0]["id"]]
+    assert mine["queue"] == f"pool:{a.pool_id}" and mine["position"] == 1
+    assert mine["estimated_start"] is not None
+    seen = env.client.get(f"/api/v1/submissions/{upload['id']}", headers=participant).json()
+    assert seen["queue_position"] == 1  # the older shared run waits in another line
+    env.clock.advance(seconds=91)  # no live worker any more: no estimate
+    entries = {e["run_id"]: e for e in env.client.get("/api/v1/queue", headers=admin).json()}
+    assert entries[upload["runs"][0]["id"]]["estimated_start"] is None
