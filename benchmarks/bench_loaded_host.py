@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -32,7 +33,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]  # platform_support's own helpers
 
 from bench_platform_overhead import (  # noqa: E402
     PROTOCOL,
@@ -44,6 +46,7 @@ from bench_platform_overhead import (  # noqa: E402
 )
 
 TERMINAL = ("finished", "failed", "timed_out", "cancelled")
+os.environ.setdefault("ARENA_TEST_SEED_SECRET", "bench-only-test-seed-secret-0123456789abcdef")
 
 
 @contextmanager
@@ -99,11 +102,11 @@ def run_record(platform: BenchPlatform, submission_id: int) -> dict:
 
     url = platform.database_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT r.state, r.failure_reason, r.usage FROM runs r "
+        row = conn.execute("SELECT r.state, r.reason, r.usage, r.platform_failures FROM runs r "
                            "WHERE r.submission_id = %s ORDER BY r.index LIMIT 1",
                            (submission_id,)).fetchone()
-    state, reason, usage = row
-    return {"state": state, "reason": reason, "usage": usage or {}}
+    state, reason, usage, faults = row
+    return {"state": state, "reason": reason, "usage": usage or {}, "platform_faults": faults}
 
 
 def describe(usage: dict) -> str:
@@ -165,7 +168,8 @@ def main() -> None:
                         (a_s, a_state, a_load), (b_s, rec, b_load) = got["a"], got["b"]
                         print(f"busy {busy:>2} pair {i}: arena run {a_s:6.1f} s ({a_state}, "
                               f"load {a_load:.1f}) | platform {b_s:6.1f} s ({rec['state']}"
-                              f"{' ' + rec['reason'] if rec['reason'] else ''}, load "
+                              f"{' ' + rec['reason'] if rec['reason'] else ''}, "
+                              f"{rec['platform_faults']} platform faults, load "
                               f"{b_load:.1f}) | {b_s / a_s:.2f}x | {describe(rec['usage'])}",
                               flush=True)
         print(f"\n{'busy loops':>10}{'load (a/b)':>16}{'(a) arena run s':>17}"
@@ -183,4 +187,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up: load, platform, db
     main()
