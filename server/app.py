@@ -100,12 +100,10 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         bundles,
         competitions,
         datasets,
-        docs,
         factsheets,
         internal,
         kits,
         leaderboard,
-        pages,
         participation,
         phase_operations,
         pools,
@@ -120,7 +118,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
         log.warning("arena.secrets.insecure problems=%s", settings.secret_problems())
     app = FastAPI(title="MetaDL Arena", version="0.1.0",
                   description="Code-submission competitions in few-shot image classification.",
-                  docs_url=None, redoc_url=None,  # server/api/docs.py serves them offline
+                  docs_url=None, redoc_url=None,  # server/web/api_docs.py serves them offline
                   generate_unique_id_function=operation_id)
     app.router.lifespan_context = _lifespan(app)
     app.state.settings = settings
@@ -147,14 +145,14 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     install_outage_pages(app)
     from server.web import accounts as account_pages
     from server.web import factsheets as factsheet_pages
-    from server.web import joining
+    from server.web import joining, site
     from server.web import participants as participant_forms
     from server.web import teams as team_pages
 
     for module in (auth, accounts, account_pages, competitions, bundles, phase_operations,
                    submission_operations, admin, datasets, submissions, leaderboard, internal,
                    participation, participant_forms, joining, teams, team_pages, factsheets,
-                   factsheet_pages, kits, pools, pages, docs):
+                   factsheet_pages, kits, pools, site):
         app.include_router(module.router)
     return app
 

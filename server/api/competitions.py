@@ -40,22 +40,13 @@ from server.services.tenancy import (
     organized_phase_ids,
     organizes_competition,
     visible_competitions_query,
+    visible_phase,
 )
 from server.services.timeline import accepts_uploads, effective_status, phase_step
 
 PHASES_LIMIT = 500
 """`/phases`'s default page (kept from the second round: clients listed every phase)."""
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
-
-
-def visible_phase(session, phase_id: int, user: User | None) -> Phase:
-    """A phase the caller may see: drafts only for its organizers (services/tenancy.py);
-    404 otherwise, as for a phase that does not exist."""
-    phase = session.get(Phase, phase_id)
-    if phase is None or (phase.status == "draft"
-                         and not organizes_competition(user, phase.competition)):
-        raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
-    return phase
 
 
 def find_competition(session, ref: str, user: User | None) -> Competition:

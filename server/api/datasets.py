@@ -21,8 +21,8 @@ from server.api.deps import (
     get_storage,
 )
 from server.api.paging import PageDep, paged
-from server.api.uploads import receive_file
 from server.core.db import Database
+from server.core.multipart import receive_file
 from server.schemas.competition import DatasetFromPath, DatasetOut
 from server.services import datasets as service
 from server.services.storage import Storage

@@ -9,10 +9,10 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from server.api.competitions import visible_phase
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
 from server.services import factsheets as service
 from server.services.competitions import get_owned_competition
+from server.services.tenancy import visible_phase
 
 router = APIRouter(prefix="/api/v1", tags=["factsheets"])
 

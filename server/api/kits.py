@@ -19,9 +19,9 @@ from server.api.deps import (
     get_db,
     get_storage,
 )
-from server.api.uploads import receive_file
 from server.core.db import Database
 from server.core.errors import ForbiddenError, NotFoundError
+from server.core.multipart import receive_file
 from server.services import kits
 from server.services.storage import Storage
 from server.services.tenancy import organizes_competition

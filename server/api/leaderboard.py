@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from server.api.competitions import visible_phase
 from server.api.deps import OptionalUser, SessionDep
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
 from server.models import Competition, Phase, Submission, User
@@ -29,7 +28,7 @@ from server.services.leaderboard_view import (
     view_leaderboard,
 )
 from server.services.secrecy import board_hidden
-from server.services.tenancy import organizes_phase
+from server.services.tenancy import organizes_phase, visible_phase
 
 router = APIRouter(prefix="/api/v1", tags=["leaderboard"])
 

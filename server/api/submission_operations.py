@@ -21,7 +21,6 @@ from server.api.deps import (
     get_queue,
     get_storage,
 )
-from server.api.submissions import submission_out
 from server.models import Submission
 from server.schemas.operations import (
     BaselineRequest,
@@ -33,6 +32,7 @@ from server.schemas.submission import SubmissionOut
 from server.services import submission_actions as actions
 from server.services.queue import JobQueue
 from server.services.storage import Storage
+from server.services.submission_view import submission_out
 
 router = APIRouter(prefix="/api/v1", tags=["submissions"])
 

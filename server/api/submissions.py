@@ -17,7 +17,6 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from server.api.competitions import visible_phase
 from server.api.deps import (
     BriefUser,
     CurrentUser,
@@ -29,14 +28,13 @@ from server.api.deps import (
 )
 from server.api.deps import get_storage as _storage
 from server.api.paging import MAX_LIMIT, MAX_OFFSET, Page, paged
-from server.api.uploads import receive_file
 from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import ForbiddenError, InvalidInputError
+from server.core.multipart import receive_file
 from server.models import Phase, Submission, User
 from server.schemas.submission import (
     RunLog,
-    RunOut,
     RunResultOut,
     SubmissionLogs,
     SubmissionOut,
@@ -44,12 +42,12 @@ from server.schemas.submission import (
 )
 from server.services.methods import check_method, store_method
 from server.services.queue import JobQueue
-from server.services.secrecy import FULL, meta_train_log, redact_message, redact_run, view_for
+from server.services.secrecy import FULL, meta_train_log, redact_run, view_for
 from server.services.storage import Storage
-from server.services.submissions import get_visible_submission, queue_position
-from server.services.tenancy import organizes_phase
-from server.services.upload import accept_submission
-from submission_api.submission_zip import ZipLimits
+from server.services.submission_view import submission_out
+from server.services.submissions import get_visible_submission
+from server.services.tenancy import organizes_phase, visible_phase
+from server.services.upload import accept_submission, zip_limits
 
 router = APIRouter(prefix="/api/v1", tags=["submissions"])
 _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
@@ -58,32 +56,6 @@ _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
                    "note": {"type": "string"}, "league": {"type": "string"},
                    "method": {"type": "string"}, "description": {"type": "string"},
                    "code_url": {"type": "string"}}}}}}}
-
-
-def zip_limits(settings: Settings) -> ZipLimits:
-    return ZipLimits(max_files=settings.max_zip_files,
-                     max_total_uncompressed=settings.max_uncompressed_bytes,
-                     max_file_uncompressed=settings.max_uncompressed_bytes)
-
-
-def submission_out(session, submission: Submission, settings: Settings,
-                   user: User | None) -> SubmissionOut:
-    """The submission as `user` may read it (services/secrecy.py: the owner's view unless they
-    organize its competition)."""
-    out = SubmissionOut.model_validate(submission)
-    out.queue_position = queue_position(session, submission, settings.default_queue)
-    view = view_for(session, session.get_one(Phase, submission.phase_id), user)
-    if view is FULL:
-        return out
-    if not view.meta_test_text:
-        # the message is one of its runs' (services/submissions.py derive_state): that run's stage
-        stage = next((r.failure_stage for r in out.runs if (r.reason, r.message)
-                      == (submission.reason, submission.message)), None)
-        out.message = redact_message(submission.reason, submission.message, stage)
-    if not view.scores:
-        out.score = None
-    out.runs = [RunOut(**redact_run(r.model_dump(), view)) for r in out.runs]
-    return out
 
 
 async def handle_upload(request: Request, user: User, phase_id: int, settings: Settings,

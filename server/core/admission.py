@@ -15,7 +15,7 @@ others already waiting, or that waits longer than `max_wait_s`, is answered 503
 `server.busy` with Retry-After at once, so the excess learns to come back while the admitted
 keep their latency. The workers' internal API has a lane of its own (`internal_limit` slots,
 never shed): a run's claim, heartbeat and finish must not queue behind a crowd of readers.
-Multipart uploads are not counted: they hold no session while they stream (api/uploads.py)
+Multipart uploads are not counted: they hold no session while they stream (core/multipart.py)
 and have their own gate (services/upload_gate.py).
 """
 

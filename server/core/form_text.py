@@ -1,6 +1,6 @@
 """What no honest form field holds (issue 33.10): NUL and other control characters but tab and
 line breaks, lone surrogates, and U+FFFD, which is what bytes that are not UTF-8 decode to. The
-web forms (server/web/rendering.py, URL-encoded) and the multipart uploads (server/api/uploads.py)
+web forms (server/web/rendering.py, URL-encoded) and the multipart uploads (core/multipart.py)
 refuse such a field with a clear 422 before it reaches a service or the database (Postgres
 refuses NUL in text, which surfaced as a 500 or as a misleading DataError)."""
 

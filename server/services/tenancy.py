@@ -80,6 +80,16 @@ def organizes(session: Session, user: User | None, competition_id: int | None) -
     return organizes_competition(user, session.get(Competition, competition_id))
 
 
+def visible_phase(session: Session, phase_id: int, user: User | None) -> Phase:
+    """A phase the caller may see: drafts only for its organizers; 404 otherwise, as for a
+    phase that does not exist (every JSON route and page asks here)."""
+    phase = session.get(Phase, phase_id)
+    if phase is None or (phase.status == "draft"
+                         and not organizes_competition(user, phase.competition)):
+        raise NotFoundError(f"no phase with id {phase_id}; list phases at /api/v1/phases")
+    return phase
+
+
 def organizes_phase(session: Session, user: User | None, phase: Phase | None) -> bool:
     return phase is not None and organizes(session, user, phase.competition_id)
 

@@ -1,7 +1,7 @@
 """Accepting a submission: validate the stored zip, then charge the quota and create the
 Submission and its Runs in one transaction, then enqueue after commit.
 
-The bytes have already been streamed to a temp file by the caller (see api/uploads.py) with a
+The bytes have already been streamed to a temp file by the caller (see core/multipart.py) with a
 size cap and a running sha256; nothing here holds the upload in memory.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import InvalidInputError, NotFoundError, PhaseClosedError
 from server.core.security import hash_token, new_token
@@ -25,6 +26,13 @@ from server.services.quotas import check_quota, lock_participation, lock_team, t
 from server.services.storage import Storage, lock_content, place_by_hash
 from submission_api.contract.states import RunState
 from submission_api.submission_zip import ZipLimits, ZipReport, check_submission_zip
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    """The zip checks' bounds, from the server's settings (the API and the web form alike)."""
+    return ZipLimits(max_files=settings.max_zip_files,
+                     max_total_uncompressed=settings.max_uncompressed_bytes,
+                     max_file_uncompressed=settings.max_uncompressed_bytes)
 
 
 @dataclass(frozen=True)

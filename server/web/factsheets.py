@@ -8,11 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from server.api.competitions import visible_phase
 from server.api.deps import NowDep, OptionalUser, SettingsDep, get_db
 from server.core.db import Database
 from server.core.errors import ArenaError, AuthRequiredError, InvalidInputError
 from server.services import factsheets as service
+from server.services.tenancy import visible_phase
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render, web_message
 from server.web.sessions import cookie_user
 

@@ -63,7 +63,7 @@ async def join(competition_id: int, request: Request, settings: SettingsDep, now
 async def cli_token(competition_id: int, request: Request, settings: SettingsDep,
                     now: NowDep, db: Annotated[Database, Depends(get_db)]) -> Response:
     """A named API token for `arena login`, shown once on the competition page."""
-    from server.api.pages import competition_view
+    from server.web.competition_pages import competition_view
 
     await _form(request, settings)
     with db.session(write=True) as session:

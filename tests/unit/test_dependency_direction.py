@@ -76,3 +76,34 @@ def test_a_participant_install_can_run_and_zip_without_the_platform():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def _server_imports(folder: str) -> dict[str, set[str]]:
+    """Dotted `server.…` modules each file of server/<folder> imports (absolute, at any depth)."""
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / "server" / folder).glob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names if a.name.startswith("server.")}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.startswith("server."):
+                names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        found[path.name] = names
+    return found
+
+
+def test_html_routes_live_in_web_and_json_routes_in_api():
+    """Issue 35.4: server/web holds every HTML route and reaches into server/api for its
+    injectables only (server/api/deps.py); server/api imports nothing of server/web and declares
+    no hidden (HTML) route."""
+    web = {f: sorted(n for n in names if n.startswith("server.api")
+                     and not n.startswith("server.api.deps"))
+           for f, names in _server_imports("web").items()}
+    assert {f: n for f, n in web.items() if n} == {}
+    api = {f: sorted(n for n in names if n.startswith("server.web"))
+           for f, names in _server_imports("api").items()}
+    assert {f: n for f, n in api.items() if n} == {}
+    hidden = [p.name for p in (ROOT / "server" / "api").glob("*.py")
+              if "include_in_schema=False" in p.read_text() or "HTMLResponse" in p.read_text()]
+    assert hidden == []

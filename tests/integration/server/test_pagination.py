@@ -46,9 +46,9 @@ def test_competitions_and_phases_are_listed_a_page_at_a_time_with_a_next_link(en
 
 
 def test_the_home_page_shows_a_page_of_competitions_and_links_the_next(env, monkeypatch):
-    from server.api import pages
+    from server.web import competition_pages
 
-    monkeypatch.setattr(pages, "HOME_PAGE_SIZE", 2)
+    monkeypatch.setattr(competition_pages, "HOME_PAGE_SIZE", 2)
     comps = [env.phase().competition_id for _ in range(3)]
     first = env.client.get("/").text
     assert [f'id="comp-{c}"' in first for c in comps] == [True, True, False]

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse
 router = APIRouter(include_in_schema=False)
 ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css",
           "redoc.standalone.js": "text/javascript", "favicon.png": "image/png"}
-"""Files of the package served under /static/ beside the site's own (server/api/pages.py)."""
+"""Files of the package served under /static/ beside the site's own (server/web/static_files.py)."""
 DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' blob:; worker-src 'self' blob:; "
             "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; "
             "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'self'")
