@@ -68,6 +68,11 @@ class WorkerSettings(BaseSettings):
     """Where the Docker engine finds `submission_api` to mount into sandboxes. Unset: this
     worker's own copy (a worker on the host). A worker in a container sets a folder shared with
     the host at the same path; the worker copies its `submission_api` there at start."""
+    reset_dentries: bool = True
+    """Before each run, drop the host kernel's unused dentries and inodes (`drop_caches` 2) so
+    no run reads names an earlier run looked up (issue 34; worker/dentry_reset.py). Needs root
+    on the host with /proc/sys writable; without it the worker warns and records each run as
+    not reset. Runs overlapping in concurrent slots are not separated by it."""
     pool_token: str | None = None
     """An organizer pool's credential (`arena_pool_...`): the worker then takes its jobs from the
     server over HTTP (`worker.pool_loop`), only that pool's, and needs no broker URL."""
