@@ -53,7 +53,7 @@ SPAWNING_UNIT_FILES = frozenset({
     "unit/runner/test_run_phase_datasets.py", "unit/runner/test_task_heap.py",
     "unit/runner/test_task_isolation_census.py", "unit/runner/test_task_isolation_hostile.py",
     "unit/runner/test_task_isolation_seccomp.py", "unit/runner/test_task_server_faults.py",
-    "unit/runner/test_task_stdio.py",
+    "unit/runner/test_task_stdio.py", "unit/runner/test_task_determinism.py",
     "unit/sampling/test_neurips22_zip_runs.py", "unit/server/test_demo_launch.py",
     "unit/server/test_secret_settings.py", "unit/test_tutorial_install.py",
     "unit/test_readme_deployment.py",
