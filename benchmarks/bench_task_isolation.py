@@ -4,30 +4,38 @@
    task server over a socket (`isolated`), against the same tasks cut and handed to the same
    learner in one shared process (`shared`, the pre-isolation loop). The difference is what
    isolation adds per task (fork, confinement, import of model.py, the socket, the sweep).
-2. A whole `arena run` of that submission over `--run-tasks` tasks against merely building the
-   same tasks by decoding image files (the naive loader of bench_task_generation.py).
+2. A whole `arena run` of that submission over `--run-tasks` tasks against merely decoding the
+   same tasks' image files, the plainest loader there is (PIL decode, `np.asarray`, `np.stack`
+   per support and query set: no conversion to float32, no resize, no tensors; issue 38 asked
+   for this reference instead of bench_task_generation's naive loader, 1.5-2x slower).
 3. Disk written and peak resident memory of a whole `arena run` at each of `--scales` task
    counts, each in a fresh process: RSS of the trusted side (VmHWM) and of the largest participant
    process, and the bytes written per run against the distinct images' uint8 size.
 
-    .venv/bin/python benchmarks/bench_task_isolation.py [--tasks 200] [--run-tasks 300]
-        [--naive-tasks 30] [--scales 100 1000 6000]
+    .venv/bin/python benchmarks/bench_task_isolation.py [--tasks 200] [--rounds-per-task 3]
+        [--busy N] [--run-tasks 300] [--naive-tasks 30] [--scales 100 1000 6000]
+
+`--busy N` runs N busy Python loops beside every measurement (a loaded host, issue 38: ~20 on
+2 cores); the load average is printed with each figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from bench_task_generation import make_naive_task, source_files
+from bench_task_generation import source_files
 from benchlib import read_memory_status, scratch_dir
+from PIL import Image
 
 from starting_kit.sample_data import generate_collection
 from submission_api.data import images_to_tensor, load_collection
@@ -125,18 +133,31 @@ def time_shared(submission: Path, run: Path) -> float:
     return (time.perf_counter() - started) / len(plan.tasks)
 
 
-def time_naive_build(collection_dir: Path, cache: Path, run: Path, tasks: int) -> float:
-    """Seconds to build `tasks` tasks (support and query tensors) by decoding image files."""
+def time_plain_decode(collection_dir: Path, cache: Path, run: Path, tasks: int) -> float:
+    """Seconds per task to decode the image files of the first `tasks` tasks, the plainest way:
+    each file decoded by PIL into a uint8 array, stacked per support and query set."""
     collection = load_collection(collection_dir, cache)
     files = {name: source_files(collection_dir, ds) for name, ds in collection.datasets.items()}
-    naive = make_naive_task(files)
     plan = read_task_plan(run / "answers")
     started = time.perf_counter()
     for task in plan.tasks[:tasks]:
-        ds = collection.datasets[task.dataset]
-        naive(ds, plan.window("support_index", task))
-        naive(ds, plan.window("query_index", task))
+        names = files[task.dataset]
+        for window in ("support_index", "query_index"):
+            np.stack([np.asarray(Image.open(names[i])) for i in plan.window(window, task)])
     return (time.perf_counter() - started) / min(tasks, len(plan.tasks))
+
+
+@contextlib.contextmanager
+def busy_loops(count: int) -> Iterator[None]:
+    """`count` processes spinning on the CPU while the block runs (a loaded host)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
 
 
 def written_bytes(*folders: Path) -> int:
@@ -216,6 +237,8 @@ def compare(submission: Path, root: Path, collection_dir: Path, cache: Path, tas
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--rounds-per-task", type=int, default=3)
+    parser.add_argument("--busy", type=int, default=0, help="busy loops beside the figures")
     parser.add_argument("--run-tasks", type=int, default=300)
     parser.add_argument("--naive-tasks", type=int, default=30)
     parser.add_argument("--scales", type=int, nargs="*", default=[100, 1000, 6000])
@@ -241,21 +264,27 @@ def main() -> None:
                 args.rounds)
         return
     run = prepared(root, collection_dir, cache, args.tasks, "per-task")
-    isolated, shared = time_isolated(submission, run), time_shared(submission, run)
-    print(f"per task, {args.tasks} tasks: isolated {isolated * 1000:.1f} ms, shared process "
-          f"{shared * 1000:.1f} ms, isolation adds {(isolated - shared) * 1000:.1f} ms "
-          f"({isolated / shared:.2f}x)")
+    with busy_loops(args.busy):
+        for round_ in range(args.rounds_per_task):  # interleaved: the host's load drifts
+            isolated, shared = time_isolated(submission, run), time_shared(submission, run)
+            print(f"per task, {args.tasks} tasks, round {round_}: isolated "
+                  f"{isolated * 1000:.1f} ms, shared process {shared * 1000:.1f} ms, isolation "
+                  f"adds {(isolated - shared) * 1000:.1f} ms ({isolated / shared:.2f}x); load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
 
-    started = time.perf_counter()
-    result = run_local(submission, collection_dir, root / "whole",
-                       protocol=protocol(args.run_tasks), cache_dir=cache)
-    whole = time.perf_counter() - started
-    assert result.state == "finished", result.message
-    run300 = prepared(root, collection_dir, cache, args.run_tasks, "whole")
-    naive = time_naive_build(collection_dir, cache, run300, args.naive_tasks) * args.run_tasks
-    print(f"arena run of {args.run_tasks} tasks: {whole:.1f} s; building the same tasks by "
-          f"decoding files: {naive:.1f} s (from {args.naive_tasks} tasks); ratio "
-          f"{naive / whole:.1f}x")
+        run_plan = prepared(root, collection_dir, cache, args.run_tasks, "whole")
+        before = time_plain_decode(collection_dir, cache, run_plan, args.naive_tasks)
+        started = time.perf_counter()
+        result = run_local(submission, collection_dir, root / "whole",
+                           protocol=protocol(args.run_tasks), cache_dir=cache)
+        whole = time.perf_counter() - started
+        assert result.state == "finished", result.message
+        after = time_plain_decode(collection_dir, cache, run_plan, args.naive_tasks)
+    plain = (before + after) / 2 * args.run_tasks
+    print(f"arena run of {args.run_tasks} tasks: {whole:.1f} s; plain decode of the same tasks' "
+          f"image files: {plain:.1f} s (from {args.naive_tasks} tasks, before and after the run: "
+          f"{before * 1000:.0f} and {after * 1000:.0f} ms a task); ratio {plain / whole:.1f}x; "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
 
     for tasks in args.scales:
         out = root / f"scale-{tasks}"
