@@ -30,8 +30,9 @@ class WorkerPool(Base):
 
 
 class PoolCredential(Base):
-    """One credential of a pool: `arena_pool_<random>`, shown once; `prefix` is its first 12
-    characters, shown to tell credentials apart. A revoked one is refused at the next call."""
+    """One credential of a pool: `arena_pool_<random>`, shown once; `prefix` is the marker and
+    the first 8 random characters (`arena_pool_AbC123xY`), shown to tell credentials apart. A
+    revoked one is refused at the next call."""
 
     __tablename__ = "pool_credentials"
 
@@ -39,7 +40,7 @@ class PoolCredential(Base):
     pool_id: Mapped[int] = mapped_column(ForeignKey("worker_pools.id", ondelete="CASCADE"),
                                          index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    prefix: Mapped[str] = mapped_column(String(12))
+    prefix: Mapped[str] = mapped_column(String(24))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -255,11 +255,17 @@ def phase_serving(session: Session, phase: Phase, user: User | None,
     return serving(session, phase.id, now, first)
 
 
+SHOWN_CHARACTERS = 8
+"""Random characters of a credential shown after its marker: 48 bits, so two credentials of a
+pool never look alike (the marker alone was 11 of the 12 shown before)."""
+
+
 def _new_credential(session: Session, pool: WorkerPool,
                     now: datetime) -> tuple[PoolCredential, str]:
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     credential = PoolCredential(pool_id=pool.id, token_hash=hash_token(token),
-                                prefix=token[:12], created_at=now)
+                                prefix=token[:len(TOKEN_PREFIX) + SHOWN_CHARACTERS],
+                                created_at=now)
     session.add(credential)
     session.flush()
     return credential, token

@@ -70,9 +70,10 @@ def test_an_organizer_manages_a_pool_from_the_cli(env, arena):
     second = out.strip()
     assert code == 0 and second.startswith("arena_pool_") and second != token, err
 
-    first_id = next(c["id"] for c in env.client.get(
-        f"/api/v1/pools/{pool_id}", headers=org).json()["credentials"]
-        if token.startswith(c["prefix"]))
+    shown = env.client.get(f"/api/v1/pools/{pool_id}", headers=org).json()["credentials"]
+    prefixes = [c["prefix"] for c in shown]  # the marker and 8 of the 43 random characters
+    assert sorted(prefixes) == sorted([token[:19], second[:19]]), prefixes
+    first_id = next(c["id"] for c in shown if token.startswith(c["prefix"]))
     code, out, err = arena(org, "pool", "revoke", str(pool_id), str(first_id))
     assert code == 0 and "revoked" in out, err
     assert _pool_call(env, token).status_code == 401  # the worker's next call is refused
