@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
-from pydantic import BaseModel
 
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
+from server.schemas.factsheet import FactsheetIn, FactsheetOut
 from server.services import factsheets as service
 from server.services.competitions import get_owned_competition
 from server.services.tenancy import visible_phase
@@ -17,14 +17,6 @@ from server.services.tenancy import visible_phase
 router = APIRouter(prefix="/api/v1", tags=["factsheets"])
 
 
-class FactsheetIn(BaseModel):
-    answers: dict[str, Any]
-
-
-class FactsheetOut(BaseModel):
-    phase_id: int
-    questions: list[dict[str, Any]]
-    answers: dict[str, Any]
 
 
 @router.get("/phases/{phase_id}/factsheet", response_model=FactsheetOut)

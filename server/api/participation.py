@@ -7,49 +7,28 @@ admins) set the mode, list requests and approve or deny (services/participation.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from server.api.competitions import find_competition
 from server.api.deps import CurrentUser, NowDep, Organizer, SessionDep, WriteSessionDep
 from server.api.paging import PageDep, paged
-from server.models import Competition, User
+from server.models import User
+from server.schemas.participation import (
+    ModeIn,
+    ParticipationJoinIn,
+    ParticipationMemberOut,
+    ParticipationOut,
+)
 from server.services import participation as service
 from server.services.competitions import get_owned_competition
 
 router = APIRouter(prefix="/api/v1/competitions", tags=["participation"])
 
 
-class ParticipationOut(BaseModel):
-    competition_id: int
-    mode: Literal["open", "approval"]
-    status: Literal["approved", "pending", "denied", "none"]
-    terms: bool = False  # the competition has terms to accept before taking part
-
-    @classmethod
-    def of(cls, comp: Competition, status: str, terms: bool) -> ParticipationOut:
-        """From the stored strings (mode, status), which the model checks."""
-        return cls.model_validate({"competition_id": comp.id, "mode": comp.participation,
-                                   "status": status, "terms": terms})
 
 
-class JoinIn(BaseModel):
-    accept_terms: bool = False
-
-
-class ModeIn(BaseModel):
-    mode: Literal["open", "approval"]
-
-
-class MemberOut(BaseModel):
-    user_id: int
-    username: str
-    status: Literal["approved", "pending", "denied"]
-    requested_at: datetime
-    decided_at: datetime | None = None
 
 
 @router.get("/{competition_id}/participation", response_model=ParticipationOut)
@@ -62,7 +41,7 @@ def my_participation(competition_id: int, user: CurrentUser,
 
 @router.post("/{competition_id}/participation", response_model=ParticipationOut)
 def request_participation(competition_id: int, user: CurrentUser, session: WriteSessionDep,
-                          now: NowDep, body: JoinIn | None = None) -> ParticipationOut:
+                          now: NowDep, body: ParticipationJoinIn | None = None) -> ParticipationOut:
     """Ask to take part (answered at once in an open competition); a competition with terms
     needs `{"accept_terms": true}`."""
     comp = find_competition(session, str(competition_id), user)
@@ -82,34 +61,35 @@ def set_mode(competition_id: int, body: ModeIn, user: Organizer, session: WriteS
     return ParticipationOut.of(comp, "approved", terms=False)
 
 
-@router.get("/{competition_id}/participants", response_model=list[MemberOut])
+@router.get("/{competition_id}/participants", response_model=list[ParticipationMemberOut])
 def participants(request: Request, response: Response, competition_id: int, user: Organizer,
-                 session: SessionDep, page: PageDep) -> list[MemberOut]:
+                 session: SessionDep, page: PageDep) -> list[ParticipationMemberOut]:
     """Every request and decision, pending first (organizers of it), `limit` at a time
     (`Link` names the next page)."""
     comp = get_owned_competition(session, competition_id, user)
-    return [MemberOut(**m)
+    return [ParticipationMemberOut(**m)
             for m in paged(request, response, page, service.list_members(session, comp))]
 
 
 def _decide(competition_id: int, user_id: int, approve: bool, user: User, session: Session,
-            now: datetime) -> MemberOut:
+            now: datetime) -> ParticipationMemberOut:
     comp = get_owned_competition(session, competition_id, user)
     service.decide(session, comp, user_id, approve, user, now)
     session.commit()
-    return next(MemberOut(**m) for m in service.list_members(session, comp)
+    return next(ParticipationMemberOut(**m) for m in service.list_members(session, comp)
                 if m["user_id"] == user_id)
 
 
-@router.post("/{competition_id}/participants/{user_id}/approve", response_model=MemberOut)
+@router.post("/{competition_id}/participants/{user_id}/approve",
+             response_model=ParticipationMemberOut)
 def approve(competition_id: int, user_id: int, user: Organizer, session: WriteSessionDep,
-            now: NowDep) -> MemberOut:
+            now: NowDep) -> ParticipationMemberOut:
     """Let a participant submit (organizers of it)."""
     return _decide(competition_id, user_id, True, user, session, now)
 
 
-@router.post("/{competition_id}/participants/{user_id}/deny", response_model=MemberOut)
+@router.post("/{competition_id}/participants/{user_id}/deny", response_model=ParticipationMemberOut)
 def deny(competition_id: int, user_id: int, user: Organizer, session: WriteSessionDep,
-         now: NowDep) -> MemberOut:
+         now: NowDep) -> ParticipationMemberOut:
     """Refuse a participant (organizers of it); their uploads are refused from now on."""
     return _decide(competition_id, user_id, False, user, session, now)

@@ -4,10 +4,7 @@ live in services/teams.py; each service call commits its own change."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -16,41 +13,21 @@ from server.api.deps import CurrentUser, NowDep, SessionDep, WriteSessionDep
 from server.api.paging import PageDep, paged
 from server.core.errors import NotFoundError
 from server.models import Team, TeamMember
+from server.schemas.team import MyTeamOut, TeamIn, TeamJoinIn, TeamMemberOut, TeamOut
 from server.services import teams as service
 
 router = APIRouter(prefix="/api/v1", tags=["teams"])
 
 
-class TeamIn(BaseModel):
-    name: str = Field(min_length=1, max_length=64)
 
 
-class JoinIn(BaseModel):
-    code: str = Field(min_length=1, max_length=64)
 
-
-class MemberOut(BaseModel):
-    user_id: int
-    username: str
-    joined_at: datetime
-    captain: bool
-
-
-class TeamOut(BaseModel):
-    id: int
-    name: str
-    size: int
-
-
-class MyTeamOut(TeamOut):
-    invite_code: str
-    members: list[MemberOut]
 
 
 def _mine(session: Session, team: Team) -> MyTeamOut:
     rows = service.members(session, team)
     return MyTeamOut(id=team.id, name=team.name, size=len(rows), invite_code=team.invite_code,
-                     members=[MemberOut(**m) for m in rows])
+                     members=[TeamMemberOut(**m) for m in rows])
 
 
 @router.get("/competitions/{competition_id}/teams", response_model=list[TeamOut])
@@ -90,7 +67,7 @@ def create_team(competition_id: int, body: TeamIn, user: CurrentUser,
 
 
 @router.post("/competitions/{competition_id}/teams/join", response_model=MyTeamOut)
-def join_team(competition_id: int, body: JoinIn, user: CurrentUser, session: WriteSessionDep,
+def join_team(competition_id: int, body: TeamJoinIn, user: CurrentUser, session: WriteSessionDep,
               now: NowDep) -> MyTeamOut:
     """Join the team whose invite code this is."""
     comp = find_competition(session, str(competition_id), user)

@@ -107,3 +107,12 @@ def test_html_routes_live_in_web_and_json_routes_in_api():
     hidden = [p.name for p in (ROOT / "server" / "api").glob("*.py")
               if "include_in_schema=False" in p.read_text() or "HTMLResponse" in p.read_text()]
     assert hidden == []
+
+
+def test_route_modules_define_no_pydantic_models():
+    """Issue 35.4: the API's bodies live in server/schemas, not beside the routes."""
+    models = {p.name: [n.name for n in ast.walk(ast.parse(p.read_text()))
+                       if isinstance(n, ast.ClassDef)
+                       and any(ast.unparse(b).endswith("BaseModel") for b in n.bases)]
+              for p in (ROOT / "server" / "api").glob("*.py")}
+    assert {f: m for f, m in models.items() if m} == {}
