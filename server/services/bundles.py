@@ -116,13 +116,14 @@ def check_train_test_disjoint(parsed: ParsedBundle) -> None:
     raise_problems(problems)
 
 
-def check_images_known(session: Session, parsed: ParsedBundle) -> None:
+def check_images_known(session: Session, parsed: ParsedBundle,
+                       competition_id: int | None = None) -> None:
     """Every phase's sandbox image must be one a worker reported (services/workers.py); errors
     name the bundle line."""
     problems = []
     for index, phase in enumerate(parsed.spec.phases):
         try:
-            check_image_known(session, phase.image, f"phase {phase.name!r}")
+            check_image_known(session, phase.image, f"phase {phase.name!r}", competition_id)
         except InvalidInputError as error:
             path = ("phases", index, "image")
             problems.append(Problem(parsed.lines.line_of(path), where(path), str(error)))
@@ -214,7 +215,7 @@ def _check_update(session: Session, comp: Competition, parsed: ParsedBundle,
                                 code="bundle.phase_removed")
     check_train_test_disjoint(parsed)
     check_datasets_registered(session, parsed, actor, comp)
-    check_images_known(session, parsed)
+    check_images_known(session, parsed, comp.id)
 
 
 def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle, text: str,

@@ -47,7 +47,7 @@ def _check_phase(session: Session, phase: Phase, actor: User) -> None:
         raise InvalidInputError(f"phase {phase.name!r} carries from phase {source.id} of "
                                 "another competition; a final phase carries from a phase of "
                                 "its own competition", code="phase.foreign_carry_from")
-    check_image_known(session, phase.image, f"phase {phase.name!r}")
+    check_image_known(session, phase.image, f"phase {phase.name!r}", phase.competition_id)
     wanted = PhaseData.model_validate(phase.data or {}).hashes()
     with session.no_autoflush:
         usable = usable_hashes(session, actor, wanted)

@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from server.core.errors import InvalidInputError
-from server.models import ACTIVE_STATES, Run, Submission, User, Worker
+from server.models import ACTIVE_STATES, Run, Submission, User, Worker, WorkerPool
 from server.services.tenancy import organized_phase_ids
 from submission_api.storable_text import storable_text
 
@@ -70,20 +70,27 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
     session.flush()
 
 
-def check_image_known(session: Session, image: str | None, where: str) -> None:
-    """Refuse a phase image that no worker reported having.
+def check_image_known(session: Session, image: str | None, where: str,
+                      competition_id: int | None = None) -> None:
+    """Refuse a phase image that no worker that may serve it reported having.
 
     Workers report their engine's images with each claim; a phase naming an image none holds
     would fail every run as a platform error (issue 13). When no worker has reported images
     yet (a fresh deployment, or only the unsandboxed local executor), nothing can be checked.
+    The workers counted are the shared ones and those of `competition_id`'s own pools: another
+    competition's pool neither serves the phase nor may have its images named to this
+    organizer (issue 37).
 
     Raises:
         InvalidInputError: (`phase.unknown_image`) with the images workers do have.
     """
     if not image:
         return
-    reported = [w for w in session.execute(select(Worker.images)
-                                           .where(Worker.images.is_not(None))).scalars()]
+    own_pools = select(WorkerPool.id).where(WorkerPool.competition_id == competition_id)
+    reported = [w for w in session.execute(
+        select(Worker.images).where(Worker.images.is_not(None),
+                                    Worker.pool_id.is_(None) | Worker.pool_id.in_(own_pools))
+    ).scalars()]
     known = sorted({name for images in reported for name in images or []})
     if not reported or image in known:
         return

@@ -335,3 +335,23 @@ def test_a_pool_queues_in_its_own_line_and_promises_nothing_without_a_worker(env
     env.clock.advance(seconds=91)  # no live worker any more: no estimate
     entries = {e["run_id"]: e for e in env.client.get("/api/v1/queue", headers=admin).json()}
     assert entries[upload["runs"][0]["id"]]["estimated_start"] is None
+
+
+def test_a_phase_image_is_checked_against_shared_workers_and_its_own_pools_only(env):
+    """Another competition's pool neither serves a phase nor may have its images named to this
+    organizer: before, every worker's images were counted and listed in the refusal."""
+    a = tenant(env, "a")
+    assert take(env, a) is None  # its worker reports ["arena-sandbox:latest"], nothing queued
+    _, b_headers = env.user("org-b", role="organizer")
+    made = env.client.post("/api/v1/competitions", headers=b_headers, json={
+        "slug": "b-comp", "title": "B", "phases": [{"name": "dev", "image": "lab/nope:1"}]})
+    assert made.status_code == 201, made.text  # no worker that may serve it reported images
+    assert "arena-sandbox" not in made.text
+    own = env.client.post(f"/api/v1/competitions/{a.competition_id}/phases", headers=a.headers,
+                          json={"name": "final", "image": "lab/nope:1"})
+    assert own.status_code == 422, own.text  # a's own pool reported its images: checked
+    assert own.json()["error"]["code"] == "phase.unknown_image"
+    assert "arena-sandbox:latest" in own.json()["error"]["message"]
+    fits = env.client.post(f"/api/v1/competitions/{a.competition_id}/phases", headers=a.headers,
+                           json={"name": "final2", "image": "arena-sandbox:latest"})
+    assert fits.status_code == 201, fits.text
