@@ -52,9 +52,10 @@ def prefault_image(client: Any, image: str, code_dir: Path | None = None) -> dic
     return summary
 
 
-RECLAIM_PREFIXES = ("pgsteal_", "pgscan_", "drop_pagecache")
+RECLAIM_PREFIXES = ("pgsteal_", "pgscan_", "drop_pagecache", "pginodesteal", "kswapd_inodesteal")
 """/proc/vmstat counters that move whenever the kernel drops page-cache pages anywhere on the
-host (reclaim by kswapd or in a cgroup at its limit, `drop_caches`)."""
+host (reclaim by kswapd or in a cgroup at its limit, `drop_caches`; the inode shrinker, e.g.
+the dentry reset's `drop_caches` 2, frees the page of a one-page file with its inode)."""
 _prefaulted: dict[str, tuple[tuple[str, int], ...]] = {}
 """Per image: the host's reclaim counters read just before its last pre-fault."""
 

@@ -343,13 +343,17 @@ def _make_readable(tree: Path) -> None:
 
 
 def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
-                         task_namespaces: bool = True, prefault: bool = True) -> Executor:
+                         task_namespaces: bool = True, prefault: bool = True,
+                         reset_dentries: bool = False) -> Executor:
     """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own).
     `task_namespaces=False`: the meta-test container keeps Docker's default seccomp profile,
     and its tasks share namespaces (the fallback of a host that refuses them; tests).
     `prefault`: every page of the image and of the run's data is read before the run
-    (`worker/prefault.py`), so that no run can leave bits in which of them are resident."""
+    (`worker/prefault.py`), so that no run can leave bits in which of them are resident.
+    `reset_dentries`: the host's unused dentries and inodes are dropped first (before the
+    pre-fault, which then finds what the drop evicted), so no run reads names an earlier one
+    looked up (`worker/dentry_reset.py`); the run's isolation line says whether it was done."""
     from submission_api.runner.heap import with_huge_pages
     from worker.sandbox import SandboxPlatformError, run_sandbox
     from worker.sandbox_config import PRIVATE_COPY_TARGET, SandboxSpec, build_limits
@@ -379,6 +383,9 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                 raise PlatformFault(f"sandbox platform error: {exc}") from exc
 
         reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
+        from worker.dentry_reset import reset_before_run
+
+        reset_before_run(reset_dentries, request.answers_dir)
         if prefault:
             from worker.prefault import prefault_run
 

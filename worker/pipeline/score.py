@@ -129,14 +129,18 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
 
 
 def read_isolation(answers_dir: Path) -> str | None:
-    """The isolation line the task server recorded (None: meta-test never started)."""
+    """The isolation line the task server recorded, with whether the host's dentry cache was
+    reset before the run (`worker/dentry_reset.py`); None: neither was recorded."""
     from submission_api.runner.task_server import read_report
+    from worker.dentry_reset import read_record
 
     try:
         report = read_report(answers_dir)
     except (OSError, ValueError, TypeError):
-        return None
-    return report.isolation[:1000] if report is not None and report.isolation else None
+        report = None
+    parts = [report.isolation[:1000] if report is not None and report.isolation else None,
+             read_record(answers_dir)]
+    return "; ".join(part for part in parts if part) or None
 
 
 def verdict_outcome(verdict: Verdict, log: str = "") -> Outcome:

@@ -136,6 +136,19 @@ def _check_isolation_once(docker_client: Any, image: str, code_dir: Path | None)
                          name="arena-isolation-probe", daemon=True).start()
 
 
+_DENTRY_RESET_CHECKED = threading.Event()
+
+
+def _check_dentry_reset_once(settings: WorkerSettings) -> None:
+    """At start-up: a host whose runs the dentry-cache reset cannot separate (not root, /proc/sys
+    read-only, or concurrent slots) says so in a WARNING (worker/dentry_reset.py; issue 34)."""
+    from worker.dentry_reset import check_dentry_reset
+
+    if not _DENTRY_RESET_CHECKED.is_set():
+        _DENTRY_RESET_CHECKED.set()
+        check_dentry_reset(settings.reset_dentries, settings.pool_size)
+
+
 def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | None]:
     """`build_executor`'s executor, and the check run before each claim that its Docker engine
     still answers (None for the local executor, which has no engine): an engine that stops
@@ -151,8 +164,10 @@ def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | Non
     docker_client = connect_docker()
     if docker_client is not None:
         code_dir = sync_sandbox_code(settings.sandbox_code_dir)
-        executor = make_docker_executor(docker_client, code_dir)
+        executor = make_docker_executor(docker_client, code_dir,
+                                        reset_dentries=settings.reset_dentries)
         _check_isolation_once(docker_client, settings.default_image, code_dir)
+        _check_dentry_reset_once(settings)
         return executor, docker_client.ping
     if settings.executor == "docker":
         raise RuntimeError("ARENA_WORKER_EXECUTOR=docker but no Docker engine answers; start "
