@@ -5,8 +5,13 @@ The organizer creates it from a bundle (tabs, pages, terms, teams, a secret fina
 sheet); nine people sign up on the web; three teams form by invite (one newcomer follows the
 invite before joining the competition); submissions go by `arena submit` and by the web form,
 a 41 MB zip each way, while the organizer's 108 MB dataset uploads and two CPU burners load the
-host; the feedback phase closes into the final; a carried entry is disqualified; publishing
-waits for the runs; the final board has one entry per team; fact sheets are exported; at each
+host; the organizer brings a worker pool for the final, as docs/worker-pools.md says (`arena
+pool create`, `arena pool attach`, `arena worker --pool-token` with no broker URL); the feedback
+phase closes into the final, whose runs wait for the pool while participants read "no worker is
+serving this phase"; a carried entry is disqualified; publishing waits for the runs, which the
+pool's worker evaluates (a shared worker beside it takes none); the final board has one entry
+per team; fact sheets are exported; the organizer revokes the pool credential and its worker
+exits 3; at each
 step each role (participant, team-mate, other participant, organizer, anonymous) sees what it
 should; a browser screenshots key pages at 1400 and 400 px.
 
@@ -21,6 +26,7 @@ import io
 import json
 import re
 import signal
+import subprocess
 import tarfile
 import threading
 import zipfile
@@ -32,6 +38,14 @@ import pytest
 from platform_support import (
     TERMINAL,
     started_platform,
+)
+from rehearsal_pools import (
+    POOL_NAME,
+    POOL_WORKER,
+    HeldRuns,
+    pool_token_of,
+    start_pool_worker,
+    stop_pool_worker,
 )
 from rehearsal_support import (
     BIG_DATASET,
@@ -76,6 +90,9 @@ class Rehearsal:
     ids: dict[str, int] = field(default_factory=dict)  # competition, feedback, final
     subs: dict[str, int] = field(default_factory=dict)  # person -> feedback submission id
     carried: list[int] = field(default_factory=list)  # the final's submissions
+    pool: dict[str, int] = field(default_factory=dict)  # id, credential
+    pool_token: str = ""
+    pool_worker: subprocess.Popen | None = None
     done: set[str] = field(default_factory=set)
 
     def needs(self, *steps: str) -> None:
@@ -115,9 +132,12 @@ def rh(platform: RehearsalPlatform) -> Iterator[Rehearsal]:
     assert organizer.log_in(token).status_code == 303
     rehearsal = Rehearsal(platform, platform.root, token, organizer, anonymous)
     rehearsal.homes["olga"] = platform.root / "home-olga"
-    yield rehearsal
-    for visitor in [organizer, anonymous, *rehearsal.people.values()]:
-        visitor.close()
+    try:
+        yield rehearsal
+    finally:
+        stop_pool_worker(rehearsal.pool_worker)
+        for visitor in [organizer, anonymous, *rehearsal.people.values()]:
+            visitor.close()
 
 
 def test_01_the_organizer_creates_the_competition_from_a_bundle(rh: Rehearsal):
@@ -391,6 +411,31 @@ def test_09_the_feedback_board_has_one_row_per_team_with_its_method(rh: Rehearsa
     assert METHODS[SOLO] in words and METHODS["dia"] in words
 
 
+def test_09b_the_organizer_brings_a_worker_pool_for_the_final(rh: Rehearsal):
+    """docs/worker-pools.md, steps 1 and 4, with the organizer's `arena`; its worker comes
+    only once the final's runs have waited for it (step 15)."""
+    rh.needs("scored")
+    home, final = rh.homes["olga"], rh.ids["final"]
+    created = arena(home, "pool", "create", "rehearsal-cup", POOL_NAME)
+    said = ok(created)
+    token = pool_token_of(created.stdout)  # alone on stdout, for a script to capture
+    made = re.search(rf"created pool {POOL_NAME} \(id (\d+)\)", said)
+    assert made and "shown only now" in created.stderr, said
+    pool_id = int(made.group(1))
+    attached = ok(arena(home, "pool", "attach", str(final), str(pool_id)))
+    assert f"phase {final}: served by pool {pool_id}" in attached, attached
+    with rh.api_as(None) as api:
+        detail = api.get(f"/api/v1/pools/{pool_id}").json()
+    assert detail["phases"] == [{"id": final, "name": "final"}], detail
+    assert detail["workers"] == [] and len(detail["credentials"]) == 1, detail
+    assert token.startswith(detail["credentials"][0]["prefix"]) and token not in str(detail)
+    rh.pool, rh.pool_token = {"id": pool_id, "credential": detail["credentials"][0]["id"]}, token
+    with rh.api_as("ana") as api:  # a participant is refused it (another organizer's 404:
+        assert api.get(f"/api/v1/pools/{pool_id}").status_code == 403  # the authz matrix)
+        assert api.get(f"/api/v1/phases/{final}").json()["serving"]["pool"]
+    rh.done.add("pool")
+
+
 def final_board(rh: Rehearsal, who: str | None) -> dict:
     if who == "anonymous":
         return rh.anonymous.get(f"/api/v1/phases/{rh.ids['final']}/leaderboard").json()
@@ -424,6 +469,26 @@ def test_10_the_feedback_phase_closes_into_the_secret_final(rh: Rehearsal):
     with rh.api_as("ana") as api:
         mine = api.get("/api/v1/me/submissions", params={"phase_id": rh.ids["final"]}).json()
     assert all(s["score"] is None for s in mine)
+
+
+def test_10b_participants_read_that_no_worker_serves_the_final(rh: Rehearsal):
+    rh.needs("carried", "pool")
+    final = rh.ids["final"]
+    with rh.api_as("dia") as api:  # the Owls' one entry was dia's own
+        serving = api.get(f"/api/v1/phases/{final}").json()["serving"]
+    assert serving["pool"] and serving["live_workers"] == 0, serving
+    assert serving["message"] == "no worker is serving this phase", serving
+    position = serving["queue_position"]
+    assert isinstance(position, int) and 1 <= position <= len(rh.carried), serving
+    page = text_of(rh.people["dia"].get(f"/phases/{final}").text)
+    assert "No worker is serving this phase" in page, page[:2000]
+    assert f"Your run is number {position} in this phase's queue" in page, page[:2000]
+    assert "No worker is serving this phase" in text_of(rh.anonymous.get(f"/phases/{final}").text)
+    with rh.api_as(None) as api:  # the carried runs wait in the pool's queue, not the broker's
+        queue = api.get(f"/api/v1/pools/{rh.pool['id']}").json()["queue"]
+        lines = {e["queue"] for e in api.get("/api/v1/queue", params={"phase_id": final}).json()}
+    assert queue["queued"] >= len(rh.carried), queue
+    assert lines == {f"pool:{rh.pool['id']}"}, lines
 
 
 def test_11_the_final_has_one_entry_per_team_with_its_name_and_method(rh: Rehearsal):
@@ -506,17 +571,29 @@ def test_14_publishing_is_refused_while_runs_are_pending(rh: Rehearsal):
 
 
 def test_15_the_published_final_ranks_one_entry_per_team(rh: Rehearsal):
-    rh.needs("carried")
+    rh.needs("carried", "pool")
+    # The final is the pool's: its organizer's worker evaluates it, as the docs start one; a
+    # shared worker runs beside it and must take none of its runs.
     rh.platform.start_worker("w2", ARENA_WORKER_CONCURRENCY="2")
+    rh.pool_worker = start_pool_worker(rh.root, rh.platform.base_url, rh.pool_token)
     final = rh.ids["final"]
-    for sub in final_submissions(rh):
-        done = rh.platform.wait_terminal(rh.organizer_token, sub["id"], 600)
-        expected = "cancelled" if sub["carried_from_id"] == rh.subs[SOLO] else "finished"
-        if done["state"] != expected:
-            with rh.api_as(None) as api:
-                logs = api.get(f"/api/v1/submissions/{sub['id']}/logs").text
-            pytest.fail(f"final entry {sub['id']} (from {sub['carried_from_id']}): "
-                        f"{done['state']} ({done['reason']}): {done['message']}\n{logs[-3000:]}")
+    finished = []
+    with HeldRuns(rh.platform.base_url, rh.organizer_token, rh.pool["id"]) as held:
+        for sub in final_submissions(rh):
+            done = rh.platform.wait_terminal(rh.organizer_token, sub["id"], 600)
+            expected = "cancelled" if sub["carried_from_id"] == rh.subs[SOLO] else "finished"
+            if done["state"] != expected:
+                with rh.api_as(None) as api:
+                    logs = api.get(f"/api/v1/submissions/{sub['id']}/logs").text
+                pytest.fail(f"final entry {sub['id']} (from {sub['carried_from_id']}): "
+                            f"{done['state']} ({done['reason']}): {done['message']}\n"
+                            f"{logs[-3000:]}")
+            finished += [r["id"] for r in done["runs"] if r["state"] == "finished"]
+    assert finished and all(held.by_pool_worker.get(r) for r in finished), \
+        (finished, held.by_pool_worker)  # each run held by the pool's worker row
+    owners = {o for r in finished for o in held.owners.get(r, set())}
+    assert owners and all(o.startswith(f"{POOL_WORKER}/") for o in owners), owners
+    assert rh.pool_worker.poll() is None, "the pool worker stopped while serving"
     with rh.api_as(None) as api:
         published = api.post(f"/api/v1/phases/{final}/publish")
         results = api.get(f"/api/v1/submissions/{carried_copy(rh, rh.subs['dia'])['id']}"
@@ -534,6 +611,21 @@ def test_15_the_published_final_ranks_one_entry_per_team(rh: Rehearsal):
     assert len(final_board(rh, "anonymous")["entries"]) == len(TEAMS)  # ivy's copy left
     page = text_of(rh.anonymous.get(f"/phases/{final}/leaderboard").text)
     assert all(team in page for team in TEAMS) and METHODS[SOLO] not in page
+
+
+def test_15b_the_organizer_revokes_the_pool_credential_and_its_worker_stops(rh: Rehearsal):
+    rh.needs("published", "pool")
+    assert rh.pool_worker is not None and rh.pool_worker.poll() is None
+    pool, credential = rh.pool["id"], rh.pool["credential"]
+    said = ok(arena(rh.homes["olga"], "pool", "revoke", str(pool), str(credential)))
+    assert f"credential {credential} of pool {pool} revoked" in said, said
+    assert rh.pool_worker.wait(timeout=90) == 3  # EXIT_REVOKED, as the docs say
+    log = (rh.root / f"worker-{POOL_WORKER}.log").read_text()
+    assert "no broker is used" in log and "pool.revoked" in log, log[-3000:]
+    with rh.api_as(None) as api:
+        detail = api.get(f"/api/v1/pools/{pool}").json()
+    assert detail["credentials"][0]["revoked_at"] is not None, detail
+    assert {w["name"].split("/")[0] for w in detail["workers"]} == {POOL_WORKER}, detail
 
 
 def test_16_a_browser_shows_the_key_pages_at_1400_and_400_px(rh: Rehearsal):
