@@ -105,6 +105,7 @@ def run_record(platform: BenchPlatform, submission_id: int) -> dict:
         row = conn.execute("SELECT r.state, r.reason, r.usage, r.platform_failures FROM runs r "
                            "WHERE r.submission_id = %s ORDER BY r.index LIMIT 1",
                            (submission_id,)).fetchone()
+    assert row is not None, f"no run of submission {submission_id}"
     state, reason, usage, faults = row
     return {"state": state, "reason": reason, "usage": usage or {}, "platform_faults": faults}
 

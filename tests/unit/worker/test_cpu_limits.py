@@ -80,7 +80,7 @@ def test_a_backstop_kill_is_the_platforms_and_never_charged(tmp_path: Path):
     assert verdict.kind is VerdictKind.PLATFORM and not verdict.charged
     assert "waiting for a core" in verdict.message
     with pytest.raises(PlatformFault, match="too loaded"):
-        decide_outcome(starved, tmp_path, tmp_path, score_output=None, log_cap_bytes=1024)
+        decide_outcome(starved, tmp_path, tmp_path, score_output=print, log_cap_bytes=1024)
 
 
 def test_a_run_over_its_cpu_time_is_charged_timed_out(tmp_path: Path):
