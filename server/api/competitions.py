@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.api.deps import (
     CurrentUser,
@@ -49,7 +50,7 @@ PHASES_LIMIT = 500
 router = APIRouter(prefix="/api/v1", tags=["competitions"])
 
 
-def find_competition(session, ref: str, user: User | None) -> Competition:
+def find_competition(session: Session, ref: str, user: User | None) -> Competition:
     """A competition by id or slug; 404 when unknown (or only drafts, for non-staff)."""
     query = select(Competition).where(
         Competition.id == int(ref) if ref.isdigit() else Competition.slug == ref)

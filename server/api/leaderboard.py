@@ -14,7 +14,7 @@ from fastapi.responses import Response
 
 from server.api.deps import OptionalUser, SessionDep
 from server.core.errors import ForbiddenError, InvalidInputError, NotFoundError
-from server.models import Competition, Phase, Submission, User
+from server.models import Competition, Submission
 from server.schemas.submission import Comparison, Leaderboard
 from server.services.leaderboard_stats import (
     board_submission_ids,
@@ -31,11 +31,6 @@ from server.services.secrecy import board_hidden
 from server.services.tenancy import organizes_phase, visible_phase
 
 router = APIRouter(prefix="/api/v1", tags=["leaderboard"])
-
-
-def organizes(session, phase: Phase, user: User | None) -> bool:
-    """Whether `user` organizes the phase's competition (services/tenancy.py)."""
-    return organizes_phase(session, user, phase)
 
 
 @router.get("/phases/{phase_id}/leaderboard", response_model=Leaderboard,
@@ -55,7 +50,7 @@ def leaderboard(phase_id: int, session: SessionDep, user: OptionalUser,
     if league is not None and league not in league_names(comp):
         raise InvalidInputError(f"league {league!r} is not one of {league_names(comp)}; "
                                 "leave it out for the first league", code="leaderboard.league")
-    board = view_leaderboard(session, phase, comp, league, organizes(session, phase, user),
+    board = view_leaderboard(session, phase, comp, league, organizes_phase(session, user, phase),
                              offset=offset, limit=limit)
     if format == "csv":
         name = f"leaderboard-phase{phase.id}{'-' + board['league'] if board['league'] else ''}"
@@ -82,7 +77,7 @@ def compare(submission_id: int, other_submission_id: int, session: SessionDep,
                                 f"{subs[1].phase_id}; compare two submissions of one phase",
                                 code="compare.phases")
     phase = visible_phase(session, subs[0].phase_id, user)
-    if not organizes(session, phase, user):
+    if not organizes_phase(session, user, phase):
         if not shows_statistics(phase) or board_hidden(phase) != "none":
             raise ForbiddenError(f"phase {phase.id} does not show statistics now; its organizers "
                                  "chose when (during, after close, or never)",

@@ -11,6 +11,7 @@ authenticates and checks the phase in short sessions before, and registers in on
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -59,8 +60,10 @@ _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
 
 
 async def handle_upload(request: Request, user: User, phase_id: int, settings: Settings,
-                        db: Database, storage: Storage, queue: JobQueue, now) -> Submission:
-    """Shared by the API and the web form: stream, validate, register, enqueue."""
+                        db: Database, storage: Storage, queue: JobQueue,
+                        now: datetime) -> Submission:
+    """Stream, validate, register, enqueue (the web form does the same in web/submit_pages.py,
+    with its CSRF check between the stream and the registration)."""
     staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
                                         owner=user.id)
     try:
