@@ -109,7 +109,6 @@ def list_competitions(request: Request, response: Response, session: SessionDep,
 def create_competition(body: CompetitionCreate, user: Organizer, session: WriteSessionDep,
                        now: NowDep) -> CompetitionOut:
     comp = service.create_competition(session, body, user, now)
-    session.commit()
     return competition_out(comp, user)
 
 

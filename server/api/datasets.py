@@ -66,5 +66,4 @@ def register_local(body: DatasetFromPath, user: Admin, storage: StorageDep,
                    session: WriteSessionDep, now: NowDep) -> DatasetOut:
     """Register a compiled entry folder that already sits on the server (admin only)."""
     row = service.register_from_path(session, storage, Path(body.path), user, now)
-    session.commit()
     return DatasetOut.model_validate(row)

@@ -47,7 +47,6 @@ def request_participation(competition_id: int, user: CurrentUser, session: Write
     comp = find_competition(session, str(competition_id), user)
     status = service.request_participation(session, comp, user, now,
                                            accept_terms=body is not None and body.accept_terms)
-    session.commit()
     return ParticipationOut.of(comp, status, bool(comp.terms))
 
 
@@ -57,7 +56,6 @@ def set_mode(competition_id: int, body: ModeIn, user: Organizer, session: WriteS
     """Open the competition to all, or require approval (organizers of it)."""
     comp = get_owned_competition(session, competition_id, user)
     service.set_mode(session, comp, body.mode, user, now)
-    session.commit()
     return ParticipationOut.of(comp, "approved", terms=False)
 
 
@@ -75,7 +73,6 @@ def _decide(competition_id: int, user_id: int, approve: bool, user: User, sessio
             now: datetime) -> ParticipationMemberOut:
     comp = get_owned_competition(session, competition_id, user)
     service.decide(session, comp, user_id, approve, user, now)
-    session.commit()
     return next(ParticipationMemberOut(**m) for m in service.list_members(session, comp)
                 if m["user_id"] == user_id)
 

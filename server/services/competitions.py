@@ -122,6 +122,7 @@ def create_competition(session: Session, body: CompetitionCreate, owner: User,
         add_phase(session, comp, phase, owner, now)
     session.add(AuditLog(actor_id=owner.id, action="competition.create",
                          target=f"competition:{comp.id}", details={"slug": comp.slug}, at=now))
+    session.commit()  # the operation owns its transaction (docs/internals.md, "Commits")
     return comp
 
 

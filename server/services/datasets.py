@@ -100,7 +100,9 @@ def register_from_path(session: Session, storage: Storage, path: Path, actor: Us
     """Copy a compiled entry that is already on the server (admin only; checked by caller)."""
     if not path.is_dir():
         raise _bad(f"{path} is not a folder on the server; expected a compiled entry folder")
-    return _store_entry(session, storage, _entry_root(path), actor, now)
+    row = _store_entry(session, storage, _entry_root(path), actor, now)
+    session.commit()
+    return row
 
 
 def check_content_hash(root: Path, content_hash: str) -> None:

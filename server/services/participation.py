@@ -100,7 +100,7 @@ def request_participation(session: Session, comp: Competition, user: User,
     session.add(AuditLog(actor_id=user.id, action="participation.join",
                          target=f"competition:{comp.id}",
                          details={"status": row.status, "terms": bool(comp.terms)}, at=now))
-    session.flush()
+    session.commit()
     return row.status
 
 
@@ -123,7 +123,7 @@ def decide(session: Session, comp: Competition, user_id: int, approve: bool, act
     row.decided_at, row.decided_by = now, actor.id
     session.add(AuditLog(actor_id=actor.id, action=f"participation.{row.status}",
                          target=f"competition:{comp.id}", details={"user_id": user_id}, at=now))
-    session.flush()
+    session.commit()
     return row
 
 
@@ -143,7 +143,7 @@ def set_mode(session: Session, comp: Competition, mode: str, actor: User, now: d
     comp.participation = mode
     session.add(AuditLog(actor_id=actor.id, action="participation.mode",
                          target=f"competition:{comp.id}", details={"mode": mode}, at=now))
-    session.flush()
+    session.commit()
 
 
 def list_members(session: Session, comp: Competition) -> list[dict[str, Any]]:

@@ -132,9 +132,8 @@ async def join(code: str, request: Request, settings: SettingsDep, now: NowDep,
         service.check_participant_account(user)  # before it asks to take part for them
         if status_of(session, comp, user) == "none":  # a newcomer: the competition first
             accept = (await request.form()).get("accept_terms") == "yes"
-            if request_participation(session, comp, user, now, accept_terms=accept) \
-                    != "approved":
-                session.commit()  # asked; the invite page says to come back once approved
+            asked = request_participation(session, comp, user, now, accept_terms=accept)
+            if asked != "approved":  # the invite page says to come back once approved
                 return RedirectResponse(f"/teams/join/{code}", status_code=303)
         service.join_team(session, comp, user, code, now)
     return RedirectResponse(f"/competitions/{comp.id}/team", status_code=303)

@@ -116,3 +116,29 @@ def test_route_modules_define_no_pydantic_models():
                        and any(ast.unparse(b).endswith("BaseModel") for b in n.bases)]
               for p in (ROOT / "server" / "api").glob("*.py")}
     assert {f: m for f, m in models.items() if m} == {}
+
+
+ROUTES_THAT_STILL_COMMIT = {
+    # Issue 35.4, left to move into their services (one service call per route owns its commit):
+    "api/accounts.py", "api/auth.py", "api/bundles.py", "api/competitions.py",
+    "api/phase_operations.py",
+    # Issue 37: helper pools-server edits these now; their commits move with that work.
+    "api/pools.py",
+}
+
+
+def _commits(path: Path) -> int:
+    return sum(1 for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "commit")
+
+
+def test_route_handlers_never_commit():
+    """docs/internals.md, "Commits": the service that performs a write commits the session it
+    was given, or a `with db.session(write=True)` block commits on leaving; no route module in
+    server/api or server/web calls .commit(). The allow-list only shrinks: a listed module that
+    no longer commits must leave it."""
+    committing = {f"{folder}/{p.name}" for folder in ("api", "web")
+                  for p in (ROOT / "server" / folder).glob("*.py") if _commits(p)}
+    assert committing - ROUTES_THAT_STILL_COMMIT == set()
+    assert ROUTES_THAT_STILL_COMMIT - committing == set()
