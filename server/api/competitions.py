@@ -123,9 +123,7 @@ def get_competition(ref: str, session: SessionDep, user: OptionalUser,
 def update_competition(competition_id: int, body: CompetitionUpdate, user: Organizer,
                        session: WriteSessionDep) -> CompetitionOut:
     comp = service.get_owned_competition(session, competition_id, user)
-    for key, value in body.model_dump(exclude_unset=True).items():
-        setattr(comp, key, value)
-    session.commit()
+    service.update_competition(session, comp, body.model_dump(exclude_unset=True))
     return competition_out(comp, user)
 
 
@@ -133,8 +131,7 @@ def update_competition(competition_id: int, body: CompetitionUpdate, user: Organ
 def create_phase(competition_id: int, body: PhaseCreate, user: Organizer,
                  session: WriteSessionDep, now: NowDep) -> PhaseOut:
     comp = service.get_owned_competition(session, competition_id, user)
-    phase = service.add_phase(session, comp, body, user, now)
-    session.commit()
+    phase = service.create_phase(session, comp, body, user, now)
     return phase_out(phase, now, staff=True)
 
 
@@ -192,5 +189,4 @@ def update_phase(phase_id: int, body: PhaseUpdate, user: Organizer, session: Wri
     service.get_owned_competition(session, phase.competition_id, user)
     service.update_phase(session, phase, body.model_dump(exclude_unset=True, mode="python"),
                          user, now)
-    session.commit()
     return phase_out(phase, now, staff=True)

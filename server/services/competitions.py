@@ -153,5 +153,21 @@ def update_phase(session: Session, phase: Phase, changes: dict[str, Any], actor:
     _check_phase(session, phase, actor)
     session.add(AuditLog(actor_id=actor.id, action="phase.update", target=f"phase:{phase.id}",
                          details={"fields": sorted(changes)}, at=now))
-    session.flush()
+    session.commit()
+    return phase
+
+
+def update_competition(session: Session, comp: Competition, changes: dict[str, Any]) -> None:
+    """Set the given fields (already checked by CompetitionUpdate) and commit."""
+    for key, value in changes.items():
+        setattr(comp, key, value)
+    session.commit()
+
+
+def create_phase(session: Session, comp: Competition, body: PhaseCreate, actor: User,
+                 now: datetime) -> Phase:
+    """One more phase of an existing competition (`add_phase`, which a new competition's
+    phases share, only flushes), committed."""
+    phase = add_phase(session, comp, body, actor, now)
+    session.commit()
     return phase
