@@ -61,7 +61,7 @@ def get_lease_policy(settings: Annotated[Settings, Depends(get_settings)]) -> Le
 
 
 def get_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Session]:
-    """A read session; handlers that write call session.commit() themselves."""
+    """A read session. A write takes WriteSessionDep; its service commits (docs/internals.md)."""
     with db.sessions() as session:
         yield session
 
