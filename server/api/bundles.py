@@ -83,7 +83,6 @@ async def create_from_bundle(request: Request, user: Organizer, session: WriteSe
     def work() -> CompetitionOut:
         parsed = parse_bundle(body.yaml, body.resolved)
         comp = service.create_from_bundle(session, parsed, body.yaml, user, now)
-        session.commit()
         return competition_out(comp, user)
 
     return await run_in_threadpool(work)
@@ -107,8 +106,7 @@ async def update_from_bundle(
         parsed = parse_bundle(body.yaml, body.resolved)
         jobs = service.update_from_bundle(session, comp, parsed, body.yaml, user, now,
                                           on_scored, settings.default_queue)
-        session.commit()
-        enqueue_quietly(queue, jobs)  # after the commit: a worker never sees an unwritten run
+        enqueue_quietly(queue, jobs)  # the service committed: a worker never sees an unwritten run
         session.refresh(comp)
         return competition_out(comp, user)
 

@@ -186,6 +186,7 @@ def create_from_bundle(session: Session, parsed: ParsedBundle, text: str, actor:
     session.add(AuditLog(actor_id=actor.id, action="competition.bundle.create",
                          target=f"competition:{comp.id}",
                          details={"slug": slug, "phases": added}, at=now))
+    session.commit()
     return comp
 
 
@@ -223,8 +224,8 @@ def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle
                        default_queue: str = "default") -> list[tuple[int, str, str]]:
     """Apply a bundle to an existing competition (same slug); fields it leaves out take the
     schema's defaults, except phase status (kept unless the bundle names one). A change to what
-    a scored phase measures needs `on_scored` (services.scored_changes). Returns the jobs of
-    the re-runs, to enqueue after the commit; entries whose runs are still queued are not
+    a scored phase measures needs `on_scored` (services.scored_changes). Commits; returns the jobs
+    of the re-runs, to enqueue after that commit; entries whose runs are still queued are not
     re-run (they run on the new settings)."""
     _check_update(session, comp, parsed, actor)
     scored = find_scored_changes(session, list(comp.phases), parsed, phase_values)
@@ -247,4 +248,5 @@ def update_from_bundle(session: Session, comp: Competition, parsed: ParsedBundle
                                   "on_scored": on_scored, "scored": describe_scored(scored),
                                   "changes": [{k: c[k] for k in ("phase", "field", "old", "new")}
                                               for c in diff["changes"]]}, at=now))
+    session.commit()
     return jobs
