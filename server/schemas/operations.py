@@ -21,10 +21,11 @@ class CloseOut(BaseModel):
     carried: dict[int, list[int]] = Field(description="final phase id -> new submission ids")
     below_threshold: dict[int, list[int]] = Field(
         description="final phase id -> ids of chosen submissions not above the threshold")
-    summary: list[dict[str, Any]] = Field(default_factory=list, description="one line per competitor "
-                                "(team, or participant alone) and league: carried, "
-                                "below_threshold, disqualified or no_finished_submission; "
-                                "`competitor`, `team`, `member_ids` (services.close_summary)")
+    summary: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="one line per competitor (team, or participant alone) and league: carried, "
+                    "below_threshold, disqualified or no_finished_submission; `competitor`, "
+                    "`team`, `member_ids` (services.close_summary)")
 
 
 class RerunOut(BaseModel):
