@@ -334,12 +334,14 @@ def run_mixed(base: str, readers: list[str], uploaders: list[str], phase_id: int
                 if kind == "internal":
                     time.sleep(INTERNAL_PAUSE_S)
 
-    threads = ([threading.Thread(target=client, args=(t, i, "read"))
-                for i, t in enumerate(readers)]
+    # uploaders and the workers' probers first: starting 1,000 reader threads on a loaded host
+    # took longer than the run, and those started last never sent a request
+    threads = ([threading.Thread(target=client, args=("", 20_000 + i, "internal"))
+                for i in range(internal)]
                + [threading.Thread(target=client, args=(t, 10_000 + i, "upload"))
                   for i, t in enumerate(uploaders)]
-               + [threading.Thread(target=client, args=("", 20_000 + i, "internal"))
-                  for i in range(internal)])
+               + [threading.Thread(target=client, args=(t, i, "read"))
+                  for i, t in enumerate(readers)])
     started = time.perf_counter()
     for thread in threads:
         thread.start()
