@@ -226,9 +226,11 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
             send_control(control, ended)
     finally:
         supervisor.forks.stop()
-        sweep.kill_descendants()
-        if copies:
-            private_copy.remove(copies[0].parent)
+        try:
+            sweep.kill_descendants()
+        finally:  # the run's copy goes even when a process outlived the last sweep
+            if copies:
+                private_copy.remove(copies[0].parent)
 
 
 def main(argv: list[str] | None = None) -> int:
