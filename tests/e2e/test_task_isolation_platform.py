@@ -50,7 +50,7 @@ def test_linking_images_across_tasks_scores_at_chance_in_the_sandbox(
 
 def test_keeping_memory_in_the_page_cache_scores_at_chance_in_the_sandbox(
         platform: Platform, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
-    organizer = platform.create_user("organizer", "organizer")
+    organizer = platform.create_user("cache-organizer", "organizer")
     data = platform.register_collection(tiny_collection, arena_cache)
     # 2-way 5-shot over per-run pools: a class's whole support pool in every task (one name
     # across tasks), each query image in a third of its domain's 30 tasks.
@@ -58,7 +58,7 @@ def test_keeping_memory_in_the_page_cache_scores_at_chance_in_the_sandbox(
         "name": "fixed", "n_ways": 2, "n_shots": 5, "n_queries": 20, "tasks_per_dataset": 30,
         "test_pools": "per_run"})
     platform.start_worker("page-cache")
-    mallory = platform.create_user("mallory")
+    mallory = platform.create_user("cache-mallory")
     archive = build_submission_zip(write_page_cache_attack(tmp_path / "attack"),
                                    tmp_path / "attack.zip")
 

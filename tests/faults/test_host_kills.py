@@ -201,8 +201,10 @@ def test_a_standby_reaper_killed_after_its_hand_over_ends_the_wait_as_a_platform
         supervisor = _until(_supervisor)
         forks = _fork_server(supervisor)
         first = _until(lambda: len(_children(forks)) >= 2 and _children(forks) or None)
-        # task 0 runs (its predict sleeps 3 s) beside the next task's standby T (the newer)
-        standby, running = max(first), min(first)
+        # task 0 runs (its predict sleeps 3 s) beside the next task's T, the second oldest: it
+        # is handed task 1 while task 0 runs (the next task is started early), and a newer
+        # empty standby may already stand behind it
+        running, standby = sorted(first)[:2]
         os.kill(standby, signal.SIGSTOP)
         # task 0's T gone: the supervisor asks for task 1, handed to the stopped standby
         _until(lambda: running not in _children(forks) or None)
