@@ -34,6 +34,9 @@ def test_a_cached_file_is_not_read_again_and_an_evicted_one_is(tmp_path: Path):
     prefault.read_tree([data.parent])
     if not prefault._cachestat_works[0]:
         pytest.skip("no cachestat here (Linux < 6.5 or a seccomp profile): every file is read")
+    if not _cached(data):  # just read in full, yet not seen: an overlay's inode, say
+        pytest.skip("cachestat does not see this file system's page cache (overlayfs): every "
+                    "file is read, as where it is refused")
     cached = prefault.read_tree([data.parent])
     assert (cached["cached"], cached["bytes"]) == (1, 0)
 
