@@ -69,8 +69,10 @@ def test_an_honest_cpu_bound_run_on_a_loaded_host_is_not_charged(run_script, mea
         result = run_script(WORK.format(cpu_s=1.0), cpus=1.0, wall_time_s=3.0, cpu_time_s=3.0,
                             backstop_s=60.0, cpuset_cpus=str(CORE))
     assert result.ok, (result, result.stderr[-2000:])
+    if result.wall_time_s <= 3.0:  # seen once on a quiet CI host: 1.7 s beside the loops
+        pytest.skip(f"the busy loops did not stretch the run past its 3 s limit here "
+                    f"({result.wall_time_s:.1f} s): nothing to tell apart")
     # The plain wall clock passed the 3 s limit, which charged it `timed_out` before issue 38.3.
-    assert result.wall_time_s > 3.0, result
     assert result.stall_s is not None and result.stall_s > result.wall_time_s - 3.0, result
     assert decide_verdict(build_record(result, tmp_path, tmp_path)).kind is VerdictKind.SCORE
 
