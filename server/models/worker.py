@@ -47,3 +47,6 @@ class Worker(Base):
     """Why it stopped claiming (its disk is full, its engine does not answer), as it last
     reported; None once a claim of its went through (issue 21)."""
     unhealthy_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    task_isolation: Mapped[str | None] = mapped_column(String(16))
+    """What its start-up probe found (issue 34): `own` namespaces per test task, or `shared`
+    (its host refuses them: every run falls back); None: not reported."""
