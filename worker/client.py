@@ -104,6 +104,8 @@ class ClaimedRun(BaseModel):
     resources: RunResources = RunResources()
     image: str | None = None
     datasets: list[DatasetRef]
+    exclusive_host: bool = False
+    """Its phase's test data are secret: it runs alone on this host (`worker.host_lock`)."""
     collection: str = "phase"
 
     @model_validator(mode="before")

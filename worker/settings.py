@@ -73,6 +73,10 @@ class WorkerSettings(BaseSettings):
     no run reads names an earlier run looked up (issue 34; worker/dentry_reset.py). Needs root
     on the host with /proc/sys writable; without it the worker warns and records each run as
     not reset. Runs overlapping in concurrent slots are not separated by it."""
+    host_lock: Path | None = None
+    """The host-wide lock every run holds (shared; a secret phase's run exclusively: it runs
+    alone on the host; worker/host_lock.py). Unset: `data_dir/host.lock`; several workers on
+    one host name one path."""
     pool_token: str | None = None
     """An organizer pool's credential (`arena_pool_...`): the worker then takes its jobs from the
     server over HTTP (`worker.pool_loop`), only that pool's, and needs no broker URL."""
@@ -94,6 +98,10 @@ class WorkerSettings(BaseSettings):
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
+
+    @property
+    def host_lock_path(self) -> Path:
+        return self.host_lock or self.data_dir / "host.lock"
 
     @property
     def broker_dir(self) -> Path:

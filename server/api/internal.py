@@ -53,6 +53,7 @@ from server.services import pool_jobs, worker_calls
 from server.services import runs as run_service
 from server.services.datasets import dataset_tar
 from server.services.queue import JobQueue
+from server.services.secrecy import test_data_level
 from server.services.seeds import compute_participant_seed, compute_test_seed
 from server.services.storage import Storage
 
@@ -83,6 +84,7 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
         time_limit_s=rules.time_limit_s, resources=rules.resources, image=phase.image,
         data=data,
         dataset_hashes=data.hashes(),
+        exclusive_host=test_data_level(phase) == "secret",
     )
 
 

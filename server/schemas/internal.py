@@ -43,6 +43,8 @@ class ClaimedRun(BaseModel):
     image: str | None
     data: PhaseData = Field(description="collection name and datasets per role")
     dataset_hashes: list[str]
+    exclusive_host: bool = Field(default=False, description="the phase's test data are secret: "
+                                 "the worker runs it alone on its host (issue 34)")
 
 
 class HeartbeatOut(BaseModel):

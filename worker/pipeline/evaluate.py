@@ -20,6 +20,8 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -30,6 +32,7 @@ from worker.client import (
     InternalClient,
     RunId,
 )
+from worker.host_lock import HostHold, HostLock
 from worker.live_tail import LiveTail
 from worker.output_walk import remove_tree
 from worker.pipeline.errors import ParticipantFault
@@ -95,6 +98,9 @@ class Runtime:
     min_free_bytes: int = 512 * 1024**2
     """Free space the worker's runs and cache folders need before it claims a run: a full
     disk would fail every run it took (1 bad worker of 2: each run 1 in 8 to fail 3 times)."""
+    host_lock: HostLock | None = None
+    """Held around each run's execution, exclusively for a secret phase's (`worker.host_lock`);
+    None: nothing held (tests)."""
 
 
 def evaluate_run(run_id: RunId, run_token: str, rt: Runtime) -> RunResult:
@@ -198,10 +204,12 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     request = build_request(claimed, submission_dir, bundle_dir, output_dir, rt.gpu_ids,
                             rt.log_cap_bytes, rt.default_image, rt.deployment, answers_dir,
                             live_tail, rt.cpuset, rt.wall_backstop_factor)
-    if not _enter_stage(heartbeat, "running"):
-        return None
-    log.info("run.sandbox.started", extra={"run_id": claimed.run_id, "gpus": request.gpu_ids})
-    result = rt.execute(request, heartbeat.cancel)
+    with _hold_host(rt.host_lock, claimed.exclusive_host, heartbeat) as held:
+        if held is False or not _enter_stage(heartbeat, "running"):
+            return None
+        log.info("run.sandbox.started", extra={"run_id": claimed.run_id,
+                                               "gpus": request.gpu_ids})
+        result = rt.execute(request, heartbeat.cancel)
     log.info("run.sandbox.finished", extra={"run_id": claimed.run_id,
                                             "exit_code": result.exit_code,
                                             "wall_time_s": result.wall_time_s})
@@ -210,6 +218,9 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
     scoring_start = time.time()
     outcome = decide_outcome(result, output_dir, answers_dir, score_output=rt.score_output,
                              log_cap_bytes=rt.log_cap_bytes)
+    if isinstance(held, HostHold):  # the isolation line says whether it had the host alone
+        outcome = replace(outcome, isolation="; ".join(
+            part for part in (outcome.isolation, held.line) if part))
     return replace(outcome, usage=run_usage(result, scoring_start))  # issue 38.6
 
 
@@ -247,6 +258,19 @@ def _make_work_dir(runs_dir: Path, run_id: RunId) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f"run-{run_id}-", dir=runs_dir))
     os.chmod(work, 0o755)  # the sandbox user (not ours) must traverse to its read-only mounts
     return work
+
+
+@contextmanager
+def _hold_host(lock: HostLock | None, exclusive: bool,
+               heartbeat: Heartbeat) -> Iterator[HostHold | bool]:
+    """The host lock around the run's reset, pre-fault and both stages (`worker.host_lock`;
+    still `preparing` while it waits): the hold; False when the run was taken away meanwhile;
+    True with no lock."""
+    if lock is None:
+        yield True
+        return
+    with lock.hold(exclusive, heartbeat.cancel) as hold:
+        yield False if hold is None else hold
 
 
 def _enter_stage(heartbeat: Heartbeat, stage: str) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 
 from worker.client import InternalClient
 from worker.cpu_plan import slot_cpuset
+from worker.host_lock import HostLock
 from worker.pipeline.evaluate import Runtime
 from worker.pipeline.execute import (
     ExecutionRequest,
@@ -208,4 +209,5 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
         heartbeat_interval_s=settings.heartbeat_interval_s, log_cap_bytes=settings.log_cap_bytes,
         default_image=settings.default_image,
         deployment=compute_deployment_id(settings.server_url),
-        cpuset=slot_cpuset(settings, slot), wall_backstop_factor=settings.wall_backstop_factor)
+        cpuset=slot_cpuset(settings, slot), wall_backstop_factor=settings.wall_backstop_factor,
+        host_lock=HostLock(settings.host_lock_path, settings.pool_size))
