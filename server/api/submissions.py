@@ -43,7 +43,7 @@ from server.schemas.submission import (
 )
 from server.services.methods import check_method, store_method
 from server.services.queue import JobQueue
-from server.services.secrecy import FULL, meta_train_log, redact_run, view_for
+from server.services.secrecy import FULL, redact_run, served_log, view_for
 from server.services.storage import Storage
 from server.services.submission_view import submission_out
 from server.services.submissions import get_visible_submission
@@ -119,10 +119,9 @@ def get_logs(submission_id: int, user: CurrentUser, session: SessionDep) -> Subm
         raise ForbiddenError(f"logs are hidden in phase {phase.id} by its organizers; your "
                              "submission's state and reason are still shown",
                              code="logs.hidden")
-    full = view_for(session, phase, user).meta_test_text
+    view = view_for(session, phase, user)
     return SubmissionLogs(submission_id=submission.id, runs=[
-        RunLog(run_id=r.id, index=r.index, state=r.state,
-               log=(r.log or "") if full else meta_train_log(r.log))
+        RunLog(run_id=r.id, index=r.index, state=r.state, log=served_log(r, view))
         for r in submission.runs])
 
 

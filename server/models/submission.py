@@ -120,6 +120,10 @@ class Run(Base):
     # Where a failed run failed (contract.wire.FailureStage, issue 35.3), as its worker's
     # verdict placed it; services/secrecy.py reads it. None for older runs and scored ones.
     failure_stage: Mapped[str | None] = mapped_column(String(32))
+    # What meta-train alone wrote (the finish body's `meta_train_log`, issue 35.3): the part of
+    # `log` the owner of a secret-data run reads (services/secrecy.py). None for older runs and
+    # those the worker could not split: their log is then withheld whole from such an owner.
+    meta_train_log: Mapped[str | None] = mapped_column(Text)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     tasks: Mapped[list[TaskResult]] = relationship(order_by="TaskResult.task_id")

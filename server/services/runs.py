@@ -79,6 +79,8 @@ class RunOutcome:
     """Per-stage CPU time, peak memory and stage marks (`contract.usage.RunUsage`)."""
     failure_stage: str | None = None
     """Where a failed run failed (`contract.wire.FailureStage`); read by services/secrecy.py."""
+    meta_train_log: str | None = None
+    """What meta-train alone wrote (`contract.wire.FinishBody.meta_train_log`)."""
 
 
 def _load(session: Session, run_id: int) -> Run:
@@ -141,6 +143,8 @@ def finish_run(session: Session, run_id: int, fencing_token: int, outcome: RunOu
         "message": storable_text(outcome.message), "score": score,
         "summary": storable_json(outcome.summary),
         "log": cap_log(storable_text(outcome.log), policy),
+        "meta_train_log": None if outcome.meta_train_log is None
+        else cap_log(storable_text(outcome.meta_train_log), policy),
         "isolation": storable_text(outcome.isolation),
         "usage": storable_json(outcome.usage) if outcome.usage is not None else None,
         "failure_stage": outcome.failure_stage,

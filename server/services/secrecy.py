@@ -13,17 +13,16 @@ Unset, a phase named `final` or one carried into (a final) is `secret`, any othe
 Organizers of the competition (services/tenancy.py) always read everything; the worker keeps
 storing everything for them.
 
-Meta-train output stays visible (meta-train sees only training data). A run's log tells the two
-stages apart only through the worker's frame line (worker/pipeline/score.py `LOG_FRAME`): the
-lengths of each stage's stdout and stderr, written before any participant text. A log without
-a frame, or whose lengths do not add up exactly (cut by a cap, or an older worker), is withheld
-whole: the rule fails closed.
+Meta-train output stays visible (meta-train sees only training data). The worker sends it apart
+from the whole log (the finish body's `meta_train_log`, `runs.meta_train_log`, issue 35.3), cut
+at its own count of what meta-train wrote; the log's text is never parsed to find the stages.
+A run without that field (an older worker, or one that could not tell the stages apart) has its
+log withheld whole: the rule fails closed.
 """
 
 from __future__ import annotations
 
 import builtins
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -32,7 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError
-from server.models import PLATFORM_ERROR, TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
+from server.models import TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
 from server.schemas.submission import coarse_progress
 from server.services.runs import RETRY_NOTE
 from server.services.tenancy import organizes_phase
@@ -49,15 +48,15 @@ HIDDEN_TEXT = ("The test data of this phase are secret: what the submission wrot
                "locally with `arena run` on the sample data.")
 HIDDEN_LOG = ("==> meta-test output <==\n(hidden: the test data of this phase are secret; the "
               "organizers see it)\n")
-# Which failures carry text written before any test task existed: the worker's verdict says
-# where a run failed (the finish body's `stage`, stored as `runs.failure_stage`, issue 35.3),
-# and only a meta-train stage reported under its own reason passes. A run without a stage (an
-# older worker finished it) is redacted: its message's words are never read back as a stage.
-TRUSTED_REASONS = (FailureReason.TIME_LIMIT.value,)  # the worker's own fixed text (a wall time)
-_FRAME = re.compile(r"==> arena log frame: meta-train (\d+) \+ meta-test (\d+) stdout, (\d+) \+ "
-                    r"(\d+) stderr chars <==\n")
-_SECTION = {name: re.compile(rf"==> {name}( \(truncated\))? <==\n") for name in ("stdout",
-                                                                               "stderr")}
+# Which failure messages pass: those the platform wrote itself (below), and those written
+# before any test task existed: the worker's verdict says where a run failed (the finish body's
+# `stage`, stored as `runs.failure_stage`, issue 35.3), and only a meta-train stage reported
+# under its own reason passes. A run without a stage (an older worker finished it) is redacted:
+# its message's words are never read back as a stage.
+TRUSTED_REASONS = (
+    FailureReason.TIME_LIMIT,  # the worker's own fixed text (a wall time)
+    FailureReason.INTERNAL_ERROR,  # the server's own text (services/runs.py)
+)
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def redact_message(reason: str | None, message: str | None,
         return message
     if reason is None and message.startswith(RETRY_NOTE):  # queued again: the platform's own
         return f"{RETRY_NOTE}."
-    if reason == PLATFORM_ERROR:
+    if reason == FailureReason.PLATFORM_ERROR:
         return "The platform failed running this run; it is not charged to your quota."
     if reason in TRUSTED_REASONS or _from_meta_train(reason, stage):
         return message
@@ -157,24 +156,15 @@ def _builtin_exception(message: str) -> str | None:
     return name if isinstance(value, type) and issubclass(value, BaseException) else None
 
 
-def meta_train_log(log: str | None) -> str:
-    """The meta-train part of a run log, with the meta-test part replaced by a notice; the
-    notice alone when the log's frame is missing or does not add up (fail closed)."""
-    log = log or ""
-    frame = _FRAME.match(log)
-    if frame is None:
+def served_log(run: Run, view: OwnerView) -> str:
+    """The run's log as `view` reads it: whole with the meta-test text, else what meta-train
+    alone wrote (the worker's own field, never a cut of the log's text) and a notice in place
+    of meta-test's part; the notice alone for a run without that field (fail closed)."""
+    if view.meta_test_text:
+        return run.log or ""
+    if run.meta_train_log is None:
         return HIDDEN_LOG
-    train_out, test_out, train_err, test_err = (int(g) for g in frame.groups())
-    out = _SECTION["stdout"].match(log, frame.end())
-    if out is None:
-        return HIDDEN_LOG
-    stdout_end = out.end() + train_out + test_out
-    err = _SECTION["stderr"].match(log, stdout_end + 1) if log[stdout_end:stdout_end + 1] == "\n" \
-        else None
-    if err is None or err.end() + train_err + test_err != len(log):
-        return HIDDEN_LOG
-    return (f"==> meta-train stdout <==\n{log[out.end():out.end() + train_out]}\n"
-            f"==> meta-train stderr <==\n{log[err.end():err.end() + train_err]}\n{HIDDEN_LOG}")
+    return f"{run.meta_train_log}\n{HIDDEN_LOG}"
 
 
 def redact_run(run: dict[str, Any], view: OwnerView) -> dict[str, Any]:

@@ -96,7 +96,8 @@ def finish(session: Session, run: Run, body: FinishBody, now: datetime,
         tasks=[{"task_id": t.id, "dataset": t.dataset, "group": t.group, "n_ways": t.n_ways,
                 "n_shots": t.n_shots, "score": t.score, "accuracy": t.accuracy}
                for t in body.tasks], log=body.log, isolation=body.isolation,
-        usage=None if body.usage is None else asdict(body.usage), failure_stage=body.stage)
+        usage=None if body.usage is None else asdict(body.usage), failure_stage=body.stage,
+        meta_train_log=body.meta_train_log)
     owner = run.lease_owner
     with _commit_if_cancelled(session, owner, now, pool_id):
         finished = run_service.finish_run(session, run.id, body.fencing_token, outcome, now,

@@ -25,9 +25,9 @@ from server.services.quotas import quota_left
 from server.services.secrecy import (
     FULL,
     OwnerView,
-    meta_train_log,
     redact_run,
     results_state,
+    served_log,
     test_data_level,
 )
 from server.services.tenancy import (  # noqa: F401 (is_staff re-exported)
@@ -173,7 +173,7 @@ def served_run(run, view: OwnerView):
     if view is FULL:
         return run
     fields = redact_run(RunResultOut.model_validate(run).model_dump(), view)
-    fields["log"] = run.log if view.meta_test_text else meta_train_log(run.log)
+    fields["log"] = served_log(run, view)
     fields["progress"] = run.progress if view.meta_test_text else coarse_progress(run.progress)
     return SimpleNamespace(**fields)
 

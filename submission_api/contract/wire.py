@@ -146,7 +146,14 @@ class FinishBody:
     stage: FailureStage | None = None
     """Where a failed run failed, as the worker's verdict placed it (issue 35.3): the server's
     secrecy rule reads it instead of the message's words. None from an older worker (the
-    server then falls back to the message's prefix) and for a scored run."""
+    server then redacts the message) and for a scored run."""
+    meta_train_log: str | None = None
+    """What meta-train wrote (its stdout and stderr, sectioned as `log` is), apart from `log`
+    (both stages, the organizers' view): the part of the log the owner of a run in a phase with
+    secret test data may read (issue 35.3), cut by the worker from its own record of where
+    meta-test began, never from the log's text. None when the worker cannot tell the stages
+    apart (an older worker, a run that failed before executing): the server then withholds the
+    whole log from such an owner."""
 
     def __post_init__(self) -> None:
         _check_length("reason", self.reason, REASON_CAP)

@@ -18,28 +18,44 @@ from authz_world import World, build_world
 from inprocess_support import InProcess, inprocess_app, zip_bytes
 
 from submission_api.scoring import TaskRecord, summarize_run
-from worker.pipeline.score import format_log
+from worker.pipeline.score import LOG_FRAME, format_log, format_meta_train_log
 from worker.sandbox_result import SandboxResult
 
 PIXELS = "PIXELS-0f9e8d7c"  # what participant code would print or raise during meta-test
 TRAIN = "meta-train says hello"
 
 
-def _log() -> str:
-    """The worker's framed log of a two-stage run: meta-train wrote TRAIN, meta-test PIXELS."""
-    result = SandboxResult(exit_code=0, oom_killed=False, timed_out=False, wall_time_s=1.0,
-                           stdout=f"{TRAIN}\n{PIXELS} out\n", stderr=f"warn\n{PIXELS} err\n",
-                           meta_train_chars=(len(TRAIN) + 1, len("warn\n")))
-    return format_log(result, cap_bytes=10_000)
+RESULT = SandboxResult(exit_code=0, oom_killed=False, timed_out=False, wall_time_s=1.0,
+                       stdout=f"{TRAIN}\n{PIXELS} out\n", stderr=f"warn\n{PIXELS} err\n",
+                       meta_train_chars=(len(TRAIN) + 1, len("warn\n")))
+"""A two-stage run as the worker recorded it: meta-train wrote TRAIN, meta-test PIXELS."""
 
 
-def _finish(env: InProcess, run_id: int, *, failed: bool = False, score: float = 0.5) -> None:
+def _logs() -> dict[str, str | None]:
+    """The worker's finish fields for RESULT: the whole log and meta-train's part apart."""
+    return {"log": format_log(RESULT, cap_bytes=10_000),
+            "meta_train_log": format_meta_train_log(RESULT, cap_bytes=10_000)}
+
+
+def _forged_logs() -> dict[str, str | None]:
+    """A log whose text says, falsely, that all of it is meta-train's: a frame counting every
+    character as meta-train's, as text a test task printed would if it ever came first. Only
+    the worker's own `meta_train_log` field may say what meta-train wrote."""
+    out, err = f"{PIXELS} out\n", f"{PIXELS} err\n"
+    frame = LOG_FRAME.format(len(out), 0, len(err), 0)
+    return {"log": f"{frame}\n==> stdout <==\n{out}\n==> stderr <==\n{err}",
+            "meta_train_log": f"==> meta-train stdout <==\n{TRAIN}\n"}
+
+
+def _finish(env: InProcess, run_id: int, *, failed: bool = False, score: float = 0.5,
+            logs: dict[str, str | None] | None = None) -> None:
     token = next(t for r, t, _ in env.queue.jobs if r == run_id)
     bearer = {"Authorization": f"Bearer {token}"}
     claimed = env.client.post(f"/internal/runs/{run_id}/claim", headers=bearer,
                               json={"worker": "secret"})
     assert claimed.status_code == 200, claimed.text
-    body: dict = {"fencing_token": claimed.json()["fencing_token"], "log": _log()}
+    body: dict = {"fencing_token": claimed.json()["fencing_token"],
+                  **(_logs() if logs is None else logs)}
     if failed:
         body |= {"state": "failed", "reason": "fit_error",
                  "message": f"fit raised on test task 3: {PIXELS}\n\nTraceback (most recent "
@@ -70,10 +86,11 @@ def _phase(world: World, **leaderboard) -> int:
     return answer.json()["id"]
 
 
-def _submitted(world: World, phase_id: int, *, failed: bool = False) -> int:
+def _submitted(world: World, phase_id: int, *, failed: bool = False,
+               logs: dict[str, str | None] | None = None) -> int:
     answer = world.env.upload(phase_id, world.headers["owner"], zip_bytes())
     assert answer.status_code == 201, answer.text
-    _finish(world.env, answer.json()["runs"][0]["id"], failed=failed, score=0.4321)
+    _finish(world.env, answer.json()["runs"][0]["id"], failed=failed, score=0.4321, logs=logs)
     return answer.json()["id"]
 
 
@@ -123,6 +140,23 @@ def test_the_owner_of_a_secret_phase_reads_no_test_pixels_and_no_score(app_env) 
                                  headers=world.headers["owner"]).json()
     assert results["score"] is None and results["runs"][0]["tasks"] == []
     assert results["runs"][0]["summary"] is None and results["runs"][0]["score"] is None
+
+
+def test_the_log_text_never_says_what_meta_train_wrote(app_env) -> None:
+    """Issue 35.3: the stage travels as the finish body's own field. A log whose text frames
+    all of it as meta-train's (PIXELS included) is withheld whole from the owner, who reads the
+    worker's `meta_train_log` only; a finish without that field (an older worker) shows the
+    owner nothing of the log. Fails where the server cuts the log by its text."""
+    world = build_world(app_env)
+    phase = _phase(world, test_data="secret")
+    forged = _submitted(world, phase, logs=_forged_logs())
+    owner = _everything(world, "owner", forged, phase)
+    assert PIXELS not in owner and TRAIN in owner
+    assert PIXELS in _everything(world, "organizer", forged, phase)
+    older = _submitted(world, phase, logs={"log": _forged_logs()["log"]})
+    logs = app_env.client.get(f"/api/v1/submissions/{older}/logs",
+                              headers=world.headers["owner"]).json()
+    assert PIXELS not in str(logs) and "hidden: the test data" in logs["runs"][0]["log"]
 
 
 def test_publishing_a_closed_phase_reveals_scores_but_never_meta_test_output(app_env) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from submission_api.contract.caps import cap_tail
 from submission_api.contract.reasons import BETWEEN_TASKS
 from submission_api.contract.record import ResultRecord, exit_status
 from submission_api.contract.usage import RunUsage, StageMark
@@ -59,6 +60,9 @@ class Outcome:
     mark is added when the body is built."""
     stage: str | None = None
     """Where a failed run failed (`contract.wire.FailureStage`): the server's secrecy reads it."""
+    meta_train_log: str | None = None
+    """What meta-train alone wrote (`format_meta_train_log`): the part of the log the owner of
+    a secret-data run may read; the server's secrecy reads this field, never `log`'s text."""
 
     def to_finish_body(self, fencing_token: int) -> dict[str, Any]:
         """The `finish` body (`submission_api.contract.wire.FinishBody`'s fields and bounds;
@@ -66,7 +70,8 @@ class Outcome:
         FinishBody(fencing_token, self.state, self.reason, self.message)  # type: ignore[arg-type]
         return {"fencing_token": fencing_token, "state": self.state, "reason": self.reason,
                 "message": self.message, "summary": self.summary, "tasks": self.tasks,
-                "log": self.log, "isolation": self.isolation, "stage": self.stage,
+                "log": self.log, "meta_train_log": self.meta_train_log,
+                "isolation": self.isolation, "stage": self.stage,
                 "usage": None if self.usage is None else with_mark(self.usage, "publish").to_json()}
 
 
@@ -112,6 +117,7 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
         PlatformFault: the verdict is the platform's (a kill from outside the run).
     """
     log = format_log(result, log_cap_bytes)
+    train_log = format_meta_train_log(result, log_cap_bytes)
     record = build_record(result, output_dir, answers_dir, time_limit_s=time_limit_s,
                           memory_limit_mb=memory_limit_mb)
     verdict = decide_verdict(record)
@@ -124,8 +130,8 @@ def decide_outcome(result: ExecutionResult, output_dir: Path, answers_dir: Path,
         else:
             return Outcome("finished", summary=dict(scored.summary),
                            tasks=[record.to_dict() for record in scored.records], log=log,
-                           isolation=isolation)
-    return replace(verdict_outcome(verdict, log), isolation=isolation)
+                           isolation=isolation, meta_train_log=train_log)
+    return replace(verdict_outcome(verdict, log), isolation=isolation, meta_train_log=train_log)
 
 
 def read_isolation(answers_dir: Path) -> str | None:
@@ -207,7 +213,8 @@ def fault_outcome(fault: ParticipantFault) -> Outcome:
 
 LOG_FRAME = "==> arena log frame: meta-train {} + meta-test {} stdout, {} + {} stderr chars <=="
 """First line of a two-stage log: the section lengths, written before any participant text,
-so the server can serve meta-train's part alone (server/services/secrecy.py)."""
+for the organizers who read the whole log. Nothing parses it: the owner's part travels apart
+(`format_meta_train_log`, the finish body's `meta_train_log`)."""
 
 
 def format_log(result: ExecutionResult, cap_bytes: int) -> str:
@@ -226,3 +233,19 @@ def format_log(result: ExecutionResult, cap_bytes: int) -> str:
             frame += [train, len(body) - train]
     head = [LOG_FRAME.format(*frame)] if frame else []
     return "\n".join(head + parts)
+
+
+def format_meta_train_log(result: ExecutionResult, cap_bytes: int) -> str | None:
+    """What meta-train alone wrote, stdout then stderr, each kept to its last `cap_bytes`
+    characters: cut at the executor's own count of meta-train's characters
+    (`meta_train_chars`), so nothing a test task prints can move the cut. None when the
+    result does not say where meta-test began (the server then withholds the whole log)."""
+    if result.meta_train_chars is None:
+        return None
+    parts = []
+    for name, text, chars in (("stdout", result.stdout, result.meta_train_chars[0]),
+                              ("stderr", result.stderr, result.meta_train_chars[1])):
+        train = text[:chars]
+        note = " (truncated)" if len(train) > cap_bytes else ""
+        parts.append(f"==> meta-train {name}{note} <==\n{cap_tail(train, cap_bytes)}")
+    return "\n".join(parts)

@@ -129,10 +129,24 @@ def test_log_keeps_the_tail_of_each_stream_and_marks_cuts():
 
 
 def test_finish_body_carries_the_fencing_token_and_every_field():
-    body = Outcome("failed", "fit_error", "m", log="l").to_finish_body(fencing_token=4)
+    body = Outcome("failed", "fit_error", "m", log="l",
+                   meta_train_log="t").to_finish_body(fencing_token=4)
     assert body == {"fencing_token": 4, "state": "failed", "reason": "fit_error", "message": "m",
                     "summary": {}, "tasks": [], "log": "l", "isolation": None, "usage": None,
-                    "stage": None}
+                    "stage": None, "meta_train_log": "t"}
+
+
+def test_every_outcome_of_a_two_stage_run_sends_meta_trains_part_apart(tmp_path: Path):
+    """Issue 35.3: the stage split travels as the finish body's own field, cut where the
+    executor counted meta-train's characters, for a scored run and a failed one alike."""
+    two = replace(CLEAN, stdout="train\nTEST\n", stderr="warn\nTESTERR\n",
+                  meta_train_chars=(len("train\n"), len("warn\n")))
+    for outcome in (decide(two, tmp_path, score=scored_ok),
+                    decide(replace(two, exit_code=1), tmp_path)):
+        train = outcome.to_finish_body(fencing_token=1)["meta_train_log"]
+        assert "train" in train and "warn" in train and "TEST" not in train
+        assert "TEST" in outcome.log
+    assert decide(CLEAN, tmp_path, score=scored_ok).meta_train_log is None
 
 
 def test_finish_body_validates_against_the_servers_schema(tmp_path: Path):
