@@ -1,18 +1,21 @@
 """The trusted side's test tasks on their way to their processes: each task's sealed file, cut one
-task ahead in a thread of its own (`Payloads`), and a task whose process has its socket and its
-images and waits for its release (`Started`). Used by `task_server`.
+task ahead in a thread of its own (`Payloads`), its hand-over to the supervisor and its process
+(`start_task`; the next task's, while the current one runs: `start_ahead`), and a task whose
+process has its socket and its images and waits for its release (`Started`). Used by
+`task_server`, which sends the release (`go`).
 """
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from submission_api.runner.bundle import AnswerTask, TaskImages
-from submission_api.runner.channel import SealedArrays
+from submission_api.runner.channel import ChannelError, SealedArrays, send_control, send_sealed
 
 
 class TaskDataError(Exception):
@@ -94,3 +97,46 @@ class Started:
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
+
+
+def start_task(control: socket.socket, task: AnswerTask, payloads: Payloads, deadline: float,
+               ahead: bool = False) -> Started:
+    """Hand `task`'s socket to the supervisor on `control`, which starts its process (where
+    tasks have their own namespaces, from the standby made while the previous task ran), and
+    send its images on it. The process converts them, then waits for its release (`go`, sent by
+    `task_server`): nothing of the submission runs before.
+
+    Raises:
+        ChannelError, OSError: the control connection failed (the meta-test side is gone).
+    """
+    try:
+        payload = payloads.take(task)
+    except TaskDataError as error:
+        return Started(task, ahead=ahead, error=error)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with theirs:
+            send_control(control, {"type": "task", "id": task.id}, [theirs.fileno()])
+    except BaseException:  # the control connection: the run's failure, not the task's
+        ours.close()
+        payload.close()
+        raise
+    started = Started(task, ahead, ours)
+    try:
+        ours.settimeout(max(0.01, deadline - time.monotonic()))
+        send_sealed(ours, {"type": "task", "id": task.id, "n_ways": task.n_ways,
+                           "n_shots": task.n_shots}, payload)
+    except (ChannelError, OSError) as error:
+        started.problem = error
+    finally:
+        payload.close()  # the task's process holds its own descriptor
+    return started
+
+
+def start_ahead(control: socket.socket, following: list[AnswerTask], payloads: Payloads,
+                deadline: float) -> Started:
+    """In the cutting thread: start the next task, then cut the one after it."""
+    started = start_task(control, following[0], payloads, deadline, ahead=True)
+    if started.error is None and len(following) > 1:
+        payloads.cut_ahead(following[1])
+    return started

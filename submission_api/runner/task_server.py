@@ -43,7 +43,6 @@ from submission_api.runner.channel import (
     receive_message,
     send_control,
     send_message,
-    send_sealed,
     unix_address,
 )
 from submission_api.runner.task_payloads import (
@@ -51,6 +50,8 @@ from submission_api.runner.task_payloads import (
     Started,
     TaskDataError,
     result_or_none,
+    start_ahead,
+    start_task,
 )
 
 CONTROL_SOCKET = "control.sock"
@@ -165,13 +166,14 @@ class TaskServer:
             # Ahead only where tasks have their own namespaces: there the running task cannot
             # name, signal or trace the next one's process (runner/forkserver.py).
             ahead = self.report.task_namespaces is True
-            tasks = plan.tasks
+            tasks, control = plan.tasks, self._control
+            assert control is not None  # set by _accept
             for index, task in enumerate(tasks):
                 self._progress(started)
                 if self._waiting is not None:  # started while the task before it ran
                     current, self._waiting = self._waiting.result(), None
                 else:
-                    current = self._start(task, payloads)
+                    current = start_task(control, task, payloads, self.deadline)
                 if not ahead:
                     payloads.cut_ahead(tasks[index + 1] if index + 1 < len(tasks) else None)
                 if not self._serve_task(current, payloads,
@@ -255,46 +257,6 @@ class TaskServer:
             return False
         return True
 
-    def _start(self, task: AnswerTask, payloads: Payloads, ahead: bool = False) -> Started:
-        """Hand `task`'s socket to the supervisor, which starts its process (where tasks have
-        their own namespaces, from the standby made while the previous task ran), and send its
-        images on it. The process converts them, then waits for its release (`_serve_task`):
-        nothing of the submission runs before.
-
-        Raises:
-            ChannelError, OSError: the control connection failed (the meta-test side is gone).
-        """
-        assert self._control is not None
-        try:
-            payload = payloads.take(task)
-        except TaskDataError as error:
-            return Started(task, ahead=ahead, error=error)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            with theirs:
-                send_control(self._control, {"type": "task", "id": task.id}, [theirs.fileno()])
-        except BaseException:  # the control connection: the run's failure, not the task's
-            ours.close()
-            payload.close()
-            raise
-        started = Started(task, ahead, ours)
-        try:
-            ours.settimeout(max(0.01, self._remaining()))
-            send_sealed(ours, {"type": "task", "id": task.id, "n_ways": task.n_ways,
-                               "n_shots": task.n_shots}, payload)
-        except (ChannelError, OSError) as error:
-            started.problem = error
-        finally:
-            payload.close()  # the task's process holds its own descriptor
-        return started
-
-    def _start_ahead(self, following: list[AnswerTask], payloads: Payloads) -> Started:
-        """In the cutting thread: start the next task, then cut the one after it."""
-        started = self._start(following[0], payloads, ahead=True)
-        if started.error is None and len(following) > 1:
-            payloads.cut_ahead(following[1])
-        return started
-
     def _serve_task(self, current: Started, payloads: Payloads,
                     following: list[AnswerTask]) -> bool:
         """Release one task and collect its predictions; False when the run must stop.
@@ -311,7 +273,8 @@ class TaskServer:
         assert self._control is not None
         task = current.task
         if current.error is not None and current.ahead:
-            current = self._start(task, payloads)  # cut again at its turn, its error then
+            # cut again at its turn, its error then
+            current = start_task(self._control, task, payloads, self.deadline)
         if current.error is not None:
             raise current.error
         assert current.sock is not None
@@ -326,7 +289,8 @@ class TaskServer:
                     problem = error
             if problem is None:
                 if following:
-                    self._waiting = payloads.submit(self._start_ahead, following, payloads)
+                    self._waiting = payloads.submit(start_ahead, self._control, following,
+                                                    payloads, self.deadline)
                 try:
                     answer = receive_message(ours, prediction_limit(task), self.deadline)
                 except (ChannelError, OSError) as error:
