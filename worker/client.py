@@ -137,11 +137,14 @@ class InternalClient:
                  backoff_s: float = 1.0, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  list_images: Callable[[], list[str] | None] | None = None,
-                 pool_token: str | None = None) -> None:
+                 pool_token: str | None = None,
+                 task_isolation: Callable[[], str | None] | None = None) -> None:
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
         self._attempts, self._backoff_s, self._sleep = attempts, backoff_s, sleep
         self._list_images = list_images
         self._pool_token = pool_token
+        self._task_isolation = task_isolation or (lambda: None)
+        """The start-up probe's finding, sent with claims, heartbeats, job requests (issue 34)."""
         self.pool_revoked = False
 
     def request_job(self, worker: str, host: str, gpus: list[str],
@@ -157,7 +160,8 @@ class InternalClient:
         url = "/internal/pool/jobs"
         try:
             response = self._http.post(url, headers=self._headers(None), json=storable_json(
-                {"worker": worker, "host": host, "gpus": gpus, "images": images}))
+                {"worker": worker, "host": host, "gpus": gpus, "images": images,
+                 "task_isolation": self._task_isolation()}))
         except httpx.TransportError as exc:
             raise ServerUnavailableError(f"{url}: {type(exc).__name__}: {exc}; check that the "
                                          "server is up and reachable from the worker") from exc
@@ -184,7 +188,8 @@ class InternalClient:
         `list_images`), which the server checks a phase's image against.
         """
         images = self._list_images() if self._list_images is not None else None
-        body = ClaimBody(worker=worker, images=images).to_json()
+        body = ClaimBody(worker=worker, images=images,
+                         task_isolation=self._task_isolation()).to_json()  # type: ignore[arg-type]
         response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())
 
@@ -206,7 +211,8 @@ class InternalClient:
         `progress` (step, tasks_done, tasks_total, log_tail: schemas.internal.RunProgress) is
         shown to the participant watching the run."""
         body = HeartbeatBody(fencing_token=fencing_token, stage=stage,  # type: ignore[arg-type]
-                             progress=RunProgress(**progress) if progress else None)
+                             progress=RunProgress(**progress) if progress else None,
+                             task_isolation=self._task_isolation())  # type: ignore[arg-type]
         url = f"/internal/runs/{run_id}/heartbeat"
         return self._call("POST", url, token, json=body.to_json()) is not None
 

@@ -4,6 +4,9 @@ A run learns it from its supervisor's probe and says so in its isolation line; a
 AppArmor profile denies mount, or whose kernel has no unprivileged user namespaces, would fall
 back to shared namespaces for every run. The worker tries the same setup once at start-up, in a
 container of the default image under the meta-test profile, and says loudly when it falls back.
+What it found is also sent with the worker's claims, heartbeats and pool job requests
+(`reported_task_isolation`), so the operators' workers view shows a host that falls back before
+any run of it ends.
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ FALLBACK_WARNING = (
     "kernel has no unprivileged user namespaces): every run here falls back to shared "
     "namespaces swept after each task, and says so in its isolation line. Give the sandbox "
     "security_opt apparmor=unconfined or a profile allowing tmpfs mounts (docs/internals.md)")
+_found: dict[str, str] = {}
+"""This process's probe result, `own` or `shared`, once it has ended (none when it failed)."""
+
+
+def reported_task_isolation() -> str | None:
+    """What this worker tells the server of its host's test-task isolation (issue 34): `own`,
+    `shared` (the fallback), or None while the probe runs or when it could not run."""
+    return _found.get("task_isolation")
 
 
 def probe_task_namespaces(client: Any, image: str, code_dir: Path | None = None,
@@ -57,6 +68,8 @@ def check_host_isolation(client: Any, image: str, code_dir: Path | None = None,
     """`probe_task_namespaces`, logged: a WARNING naming the fallback when tasks would share
     namespaces, an INFO line otherwise."""
     private = probe_task_namespaces(client, image, code_dir, profile)
+    if private is not None:
+        _found["task_isolation"] = "own" if private else "shared"
     if private is False:
         log.warning("worker.task_isolation_fallback: %s", FALLBACK_WARNING)
     elif private:

@@ -71,7 +71,8 @@ def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDe
     """Take the run's lease; everything the worker needs to evaluate it comes back. A worker
     whose own resources fail sends `unhealthy` instead: recorded, nothing claimed, 409."""
     claimed = worker_calls.claim(session, run.id, body.worker, body.gpus, body.images, now,
-                                 policy, unhealthy=body.unhealthy, pool_id=pool)
+                                 policy, unhealthy=body.unhealthy, pool_id=pool,
+                                 task_isolation=body.task_isolation)
     run, submission, phase = claimed.run, claimed.submission, claimed.phase
     data, rules = PhaseData.model_validate(phase.data or {}), rules_of(phase)
     return ClaimedRun(
@@ -158,7 +159,7 @@ def pool_job(request: Request, body: PoolJobRequest, session: WriteSessionDep, n
                                 f"{pool_jobs.POOL_HEADER}; shared workers take jobs from the "
                                 "broker")
     job = pool_jobs.next_job(session, pool, token, body.worker, body.host, body.gpus,
-                             body.images, now)
+                             body.images, now, task_isolation=body.task_isolation)
     if job is None:
         return Response(status_code=204)
     return PoolJobOut(run_id=job[0], run_token=job[1])

@@ -86,6 +86,10 @@ class WorkerOut(BaseModel):
     isolation: str | None = Field(default=None, description="the isolation line of the latest "
                                   "run it finished (issue 34.4): 'shared namespaces…' where its "
                                   "host refuses test tasks their own; null: none reported")
+    task_isolation: str | None = Field(default=None, description="what its start-up probe "
+                                       "found, sent with its calls (issue 34): 'own' namespaces "
+                                       "per test task, or 'shared' (its host refuses them: "
+                                       "every run falls back); null: not reported")
 
 
 class AuditOut(BaseModel):

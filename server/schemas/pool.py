@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from server.schemas.competition import PhaseOut
+from submission_api.contract.wire import TaskIsolation
 
 
 class PoolCreate(BaseModel):
@@ -106,6 +107,9 @@ class PoolJobRequest(BaseModel):
     host: str | None = Field(default=None, max_length=200)
     gpus: list[Any] = Field(default_factory=list, max_length=64)
     images: list[str] = Field(default_factory=list, max_length=500)
+    task_isolation: TaskIsolation | None = Field(
+        default=None, description="what its start-up probe found (issue 34): 'own' namespaces "
+        "per test task, or 'shared' (its host refuses them); null: not known yet")
 
 
 class PoolJobOut(BaseModel):

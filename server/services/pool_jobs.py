@@ -94,7 +94,7 @@ def pool_run_ids(session: Session, run_ids: list[int]) -> set[int]:
 
 def next_job(session: Session, pool_id: int, token: str, worker: str, host: str | None,
              gpus: list[Any] | None, images: list[str] | None,
-             now: datetime) -> tuple[int, str] | None:
+             now: datetime, task_isolation: str | None = None) -> tuple[int, str] | None:
     """Hand worker `worker` of pool `pool_id` the oldest queued run of the pool's phases with a
     fresh run token, or None; either way the call is the worker's heartbeat. Committed.
 
@@ -113,7 +113,7 @@ def next_job(session: Session, pool_id: int, token: str, worker: str, host: str 
         .order_by(Run.id).limit(1).with_for_update(of=Run, skip_locked=True)
     ).scalar_one_or_none()
     record_worker(session, worker, now, run_id=None, stage=None, gpus=gpus, images=images,
-                  pool_id=pool_id, host=host)
+                  pool_id=pool_id, host=host, task_isolation=task_isolation)
     _touch_credential(session, token, now)
     job = None
     if pick is not None:

@@ -50,7 +50,8 @@ class Claimed:
 
 def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
           images: list[str] | None, now: datetime, policy: run_service.LeasePolicy,
-          unhealthy: str | None = None, pool_id: int | None = None) -> Claimed:
+          unhealthy: str | None = None, pool_id: int | None = None,
+          task_isolation: str | None = None) -> Claimed:
     """Take the run's lease for `worker` (of pool `pool_id`, None: a shared worker) and record
     the worker; committed.
 
@@ -64,7 +65,7 @@ def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
                             f"{unhealthy[:200]}", code="worker.unhealthy")
     run = run_service.claim_run(session, run_id, worker, now, policy)
     record_worker(session, worker, now, run_id=run.id, stage="preparing", claimed=True,
-                  gpus=gpus, images=images, pool_id=pool_id)
+                  gpus=gpus, images=images, pool_id=pool_id, task_isolation=task_isolation)
     submission = session.get_one(Submission, run.submission_id)
     phase = session.get_one(Phase, submission.phase_id)
     expires = run.lease_expires_at
@@ -83,7 +84,7 @@ def heartbeat(session: Session, run: Run, body: HeartbeatBody, now: datetime,
     if body.progress is not None:
         record_progress(session, run.id, body.fencing_token, body.progress.to_json(), now)
     record_worker(session, owner, now, run_id=run.id, stage=body.stage, gpus=body.gpus,
-                  pool_id=pool_id)
+                  pool_id=pool_id, task_isolation=body.task_isolation)
     session.commit()
     return expires
 

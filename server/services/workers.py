@@ -44,11 +44,12 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
                   run_id: int | None, stage: str | None, claimed: bool = False,
                   gpus: list[Any] | None = None, images: list[str] | None = None,
                   fault: str | None = None, unhealthy: str | None = None,
-                  pool_id: int | None = None, host: str | None = None) -> None:
+                  pool_id: int | None = None, host: str | None = None,
+                  task_isolation: str | None = None) -> None:
     """Note that worker `name` (of pool `pool_id`; None: a shared worker) was heard from,
     holding `run_id` at `stage` (None: idle), with the images it reported, the details of a
-    platform fault it released a run for, and why it stopped claiming (`unhealthy`; a claim
-    that goes through clears it)."""
+    platform fault it released a run for, why it stopped claiming (`unhealthy`; a claim
+    that goes through clears it) and what its start-up isolation probe found (issue 34)."""
     if not name:
         return
     worker = _row(session, name[:200], now, pool_id)
@@ -65,6 +66,8 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
         worker.gpus = list(gpus)
     if images is not None:
         worker.images = sorted(set(images))
+    if task_isolation is not None:
+        worker.task_isolation = task_isolation
     if fault is not None:
         worker.last_fault, worker.last_fault_at = storable_text(fault), now
     session.flush()
@@ -128,7 +131,7 @@ def list_workers(session: Session, now: datetime, silent_after_s: int,
             "gpus": w.gpus or [], "runs_claimed": w.runs_claimed, "silent": silent,
             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
             "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at, "pool_id": w.pool_id,
-            "isolation": isolation.get(w.name)})
+            "isolation": isolation.get(w.name), "task_isolation": w.task_isolation})
     return mark_shared_names(listed)
 
 

@@ -27,6 +27,8 @@ TASKS_CAP = 100_000
 HeartbeatStage = Literal["preparing", "running", "scoring"]
 FinishState = Literal["finished", "failed", "timed_out"]
 ProgressStep = Literal["meta_fit", "meta_test"]
+TaskIsolation = Literal["own", "shared"]
+"""A worker host's test tasks: their own namespaces, or the shared fallback (issue 34)."""
 FailureStage = Literal["config", "import", "meta_fit", "save", "load", "fit", "predict",
                        "receive", "meta_test"]
 """Where a run failed: a participant stage (`contract.reasons.STAGE_REASONS`), or `meta_test`
@@ -36,6 +38,11 @@ for anything past meta-train that no meta-train stage explains."""
 def _check_length(name: str, value: object, cap: int, least: int = 0) -> None:
     if value is not None and not least <= len(value) <= cap:  # type: ignore[arg-type]
         raise ValueError(f"{name} has length {len(value)}; expected {least} to {cap}")  # type: ignore[arg-type]
+
+
+def _check_isolation(value: object) -> None:
+    if value not in (None, "own", "shared"):
+        raise ValueError(f"task_isolation is {value!r}; expected 'own' or 'shared'")
 
 
 def _json(body: object) -> dict[str, Any]:
@@ -55,8 +62,12 @@ class ClaimBody:
     unhealthy: str | None = None
     """Set by a worker whose own resources fail (disk, engine): the claim is withheld, the
     server only records the reason for the workers page (issue 21) and answers 409."""
+    task_isolation: TaskIsolation | None = None
+    """Optional: what the worker's start-up probe found (issue 34): `own` namespaces per test
+    task on its host, or `shared` (the host refuses them; every run falls back)."""
 
     def __post_init__(self) -> None:
+        _check_isolation(self.task_isolation)
         _check_length("worker", self.worker, WORKER_NAME_CAP, least=1)
         _check_length("unhealthy", self.unhealthy, UNHEALTHY_CAP, least=1)
         _check_length("gpus", self.gpus, GPUS_CAP)
@@ -95,14 +106,19 @@ class HeartbeatBody:
     stage: HeartbeatStage
     gpus: list[Any] | None = None
     progress: RunProgress | None = None
+    task_isolation: TaskIsolation | None = None
+    """As the claim's: the worker's start-up probe, known once it has ended (issue 34)."""
 
     def __post_init__(self) -> None:
         _check_length("gpus", self.gpus, GPUS_CAP)
+        _check_isolation(self.task_isolation)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"fencing_token": self.fencing_token, "stage": self.stage}
         if self.gpus is not None:
             body["gpus"] = self.gpus
+        if self.task_isolation is not None:
+            body["task_isolation"] = self.task_isolation
         if self.progress is not None:
             body["progress"] = self.progress.to_json()
         return body

@@ -20,6 +20,7 @@ from typing import Any
 from worker.client import InternalClient
 from worker.cpu_plan import slot_cpuset
 from worker.host_lock import HostLock
+from worker.isolation_probe import reported_task_isolation
 from worker.pipeline.evaluate import Runtime
 from worker.pipeline.execute import (
     ExecutionRequest,
@@ -199,7 +200,8 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
     client = InternalClient(settings.server_url, timeout_s=settings.http_timeout_s,
                             attempts=settings.http_attempts, backoff_s=settings.http_backoff_s,
                             list_images=make_image_lister(settings),
-                            pool_token=settings.pool_token)
+                            pool_token=settings.pool_token,
+                            task_isolation=reported_task_isolation)
     execute, engine_check = build_sandbox(settings)
     return Runtime(
         client=client, execute=execute, engine_check=engine_check, prepare_run=prepare_run,
