@@ -58,6 +58,7 @@ SPAWNING_UNIT_FILES = frozenset({
     "unit/server/test_secret_settings.py", "unit/test_tutorial_install.py",
     "unit/test_readme_deployment.py",
     "unit/worker/test_hostile_participant_output.py", "unit/worker/test_worker_live_tail.py",
+    "unit/runner/test_sweep_strays.py",
 })
 """Files under tests/unit that start processes or open internet sockets: they run in the
 integration tier until they are split (what they check needs a real process or a real socket).

@@ -139,15 +139,15 @@ class Supervisor:
         left: list[str] = []
         if self.config.sandboxed:  # the container's uid is the run's alone
             # With the task's own namespaces, what is below the fork server once the task's T
-            # is gone is the next task's standby (runner/forkserver.py): a task's processes
-            # die with its PID namespace and cannot make a process elsewhere.
-            trusted = self.own | (sweep.descendants(self.forks.pid)
-                                  if self.config.private_namespaces else set())
-            strays = sweep.processes_of_uid(os.getuid(), trusted)
-            for pid in strays:
+            # is gone is the next task's standby (runner/standby.py), which the fork server may
+            # be forking right now: a task's processes die with its PID namespace and cannot
+            # make a process elsewhere.
+            below = self.forks.pid if self.config.private_namespaces else None
+            for pid in sweep.stray_processes(os.getuid(), self.own, below):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-            left += [f"process {pid}" for pid in sweep.processes_of_uid(os.getuid(), trusted)]
+            left += [f"process {pid}"
+                     for pid in sweep.stray_processes(os.getuid(), self.own, below)]
         for folder in self.config.scratch:
             left += sweep.empty_folder(folder)
         if self.config.sandboxed:
