@@ -25,7 +25,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -79,7 +79,7 @@ def test_data_level(phase: Phase) -> TestDataLevel:
     """`public`, `feedback` or `secret` (see the module docstring for the default)."""
     level = (phase.leaderboard or {}).get("test_data")
     if level in TEST_DATA_LEVELS:
-        return level
+        return cast(TestDataLevel, level)
     return "secret" if phase.name == "final" or phase.carry_from_id is not None else "public"
 
 
