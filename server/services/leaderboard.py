@@ -18,11 +18,12 @@ summaries: `rank_leaderboard` orders every entry, `build_entries` completes the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import BindParameter, bindparam, select
+from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from server.models import Phase, Run, Submission, Team, User
@@ -59,20 +60,29 @@ class Entry:
     method: str = ""
 
 
-def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]:
+def candidate_select() -> Select[*tuple[Any, ...]]:
+    """The columns of a `Candidate` (and their joins), before any filter: `_candidates` keeps
+    a phase's finished, scored, qualified submissions; `leaderboard_delta` reads changed rows."""
     origin = aliased(Submission)
-    query = (
+    return (
         select(Submission.id, Submission.user_id, Submission.score, Submission.created_at,
                Submission.league, Submission.is_baseline, Submission.is_selected,
                User.username, origin.created_at.label("origin_at"), Submission.team_id,
                Team.name.label("team_name"), Submission.method_name)
         .join(User, User.id == Submission.user_id)
         .outerjoin(Team, Team.id == Submission.team_id)
-        .outerjoin(origin, origin.id == Submission.carried_from_id)
-        .where(Submission.phase_id == phase.id, Submission.state == "finished",
-               Submission.score.is_not(None), Submission.disqualified_at.is_(None)))
-    if league is not None:
-        query = query.where(Submission.league == league)
+        .outerjoin(origin, origin.id == Submission.carried_from_id))
+
+
+def candidate_filter(league: str | None) -> ColumnElement[bool]:
+    """What makes a submission of a phase stand on its board (of `league` when given)."""
+    keep = and_(Submission.state == "finished", Submission.score.is_not(None),
+                Submission.disqualified_at.is_(None))
+    return keep if league is None else and_(keep, Submission.league == league)
+
+
+def _candidates(session: Session, phase: Phase, league: str | None) -> list[Any]:
+    query = candidate_select().where(Submission.phase_id == phase.id, candidate_filter(league))
     # Core, not the ORM: plain columns need none of its row processing, which was a third of
     # ranking 10,000 rows after a change (issue 38.4, benchmarks/bench_board_after_change.py);
     # plain named tuples, whose fields read ~5x faster than a Row's in the passes that follow
@@ -96,7 +106,8 @@ class Candidate(NamedTuple):
     method_name: str | None
 
 
-def _tie_key(row: Any) -> tuple[datetime, int]:
+def tie_key(row: Any) -> tuple[datetime, int]:
+    """Ties go to the earlier submission (a carried one's original upload), then the lower id."""
     return (row.origin_at or row.created_at, row.id)
 
 
@@ -108,12 +119,28 @@ def choose_entries(rows: list[Any], rule: str) -> list[Any]:
         if row.is_baseline:
             baselines.append(row)
             continue
-        team = getattr(row, "team_id", None)
-        key = ("team", team) if team is not None else ("user", row.user_id)
+        key = entry_key(row)
         current = chosen.get(key)
         if current is None or _prefer(row, current, rule):
             chosen[key] = row
     return list(chosen.values()) + baselines
+
+
+def entry_key(row: Any) -> tuple[str, int]:
+    """Whom a row's entry stands for: each baseline its own, else the team, else the user."""
+    if row.is_baseline:
+        return ("baseline", row.id)
+    team = getattr(row, "team_id", None)
+    return ("team", team) if team is not None else ("user", row.user_id)
+
+
+def choose_representative(rows: Iterable[Any], rule: str) -> Any:
+    """The one row among a participant's (or team's) `rows` that stands on the board."""
+    chosen = None
+    for row in rows:
+        if chosen is None or _prefer(row, chosen, rule):
+            chosen = row
+    return chosen
 
 
 def _prefer(candidate: Any, current: Any, rule: str) -> bool:
@@ -121,8 +148,8 @@ def _prefer(candidate: Any, current: Any, rule: str) -> bool:
     if candidate.is_selected != current.is_selected:
         return candidate.is_selected
     if rule == "latest":
-        return _tie_key(candidate) > _tie_key(current)
-    return (-candidate.score, *_tie_key(candidate)) < (-current.score, *_tie_key(current))
+        return tie_key(candidate) > tie_key(current)
+    return (-candidate.score, *tie_key(candidate)) < (-current.score, *tie_key(current))
 
 
 SUMMARY_CHUNK = 5_000
@@ -210,11 +237,11 @@ def rank_leaderboard(session: Session, phase: Phase, league: str | None = None) 
     by_id = {r.id: r for r in rows}
     higher = not lower_is_better(phase_scoring(phase))
     if (phase.leaderboard or {}).get("ranking") != "average_rank":
-        ranked = rank_by_score([(r.id, _tie_key(r), r.score) for r in rows], higher)
+        ranked = rank_by_score([(r.id, tie_key(r), r.score) for r in rows], higher)
         return [Ranked(item.position, by_id[item.entry_id], None, None) for item in ranked]
     summaries = worst_run_summaries(session, list(by_id), phase_scoring(phase))
     per_dataset = {sid: _per_dataset(summaries.get(sid, {})) for sid in by_id}
-    ranked = compute_average_rank([(r.id, _tie_key(r), per_dataset[r.id]) for r in rows], higher)
+    ranked = compute_average_rank([(r.id, tie_key(r), per_dataset[r.id]) for r in rows], higher)
     return [Ranked(item.position, by_id[item.entry_id], item.value,
                    summaries.get(item.entry_id, {})) for item in ranked]
 

@@ -28,7 +28,9 @@ from sqlalchemy.orm import Session
 
 from server.core.gc_pause import gc_paused
 from server.models import Phase, Submission
-from server.services.leaderboard import Ranked, rank_leaderboard
+from server.services import leaderboard
+from server.services.leaderboard import Ranked
+from server.services.leaderboard_delta import BoardState, build_board, update_board
 
 MAX_BOARDS = 64
 FLIGHT_WAIT_S = 60.0
@@ -95,12 +97,20 @@ class FingerprintCache(Generic[T]):
                     del self._flights[engine][key]
             flight[1].set()
 
+    def last(self, session: Session, phase: Phase, league: str | None) -> T | None:
+        """The value kept for (phase, league) whatever its fingerprint (a base to update)."""
+        with self._lock:
+            boards = self._caches.get(session.get_bind())
+            hit = None if boards is None else boards.get((phase.id, league))
+            return None if hit is None else hit[1]
+
     def size(self, session: Session) -> int:
         with self._lock:
             return len(self._caches.get(session.get_bind(), ()))
 
 
-_boards: FingerprintCache[list[Ranked]] = FingerprintCache(MAX_BOARDS)
+_boards: FingerprintCache[BoardState] = FingerprintCache(MAX_BOARDS)
+_kinds = {"rebuilt": 0, "updated": 0}
 
 
 def compute_fingerprint(session: Session, phase: Phase) -> tuple:
@@ -123,18 +133,41 @@ def compute_fingerprint(session: Session, phase: Phase) -> tuple:
 
 
 def board_computations() -> int:
-    """How many ranked boards this process has computed (single flight: 50 readers of a
-    changed board add one)."""
+    """How many ranked boards this process has computed, whole or updated (single flight: 50
+    readers of a changed board add one)."""
     return _boards.computations
+
+
+def board_computation_kinds() -> dict[str, int]:
+    """How many of those were ranked whole (`rebuilt`) and how many brought up to date from
+    the rows that changed (`updated`, `leaderboard_delta`)."""
+    with _boards._lock:
+        return dict(_kinds)
 
 
 def cached_rank_leaderboard(session: Session, phase: Phase,
                             league: str | None = None) -> list[Ranked]:
-    """`rank_leaderboard(session, phase, league)`, reused while the phase's fingerprint holds.
-    The list returned is shared: callers copy it before reordering it."""
-    def compute() -> list[Ranked]:
-        with gc_paused():  # ~100,000 live, acyclic objects: collecting them found nothing
-            return rank_leaderboard(session, phase, league)
+    """`rank_leaderboard(session, phase, league)`, reused while the phase's fingerprint holds,
+    and after a change updated from the rows that changed where it can be. The list returned is
+    shared: callers copy it before reordering it."""
+    def compute() -> BoardState:
+        # ~100,000 live, acyclic objects for a whole ranking, 10,000 for an update: collecting
+        # them found nothing
+        with gc_paused():
+            previous = _boards.last(session, phase, league)
+            if previous is not None:
+                updated = update_board(session, phase, league, previous)
+                if updated is not None:
+                    _count("updated")
+                    return updated
+            state = build_board(session, phase, league,
+                                lambda *a: leaderboard._candidates(*a))  # looked up per call
+        _count("rebuilt")
+        return state
 
-    return _boards.get(session, phase, league, compute)
+    return _boards.get(session, phase, league, compute).ranked
 
+
+def _count(kind: str) -> None:
+    with _boards._lock:
+        _kinds[kind] += 1

@@ -24,15 +24,15 @@ READERS = 50
 
 
 def test_fifty_readers_right_after_a_change_compute_the_board_once(tmp_path, monkeypatch):
-    real = leaderboard_cache.rank_leaderboard
+    real = leaderboard_cache.build_board
     started = threading.Event()
 
-    def slow_rank(session, phase, league=None):  # noqa: ANN001, ANN202 - the real one, slowed
+    def slow_rank(*args):  # noqa: ANN002, ANN202 - the real one, slowed
         started.set()
         threading.Event().wait(0.5)  # every reader arrives while it runs
-        return real(session, phase, league)
+        return real(*args)
 
-    monkeypatch.setattr(leaderboard_cache, "rank_leaderboard", slow_rank)
+    monkeypatch.setattr(leaderboard_cache, "build_board", slow_rank)
     with inprocess_app(tmp_path) as env:
         org = env.token_for("olga", role="organizer")
         phase_id = env.competition(org)["phases"][0]["id"]

@@ -17,13 +17,13 @@ from server.services import leaderboard_cache  # noqa: E402
 
 def test_the_ranking_runs_with_the_collector_paused(tmp_path, monkeypatch):
     seen = []
-    real = leaderboard_cache.rank_leaderboard
+    real = leaderboard_cache.build_board
 
-    def probe(session, phase, league=None):  # noqa: ANN001, ANN202 - the real one, observed
+    def probe(*args):  # noqa: ANN002, ANN202 - the real one, observed
         seen.append(gc.isenabled())
-        return real(session, phase, league)
+        return real(*args)
 
-    monkeypatch.setattr(leaderboard_cache, "rank_leaderboard", probe)
+    monkeypatch.setattr(leaderboard_cache, "build_board", probe)
     with inprocess_app(tmp_path) as env:
         org = env.token_for("olga", role="organizer")
         phase_id = env.competition(org)["phases"][0]["id"]
