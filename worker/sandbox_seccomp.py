@@ -5,8 +5,9 @@ Docker's default profile refuses `unshare`, `mount` and `mount_setattr` to a con
 CAP_SYS_ADMIN, so in a sandbox run under it every test task shares /tmp, /dev/shm, IPC and the
 PID space with the others (the supervisor's sweep then is the only line). This profile, written
 here (not copied from moby), is an allowlist like Docker's: unknown and new system calls fail
-with EPERM, and every call Docker's documentation lists as blocked stays blocked (`BLOCKED`;
-`test_sandbox_seccomp.py` checks both lists). It differs from Docker's in three argument-filtered
+with EPERM, and every call Docker's documentation lists as blocked stays blocked but the two of
+the task's root below (`BLOCKED`;
+`test_sandbox_seccomp.py` checks both lists). It differs from Docker's in these argument-filtered
 rules, which only the supervisor's own code uses before any participant code runs:
 
 - `unshare` with exactly the flag sets of `TASK_NAMESPACE_FLAGS` (a new user namespace with mount,
@@ -14,7 +15,11 @@ rules, which only the supervisor's own code uses before any participant code run
 - `mount` with the flags of a private-propagation remount, a bind mount, or a new tmpfs
   (seccomp cannot read the file-system type: the kernel allows an unprivileged user namespace to
   mount only a few kinds (tmpfs, proc, mqueue, ...), and only inside its own mount namespace);
-- `mount_setattr` (the read-only view of `runner/isolation.make_read_only_view`).
+- `mount_setattr` (the read-only view of `runner/isolation.make_read_only_view`);
+- `pivot_root`, and `umount2` with MNT_DETACH only: the task's own root (`runner/task_root.py`,
+  issue 34), entered and the old root detached in the task's user namespace (without
+  CAP_SYS_ADMIN there, which only our setup has, the kernel refuses both). Docker's list
+  blocks them; only this profile allows them, never the meta-train one.
 `clone` stays as in Docker's profile: no namespace flag at all; `clone3`, whose flags seccomp
 cannot read, answers ENOSYS so that libc falls back to `clone`. Participant code loses the three
 again: the task filter of `submission_api/runner/seccomp.py` refuses them in every task process.
@@ -42,6 +47,10 @@ TASK_NAMESPACE_FLAGS = (TASK_NAMESPACES, TASK_NAMESPACES | CLONE_NEWPID)
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
 MOUNT_FLAGS = (MS_REC | MS_PRIVATE, MS_NOSUID | MS_NODEV, MS_BIND | MS_REC)
 """The only `mount` flags allowed: make every mount private, a new tmpfs, a bind mount."""
+MNT_DETACH = 2
+TASK_ROOT_CALLS = frozenset({"pivot_root", "umount2"})
+"""Docker blocks both; the meta-test profile allows them for the task's root (`umount2` with
+MNT_DETACH only; `pivot_root`'s arguments are pointers, out of a filter's reach)."""
 
 BLOCKED = frozenset({
     # Docker's documentation, "Significant syscalls blocked by the default profile"
@@ -49,9 +58,9 @@ BLOCKED = frozenset({
     "delete_module", "finit_module", "get_kernel_syms", "get_mempolicy", "init_module",
     "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie",
     "mbind", "move_pages", "name_to_handle_at", "nfsservctl", "open_by_handle_at",
-    "perf_event_open", "pivot_root", "process_vm_readv", "process_vm_writev", "ptrace",
+    "perf_event_open", "process_vm_readv", "process_vm_writev", "ptrace",
     "query_module", "quotactl", "reboot", "request_key", "set_mempolicy", "setns",
-    "settimeofday", "stime", "swapon", "swapoff", "sysfs", "_sysctl", "umount", "umount2",
+    "settimeofday", "stime", "swapon", "swapoff", "sysfs", "_sysctl", "umount",
     "uselib", "userfaultfd", "ustat", "vm86", "vm86old",
     # gated on capabilities the sandbox never has, or newer mount / io interfaces
     "chroot", "sethostname", "setdomainname", "syslog", "vhangup", "fanotify_init",
@@ -60,7 +69,7 @@ BLOCKED = frozenset({
     "io_uring_setup", "io_uring_enter", "io_uring_register", "personality",
 })
 """Never allowed (personality: Docker allows a few personas; nothing here needs one)."""
-FILTERED = frozenset({"unshare", "mount", "clone"})
+FILTERED = frozenset({"unshare", "mount", "clone", "umount2"})
 """Allowed only with the arguments above (`mount`, `unshare`: our setup; `clone`: no namespace)."""
 
 ALLOWED = frozenset("""
@@ -129,6 +138,7 @@ def build_profile(task_namespaces: bool = True) -> dict[str, Any]:
         rules += [_rule("unshare", args=[_arg(0, flags)]) for flags in TASK_NAMESPACE_FLAGS]
         # mount(source, target, type, flags, data): only the flags can be read (argument 3).
         rules += [_rule("mount", args=[_arg(3, flags)]) for flags in MOUNT_FLAGS]
+        rules += [_rule("pivot_root"), _rule("umount2", args=[_arg(1, MNT_DETACH)])]
     return {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": errno.EPERM,
             "architectures": list(ARCHITECTURES), "syscalls": rules}
 

@@ -59,8 +59,21 @@ def test_unshare_and_mount_take_only_the_flags_of_the_task_setup():
 def test_without_task_namespaces_the_profile_gives_what_dockers_default_gives():
     profile = profile_module.build_profile(task_namespaces=False)
 
-    for name in ("unshare", "mount", "mount_setattr"):
+    for name in ("unshare", "mount", "mount_setattr", "pivot_root", "umount2"):
         assert rules_for(profile, name) == [], name
+
+
+def test_the_task_root_gets_pivot_root_and_only_a_detaching_umount2():
+    """Docker's list blocks both (they left BLOCKED for this): the task's root needs them
+    (runner/task_root.py); participant code loses them again (runner/seccomp.py)."""
+    profile = profile_module.build_profile()
+
+    assert {"pivot_root", "umount2"} == profile_module.TASK_ROOT_CALLS
+    assert not profile_module.TASK_ROOT_CALLS & profile_module.BLOCKED
+    [umount2] = rules_for(profile, "umount2")
+    assert umount2["args"] == [{"index": 1, "value": 2, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]
+    [pivot_root] = rules_for(profile, "pivot_root")
+    assert "args" not in pivot_root
 
 
 def test_only_the_meta_test_container_gets_the_profile(tmp_path: Path):
@@ -102,6 +115,8 @@ results = {
     "setns": errno_of(libc.setns(os.open("/proc/self/ns/ipc", os.O_RDONLY), 0)),
     "mount, other flags": errno_of(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None)),
     "umount2": errno_of(libc.umount2(b"/tmp", 0)),
+    "umount2 detach, no capability": errno_of(libc.umount2(b"/tmp", 2)),
+    "pivot_root, no capability": errno_of(libc.syscall(155, b"/tmp", b"/tmp")),
     "ptrace": errno_of(libc.ptrace(0, 0, None, None)),
     "keyctl": errno_of(libc.syscall(250, 0, 0, 0, 0)),
     "clone3": errno_of(libc.syscall(435, None, 0)),
@@ -126,4 +141,5 @@ def test_in_a_container_our_setup_works_and_the_rest_stays_blocked(docker_client
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {
         "unshare user only": errno.EPERM, "unshare uts": errno.EPERM, "setns": errno.EPERM,
         "mount, other flags": errno.EPERM, "umount2": errno.EPERM, "ptrace": errno.EPERM,
+        "umount2 detach, no capability": errno.EPERM, "pivot_root, no capability": errno.EPERM,
         "keyctl": errno.EPERM, "clone3": errno.ENOSYS, "task setup": True}
