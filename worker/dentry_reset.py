@@ -12,7 +12,8 @@ worker need not know whose the previous run was.
 Limits, said at start-up and in each run's isolation line: it needs root on the host with
 /proc/sys writable (a worker in a container without it cannot), it acts on this kernel only (a
 remote Docker engine's host is not reset), and runs overlapping in concurrent slots share the
-dcache while they run: a reset between them is impossible without exclusive scheduling.
+dcache while they run: a reset cannot separate them, so a secret phase's run has the host alone
+(worker/host_lock.py).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ UNAVAILABLE_WARNING = (
     "the worker as root on the host with /proc/sys writable (docs/internals.md)")
 CONCURRENT_WARNING = (
     "this worker runs {slots} slots at once: the dentry cache is reset before each run, but "
-    "runs overlapping on this host share it while they run, and no reset can separate them; "
-    "serve secret phases with concurrency 1 (docs/internals.md)")
+    "ordinary runs overlapping on this host share it while they run, and no reset can separate "
+    "them; a run of a secret phase has the host alone (worker/host_lock.py; several workers on "
+    "one host must share ARENA_WORKER_HOST_LOCK, docs/internals.md)")
 
 
 @dataclass(frozen=True)
