@@ -9,83 +9,180 @@ the others wait their turn on a semaphore (a coroutine each, no connection, no t
 pool (`Settings.db_pool`: two connections per admitted request, a read and a write session,
 plus headroom) can never run dry.
 
-Waiting is bounded (issue 38): an unbounded queue turned 1,000 readers into 60 s client
-time-outs for everyone, uploads and workers included. A request that finds `max_waiting`
-others already waiting, or that waits longer than `max_wait_s`, is answered 503
-`server.busy` with Retry-After at once, so the excess learns to come back while the admitted
-keep their latency. The workers' internal API has a lane of its own (`internal_limit` slots,
-never shed): a run's claim, heartbeat and finish must not queue behind a crowd of readers.
-Multipart uploads are not counted: they hold no session while they stream (core/multipart.py)
-and have their own gate (services/upload_gate.py).
+Waiting is bounded, and judged on arrival (issue 38.5). An unbounded queue turned 1,000
+readers into 60 s client time-outs for everyone; a bounded one that only timed waiters out
+still answered its 503s after the whole wait. Each lane keeps the average time a request holds
+its slot, so a newcomer that finds the lane full knows its expected wait, (waiting + 1) x hold
+time / slots: past `max_wait_s`, or with `max_waiting` already waiting, it is answered 503
+`server.busy` with Retry-After (the expected wait) at once, before any session or thread is
+spent on it. `max_wait_s` also bounds the actual wait of the ones that queue.
+
+Lanes, so that a crowd of one kind cannot starve the others of threads, the GIL and the CPU:
+- `heavy`: whole-board reads (the leaderboard API without a small `limit`, its CSV), each ~1 s
+  of CPU at 10,000 entries; at most `heavy_limit` at once, inside the general lane. On a
+  2-core host, 32 of them at once left the event loop and the workers' calls a thirtieth of the
+  GIL each, and served no reader sooner.
+- `internal`: the workers' API (`internal_limit` slots, never shed): a run's claim, heartbeat
+  and finish must not queue behind readers.
+- multipart uploads are not counted: they hold no session while they stream
+  (core/multipart.py) and have their own gate (services/upload_gate.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 INTERNAL_PREFIX = "/internal/"
 """The workers' API (server/api/internal.py): its own lane, never shed."""
+BOARD_API = re.compile(r"^/api/v1/phases/\d+/leaderboard/?$")
+HEAVY_ROWS = 1_000
+"""A board read asking for more entries than this (or for all, the default) is heavy."""
+HOLD_WEIGHT = 0.2
+"""Weight of the newest hold time in a lane's running average."""
+
+
+@dataclass
+class Lane:
+    """Slots of one kind of request, those waiting for one, and how long a slot is held."""
+
+    limit: int
+    slots: asyncio.Semaphore | None = None  # made in the server's event loop
+    waiting: int = 0
+    hold_s: float = 0.0
+    """Running average of the time a request held its slot (0 until one was released)."""
+
+    def expected_wait_s(self) -> float:
+        """What a request arriving now would wait: nothing with a slot free."""
+        if self.slots is None or not self.slots.locked():
+            return 0.0
+        return self.hold_s * (self.waiting + 1) / self.limit
+
+    def release(self, started: float) -> None:
+        assert self.slots is not None
+        self.slots.release()
+        took = time.monotonic() - started
+        self.hold_s = took if self.hold_s == 0 else (
+            (1 - HOLD_WEIGHT) * self.hold_s + HOLD_WEIGHT * took)
+
+
+class Busy(Exception):
+    """A lane refused a request: why, and after how many seconds to come back."""
+
+    def __init__(self, why: str, retry_after_s: int) -> None:
+        super().__init__(why)
+        self.why, self.retry_after_s = why, retry_after_s
 
 
 class AdmissionMiddleware:
-    """Admit at most `limit` HTTP requests into `app` at once; at most `max_waiting` wait, each
-    at most `max_wait_s`; the rest are answered 503 with Retry-After."""
+    """Admit at most `limit` HTTP requests into `app` at once (`heavy_limit` of them whole-board
+    reads); a request whose expected wait passes `max_wait_s`, or that finds `max_waiting`
+    waiting, or that waits `max_wait_s`, is answered 503 with Retry-After."""
 
     def __init__(self, app: ASGIApp, limit: int, max_waiting: int | None = None,
                  max_wait_s: float = 20.0, internal_limit: int = 4,
-                 retry_after_s: int = 5) -> None:
+                 retry_after_s: int = 5, heavy_limit: int | None = None) -> None:
         self.app = app
         self.limit = limit
         self.max_waiting = 8 * limit if max_waiting is None else max_waiting
         self.max_wait_s = max_wait_s
-        self.internal_limit = internal_limit
         self.retry_after_s = retry_after_s
-        self.waiting = 0
+        self.general = Lane(limit)
+        self.heavy = Lane(max(1, limit // 16) if heavy_limit is None else heavy_limit)
+        self.internal = Lane(internal_limit)
         self.shed = 0
         """Requests answered 503 so far (a benchmark reads it to see shedding happen)."""
-        self._slots: asyncio.Semaphore | None = None  # made in the server's event loop
-        self._internal: asyncio.Semaphore | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot in the general or the heavy lane."""
+        return self.general.waiting + self.heavy.waiting
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _is_streamed_upload(scope):
             await self.app(scope, receive, send)
             return
-        if self._slots is None or self._internal is None:
-            self._slots = asyncio.Semaphore(self.limit)
-            self._internal = asyncio.Semaphore(self.internal_limit)
-        if scope.get("path", "").startswith(INTERNAL_PREFIX):
-            async with self._internal:
+        path = scope.get("path", "")
+        if path.startswith(INTERNAL_PREFIX):
+            started = await self._enter(self.internal, shed=False)
+            try:
                 await self.app(scope, receive, send)
+            finally:
+                self.internal.release(started)
             return
-        if self._slots.locked() and self.waiting >= self.max_waiting:
-            await self._refuse(send, f"{self.waiting} requests are already waiting")
-            return
-        self.waiting += 1
+        lanes = [self.heavy, self.general] if _is_heavy(scope, path) else [self.general]
+        entered: list[tuple[Lane, float]] = []
         try:
-            await asyncio.wait_for(self._slots.acquire(), timeout=self.max_wait_s)
-        except TimeoutError:
-            await self._refuse(send, f"no slot freed within {self.max_wait_s:g} s")
+            for lane in lanes:
+                entered.append((lane, await self._enter(lane, shed=True)))
+        except Busy as busy:
+            for lane, started in reversed(entered):
+                lane.release(started)
+            await self._refuse(send, busy)
             return
-        finally:
-            self.waiting -= 1
         try:
             await self.app(scope, receive, send)
         finally:
-            self._slots.release()
+            for lane, started in reversed(entered):
+                lane.release(started)
 
-    async def _refuse(self, send: Send, why: str) -> None:
+    async def _enter(self, lane: Lane, shed: bool) -> float:
+        """Take a slot of `lane` (waiting for it if worth it); the time it was taken."""
+        if lane.slots is None:
+            lane.slots = asyncio.Semaphore(lane.limit)
+        if shed and lane.slots.locked():
+            expected = lane.expected_wait_s()
+            if lane.waiting >= self.max_waiting:
+                raise Busy(f"{lane.waiting} requests are already waiting",
+                           self._retry_after(expected))
+            if expected > self.max_wait_s:
+                raise Busy(f"the expected wait is {expected:.0f} s",
+                           self._retry_after(expected))
+        lane.waiting += 1
+        try:
+            if shed:
+                await asyncio.wait_for(lane.slots.acquire(), timeout=self.max_wait_s)
+            else:
+                await lane.slots.acquire()
+        except TimeoutError:
+            raise Busy(f"no slot freed within {self.max_wait_s:g} s",
+                       self._retry_after(lane.expected_wait_s())) from None
+        finally:
+            lane.waiting -= 1
+        return time.monotonic()
+
+    def _retry_after(self, expected_s: float) -> int:
+        """Come back when the queue ahead should have drained: at least `retry_after_s`."""
+        return max(self.retry_after_s, min(600, math.ceil(expected_s)))
+
+    async def _refuse(self, send: Send, busy: Busy) -> None:
         self.shed += 1
         body = json.dumps({"error": {
             "code": "server.busy", "family": "platform",
-            "message": f"the server is busy ({why}); retry after {self.retry_after_s} s"}})
+            "message": f"the server is busy ({busy.why}); retry after {busy.retry_after_s} s"}})
         headers = [(b"content-type", b"application/json"),
-                   (b"retry-after", str(self.retry_after_s).encode()),
+                   (b"retry-after", str(busy.retry_after_s).encode()),
                    (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 503, "headers": headers})
         await send({"type": "http.response.body", "body": body.encode()})
+
+
+def _is_heavy(scope: Scope, path: str) -> bool:
+    """A read of a whole board (the API's default), of more than HEAVY_ROWS entries, or CSV."""
+    if scope.get("method") != "GET" or not BOARD_API.match(path):
+        return False
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    if query.get("format", [""])[-1] == "csv":
+        return True
+    limit = query.get("limit", [""])[-1]
+    return not limit.isdigit() or int(limit) > HEAVY_ROWS
 
 
 def _is_streamed_upload(scope: Scope) -> bool:

@@ -112,3 +112,81 @@ def test_the_workers_lane_is_the_prefix_the_app_serves_the_internal_api_under(tm
     paths = [context.path for context in routing.iter_route_contexts(app.routes)]
     internal = [path for path in paths if path.endswith("/claim")]
     assert internal and all(path.startswith(INTERNAL_PREFIX) for path in internal), internal
+
+
+class BoardApp:
+    """Whole-board reads (`/api/v1/phases/1/leaderboard`, no limit) hold their slot until
+    `gate` is set; anything else answers at once. Counts what reached it."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.reached: list[str] = []
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        if scope["type"] != "http":
+            return
+        self.reached.append(f"{scope['path']}?{scope['query_string'].decode()}")
+        while scope["path"].endswith("/leaderboard") and not scope["query_string"] \
+                and not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+BOARD = "/api/v1/phases/1/leaderboard"
+
+
+def test_whole_board_readers_wait_in_their_own_lane_and_the_rest_is_served():
+    """With the heavy lane full and a whole-board reader waiting for it, a page of the board,
+    the phase list and the workers' API are answered while the whole-board readers are held;
+    the held ones are served after."""
+    inner = BoardApp()
+    middleware = AdmissionMiddleware(inner, limit=8, heavy_limit=1, max_wait_s=120)
+    for url in serve(middleware):
+        with ThreadPoolExecutor(2) as pool:
+            held = [pool.submit(httpx.get, f"{url}{BOARD}", timeout=120) for _ in range(2)]
+            wait_for(lambda: middleware.heavy.waiting == 1, "a whole-board reader waiting")
+            for path in (f"{BOARD}?limit=100", "/api/v1/phases", "/internal/runs/1/heartbeat"):
+                assert httpx.get(f"{url}{path}", timeout=120).status_code == 200, path
+            assert not any(f.done() for f in held)  # still held: the others went past them
+            inner.gate.set()
+            assert [f.result().status_code for f in held] == [200, 200]
+    assert middleware.shed == 0
+
+
+def test_a_newcomer_whose_expected_wait_passes_the_bound_is_refused_at_once_before_the_app():
+    """One slot, held; the lane's requests hold their slot 100 s on average: the next one
+    would wait ~100 s past a 20 s bound, so it is answered 503 at once (it never waits, and
+    never reaches the app), with Retry-After saying when the queue should have drained."""
+    inner = BoardApp()
+    middleware = AdmissionMiddleware(inner, limit=1, heavy_limit=1, max_wait_s=20)
+    middleware.general.hold_s = 100.0  # what the lane measured of its requests so far
+    for url in serve(middleware):
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(httpx.get, f"{url}{BOARD}", timeout=120)
+            wait_for(lambda: len(inner.reached) == 1, "the first read admitted")
+            refused = httpx.get(f"{url}/api/v1/phases", timeout=120)
+            assert refused.status_code == 503, refused.text
+            assert "expected wait" in refused.json()["error"]["message"]
+            assert int(refused.headers["retry-after"]) >= 100
+            assert middleware.waiting == 0 and len(inner.reached) == 1
+            inner.gate.set()
+            assert first.result().status_code == 200
+    assert middleware.shed == 1
+
+
+def test_a_lane_that_drains_fast_lets_newcomers_queue():
+    """The same full slot with a short measured hold time: the newcomer waits its turn and is
+    served (shedding follows the expected wait, not the mere lack of a free slot)."""
+    inner = BoardApp()
+    middleware = AdmissionMiddleware(inner, limit=1, heavy_limit=1, max_wait_s=20)
+    middleware.general.hold_s = 0.5
+    for url in serve(middleware):
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(httpx.get, f"{url}{BOARD}", timeout=120)
+            wait_for(lambda: len(inner.reached) == 1, "the first read admitted")
+            second = pool.submit(httpx.get, f"{url}/api/v1/phases", timeout=120)
+            wait_for(lambda: middleware.waiting == 1, "the newcomer waiting")
+            inner.gate.set()
+            assert [first.result().status_code, second.result().status_code] == [200, 200]
+    assert middleware.shed == 0
