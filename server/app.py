@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -34,6 +35,9 @@ from server.services.storage import Storage
 from server.services.upload_gate import UploadGate
 from server.services.users import bootstrap_admin
 from server.web.rendering import install_page_errors, render, wants_html
+
+if TYPE_CHECKING:
+    from server.services.reconcile import ReconcileReport
 
 log = logging.getLogger("arena.server")
 
@@ -61,7 +65,7 @@ def make_job_queue(settings: Settings) -> JobQueue:
     return CeleryJobQueue(settings.broker_url, settings.data_dir / "broker")
 
 
-def _lifespan(app: FastAPI):
+def _lifespan(app: FastAPI) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         settings: Settings = app.state.settings
@@ -157,7 +161,7 @@ def create_app(settings: Settings | None = None, *, queue: JobQueue | None = Non
     return app
 
 
-def reconcile_once(settings: Settings, queue: JobQueue | None = None):
+def reconcile_once(settings: Settings, queue: JobQueue | None = None) -> ReconcileReport:
     """One reconciler pass outside the server process (for the CLI or a cron job)."""
     from server.services.reconcile import reconcile
 
@@ -171,15 +175,17 @@ def reconcile_once(settings: Settings, queue: JobQueue | None = None):
 
 
 OUTAGE_ERRORS = (PoolTimeoutError, OperationalError, InterfaceError, DatabaseUnavailableError)
+_JsonHandler = Callable[[Request, Exception], Awaitable[Response]]
 
 
 def install_outage_pages(app: FastAPI) -> None:
     """A browser asking for a page while the database is down gets an HTML 503 page (with the
     same Retry-After), not the API's JSON body (issue 36); API clients keep the JSON. The page
     is rendered without a user: looking one up would wait on the database that is down."""
-    json_handlers = {cls: app.exception_handlers[cls] for cls in OUTAGE_ERRORS}
+    # install_error_handlers registered these: async, answering a Response
+    json_handlers = {cls: cast(_JsonHandler, app.exception_handlers[cls]) for cls in OUTAGE_ERRORS}
 
-    def handler_for(exc: Exception):  # noqa: ANN202 - Starlette's handler type
+    def handler_for(exc: Exception) -> _JsonHandler:
         return next(json_handlers[cls] for cls in type(exc).__mro__ if cls in json_handlers)
 
     async def handle(request: Request, exc: Exception) -> Response:

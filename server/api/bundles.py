@@ -8,7 +8,7 @@ Validation errors answer 422 `bundle.invalid` with every problem and its line.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -115,14 +115,14 @@ async def update_from_bundle(
 
 @router.post("/competitions/{ref}/bundle/diff", openapi_extra=_BODY)
 async def preview_bundle_update(ref: str, request: Request, user: Organizer,
-                                session: SessionDep) -> dict:
+                                session: SessionDep) -> dict[str, Any]:
     """A dry run of `PUT /competitions/{ref}/bundle`: the same checks, nothing written;
     answers `{"changes": [{phase, field, old, new, text}], "added_phases": [...], "scored":
     [{phase, fields, entries, submission_ids, text}]}` — `scored`: the phases whose scores the
     update would change the meaning of, which it refuses without `on_scored`."""
     body = await read_bundle(request)
 
-    def work() -> dict:
+    def work() -> dict[str, Any]:
         comp = get_owned_competition(session, find_competition(session, ref, user).id, user)
         parsed = parse_bundle(body.yaml, body.resolved)
         return service.preview_update(session, comp, parsed, user)

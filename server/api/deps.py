@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
@@ -32,24 +32,24 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    return cast(Settings, request.app.state.settings)
 
 
 def get_db(request: Request) -> Database:
-    return request.app.state.db
+    return cast(Database, request.app.state.db)
 
 
 def get_storage(request: Request) -> Storage:
-    return request.app.state.storage
+    return cast(Storage, request.app.state.storage)
 
 
 def get_queue(request: Request) -> JobQueue:
-    return request.app.state.queue
+    return cast(JobQueue, request.app.state.queue)
 
 
 def get_now(request: Request) -> datetime:
     """The clock, injectable so tests can move time (lease expiry, quotas per day)."""
-    return request.app.state.clock()
+    return cast(datetime, request.app.state.clock())
 
 
 def get_lease_policy(settings: Annotated[Settings, Depends(get_settings)]) -> LeasePolicy:

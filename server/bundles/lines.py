@@ -45,7 +45,7 @@ class LineMap:
         return 1
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types: Any
     """The safe loader, whose impossible dates (`2022-13-45`) are YAML errors with a line,
     not a bare ValueError from `datetime` that would escape as a traceback, and which stops
     composing past MAX_DEPTH levels (issue 36: PyYAML's scanner pays for every open flow level

@@ -23,6 +23,9 @@ class PoolAwareQueue:
     """Sends every job to `inner` except those of runs of pool phases, which are dropped (the
     run stays queued in the database, for its pool). Everything else is `inner`'s."""
 
+    inner: JobQueue
+    db: Database
+
     def __init__(self, inner: JobQueue, db: Database) -> None:
         object.__setattr__(self, "inner", inner)
         object.__setattr__(self, "db", db)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import secrets
 import statistics
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, InvalidInputError, NotFoundError
@@ -180,7 +180,8 @@ def pool_summary(pool: WorkerPool) -> dict[str, Any]:
             "created_at": pool.created_at}
 
 
-def _pool_runs(pool_id: int):  # noqa: ANN202 - a select of the pool's runs
+def _pool_runs(pool_id: int) -> Select[Run]:
+    """A select of the pool's runs."""
     return (select(Run).join(Submission, Run.submission_id == Submission.id)
             .join(PoolPhase, PoolPhase.phase_id == Submission.phase_id)
             .where(PoolPhase.pool_id == pool_id))
@@ -216,7 +217,8 @@ def pool_queue(session: Session, pool_id: int, now: datetime) -> dict[str, Any]:
         Run.enqueued_at, Run.started_at).where(Run.started_at.is_not(None),
                                                Run.enqueued_at.is_not(None))
         .order_by(Run.started_at.desc()).limit(50)).all()
-    waits = [max(0.0, (started - queued_at).total_seconds()) for queued_at, started in claims]
+    both = cast(list[tuple[datetime, datetime]], claims)  # the query kept rows with both times
+    waits = [max(0.0, (started - queued_at).total_seconds()) for queued_at, started in both]
     return {"queued": count,
             "oldest_wait_s": None if oldest is None else max(0.0, (now - _aware(oldest))
                                                              .total_seconds()),

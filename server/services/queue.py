@@ -58,7 +58,7 @@ class CeleryJobQueue:
         self.broker_dir = broker_dir
         self.unacked_grace_s = unacked_grace_s
         self.inspect_timeout_s = inspect_timeout_s
-        self._app = None
+        self._app: Any = None  # celery.Celery, built on first use
 
     def warm(self) -> None:
         """Open the broker connection ahead of the first upload, which would otherwise pay for
@@ -106,7 +106,7 @@ class CeleryJobQueue:
                         ids.add(str(request["id"]))
         return ids if answered else None
 
-    def _celery(self):  # noqa: ANN202 - celery.Celery, imported lazily
+    def _celery(self) -> Any:  # celery.Celery (untyped), imported lazily
         if self._app is None:
             import celery
 

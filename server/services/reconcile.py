@@ -21,14 +21,16 @@ import logging
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.core.db import Database
 from server.core.errors import ConflictError, InvalidInputError
 from server.core.security import hash_token, new_token
 from server.models import ACTIVE_STATES, Phase, PoolPhase, Run, Submission, utcnow
-from server.services.finals import close_phase, due_phases
+from server.services.finals import Job, close_phase, due_phases
 from server.services.pool_jobs import pool_run_ids
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.run_transitions import guarded_update
@@ -112,16 +114,18 @@ def lost_runs(session: Session, now: datetime, queue: JobQueue, policy: Reconcil
     inspect = getattr(queue, "pending_runs", None)
     # Read the broker after the database: a job sent later than our read cannot hide a loss.
     held = {name: inspect(name) if inspect else None for name in {q for _r, q in old}}
-    lost, missing = [], {}
+    lost: list[tuple[Run, str]] = []
+    missing: Suspects = {}
     fallback_before = now - timedelta(seconds=policy.requeue_after_s)
     for run, name in old:
         pending = held[name]
+        enqueued_at = cast(datetime, run.enqueued_at)  # the query kept only runs with one
         if pending is None:
-            if run.enqueued_at < fallback_before:
+            if enqueued_at < fallback_before:
                 lost.append((run, name))
         elif run.id not in pending:
-            missing[run.id] = run.enqueued_at
-            if suspects is None or suspects.get(run.id) == run.enqueued_at:
+            missing[run.id] = enqueued_at
+            if suspects is None or suspects.get(run.id) == enqueued_at:
                 lost.append((run, name))
     if suspects is not None:
         suspects.clear()
@@ -129,8 +133,8 @@ def lost_runs(session: Session, now: datetime, queue: JobQueue, policy: Reconcil
     return lost
 
 
-def _close_due_phases(session: Session, now: datetime, policy: ReconcilePolicy) -> list:
-    jobs = []
+def _close_due_phases(session: Session, now: datetime, policy: ReconcilePolicy) -> list[Job]:
+    jobs: list[Job] = []
     for phase in due_phases(session, now):
         try:
             with session.begin_nested():
@@ -144,7 +148,8 @@ def _close_due_phases(session: Session, now: datetime, policy: ReconcilePolicy) 
     return jobs
 
 
-def _runs_with_queue(session: Session, policy: ReconcilePolicy, where: list):
+def _runs_with_queue(session: Session, policy: ReconcilePolicy,
+                     where: list[Any]) -> list[tuple[Run, str]]:
     rows = session.execute(
         select(Run, Phase.queue).join(Submission, Run.submission_id == Submission.id)
         .join(Phase, Submission.phase_id == Phase.id).where(*where).order_by(Run.id)
@@ -152,7 +157,8 @@ def _runs_with_queue(session: Session, policy: ReconcilePolicy, where: list):
     return [(run, name or policy.default_queue) for run, name in rows]
 
 
-def run_reconciler_forever(db, queue: JobQueue, policy: ReconcilePolicy, interval_s: float,
+def run_reconciler_forever(db: Database, queue: JobQueue, policy: ReconcilePolicy,
+                           interval_s: float,
                            stop: threading.Event) -> None:
     """Loop for a background thread: reconcile every `interval_s` until `stop` is set.
 

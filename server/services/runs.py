@@ -60,8 +60,8 @@ def compute_release_backoff(platform_failures: int, policy: LeasePolicy) -> floa
     """Seconds to wait before re-enqueueing a run released `platform_failures` times."""
     if platform_failures <= 0:
         return 0.0
-    return min(policy.release_backoff_max_s,
-               policy.release_backoff_s * 2 ** (platform_failures - 1))
+    doubling: int = 2 ** (platform_failures - 1)  # mypy types int ** int as Any
+    return min(policy.release_backoff_max_s, policy.release_backoff_s * doubling)
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ RETRY_NOTE = "A platform fault; it will be retried, not charged to your quota"
 read "the run failed during meta-testing"); `secrecy.redact_message` keeps this note alone."""
 
 
-def requeue_or_fail(session: Session, run: Run, guard: list, error: str, now: datetime,
+def requeue_or_fail(session: Session, run: Run, guard: list[Any], error: str, now: datetime,
                      policy: LeasePolicy) -> str | None:
     """Shared by release and the reconciler: moves an active run (meeting `guard`) back to
     queued, or to failed or cancelled; "" when the guard lost the race, None when the run

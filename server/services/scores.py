@@ -66,7 +66,8 @@ def compute_phase_scoring(protocol: ProtocolOrScoring) -> PhaseScoring:
     return PhaseScoring(params.name, *params.ranking)
 
 
-def compute_run_cells(summary: Mapping[str, Any] | None, score: float | None) -> dict:
+def compute_run_cells(summary: Mapping[str, Any] | None,
+                      score: float | None) -> dict[str, dict[str, float]]:
     """A run's metric cells; a run stored without a summary counts as one pseudo-dataset."""
     cells = read_metric_cells(dict(summary or {}))
     if not cells.get("score") and score is not None:

@@ -25,7 +25,7 @@ class UploadGate:
     total: int
     per_user: int
     retry_after_s: int = 30
-    active: Counter = field(default_factory=Counter)
+    active: Counter[int | None] = field(default_factory=Counter)
 
     @property
     def in_flight(self) -> int:

@@ -8,11 +8,13 @@ the JSON API calls; an action whose service does not exist is not offered.
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.api.deps import (
     SESSION_COOKIE,
@@ -23,6 +25,7 @@ from server.api.deps import (
     get_db,
     get_queue,
 )
+from server.core.config import Settings
 from server.core.db import Database
 from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError, NotFoundError
 from server.models import RUN_STATES, Phase, Submission, User
@@ -35,7 +38,7 @@ from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
 from server.services.secrecy import publish_results, results_state, test_data_level
-from server.services.tenancy import organized_phase_ids
+from server.services.tenancy import is_staff, organized_phase_ids
 from server.services.timeline import effective_status, phase_step
 from server.services.workers import (
     broker_workers,
@@ -46,7 +49,6 @@ from server.services.workers import (
 from server.web import pool_pages
 from server.web.actions import submission_actions
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
-from server.web.views import is_staff
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 router.include_router(pool_pages.router)  # the dashboard's Worker pools pages (issue 37)
@@ -70,7 +72,7 @@ NOTICES = {"phase-status": "The phase status was changed.",
                                    "update, or the phase's PATCH)."}
 
 
-def organized_phases(session, user: User) -> list[Phase]:
+def organized_phases(session: Session, user: User) -> list[Phase]:
     return list(session.execute(select(Phase).where(Phase.id.in_(organized_phase_ids(user)))
                                 .order_by(Phase.id)).scalars())
 
@@ -84,10 +86,10 @@ def _require_staff(user: User | None) -> User:
     return user
 
 
-def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
+def phase_exports(phases: list[Phase]) -> dict[int, list[dict[str, str]]]:
     """Export links per phase beyond the leaderboard JSON: the JSON API's CSV export, and for a
     phase with a fact sheet its answers with who has not answered (JSON, CSV)."""
-    exports = {}
+    exports: dict[int, list[dict[str, str]]] = {}
     for p in phases:
         links = [{"label": "CSV", "url": f"/api/v1/phases/{p.id}/leaderboard?format=csv"}]
         if p.factsheet:
@@ -101,7 +103,7 @@ def phase_exports(phases: list[Phase]) -> dict[int, list[dict]]:
 @router.get("/organizer")
 def dashboard(request: Request, user: OptionalUser, session: SessionDep,
               settings: SettingsDep, now: NowDep,
-              queue: Annotated[JobQueue, Depends(get_queue)]):
+              queue: Annotated[JobQueue, Depends(get_queue)]) -> Response:
     if user is None:
         return login_redirect(request, "organizer")
     _require_staff(user)
@@ -109,7 +111,7 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
     ids = [p.id for p in phases]
     entries = [e for e in queue_entries(session, now, settings.default_queue)
                if e["phase_id"] in ids]
-    queued: dict[str, list[dict]] = {}
+    queued: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         if entry["state"] == "queued":
             queued.setdefault(entry["queue"], []).append(entry)
@@ -141,7 +143,7 @@ def dashboard(request: Request, user: OptionalUser, session: SessionDep,
                   notice=NOTICES.get(request.query_params.get("done", "")))
 
 
-def recent_filter(request: Request, phase_ids: list[int]) -> dict:
+def recent_filter(request: Request, phase_ids: list[int]) -> dict[str, Any]:
     """The recent-submissions filter from the query string, each value checked (a phase the
     organizer does not own, or an unknown state, is ignored rather than trusted)."""
     params = request.query_params
@@ -152,7 +154,8 @@ def recent_filter(request: Request, phase_ids: list[int]) -> dict:
             "who": params.get("who", "").strip()[:64]}
 
 
-def _workers(session, user: User, now, settings) -> list[dict]:
+def _workers(session: Session, user: User, now: datetime,
+             settings: Settings) -> list[dict[str, Any]]:
     """Workers as this organizer may see them (api/admin.py: others' runs masked)."""
     rows = list_workers(session, now, silent_after_s=2 * settings.lease_seconds)
     return rows if user.role == "admin" else hide_host_details(mask_foreign_runs(session, user,
@@ -161,7 +164,7 @@ def _workers(session, user: User, now, settings) -> list[dict]:
 
 @router.post("/organizer/phases/{phase_id}/open")
 async def open_phase(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                     db: Annotated[Database, Depends(get_db)]):
+                     db: Annotated[Database, Depends(get_db)]) -> RedirectResponse:
     """Open a draft phase, open an upcoming one now (its `starts_at` becomes now), or reopen a
     closed one (the PATCH /api/v1/phases/{id} service and its dataset checks). Reopening
     carries nothing again: a phase's submissions are carried into its final once (`closed_at`
@@ -173,7 +176,7 @@ async def open_phase(phase_id: int, request: Request, settings: SettingsDep, now
         if phase.status == "open" and not upcoming:
             raise ConflictError(f"phase {phase.id} is already open", code="phase.already_open")
         reopened = phase.status == "closed"
-        changes: dict = {"starts_at": now} if upcoming else {"status": "open"}
+        changes: dict[str, Any] = {"starts_at": now} if upcoming else {"status": "open"}
         competition_service.update_phase(session, phase, changes, user, now)
         ended = phase.ends_at is not None and phase.ends_at <= now
     done = "phase-reopened-ended" if reopened and ended else (
@@ -184,7 +187,7 @@ async def open_phase(phase_id: int, request: Request, settings: SettingsDep, now
 @router.post("/organizer/phases/{phase_id}/close")
 async def close(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
                 db: Annotated[Database, Depends(get_db)],
-                queue: Annotated[JobQueue, Depends(get_queue)]):
+                queue: Annotated[JobQueue, Depends(get_queue)]) -> RedirectResponse:
     """Close a phase and carry its entries into the final phases that follow it (the
     POST /api/v1/phases/{id}/close service); their runs are enqueued after the commit."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
@@ -197,7 +200,7 @@ async def close(phase_id: int, request: Request, settings: SettingsDep, now: Now
 
 @router.post("/organizer/phases/{phase_id}/publish")
 async def publish(phase_id: int, request: Request, settings: SettingsDep, now: NowDep,
-                  db: Annotated[Database, Depends(get_db)]):
+                  db: Annotated[Database, Depends(get_db)]) -> RedirectResponse:
     """Publish a closed phase's results (the POST /api/v1/phases/{id}/publish service)."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
@@ -206,7 +209,8 @@ async def publish(phase_id: int, request: Request, settings: SettingsDep, now: N
     return RedirectResponse("/organizer?done=published", status_code=303)
 
 
-def _organized_phase(request: Request, session, now, phase_id: int) -> tuple[User, Phase]:
+def _organized_phase(request: Request, session: Session, now: datetime,
+                     phase_id: int) -> tuple[User, Phase]:
     user = _require_staff(user_service.user_for_token(
         session, request.cookies.get(SESSION_COOKIE, ""), now))
     phase = session.get(Phase, phase_id)

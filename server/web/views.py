@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.models import Competition, Phase, TeamMember, User, utcnow
+from server.models import Competition, Phase, Run, Submission, TeamMember, User, utcnow
 from server.schemas.submission import RunResultOut, coarse_progress
 from server.services.leaderboard_stats import compare_with_entry_above, compare_with_previous
 from server.services.leaderboard_view import view_leaderboard
@@ -30,11 +31,7 @@ from server.services.secrecy import (
     served_log,
     test_data_level,
 )
-from server.services.tenancy import (  # noqa: F401 (is_staff re-exported)
-    is_staff,
-    organizes_competition,
-    visible_competitions_query,
-)
+from server.services.tenancy import organizes_competition, visible_competitions_query
 from server.services.timeline import (
     competition_timeline,
     effective_status,
@@ -47,7 +44,7 @@ from server.web.entry import entry_of
 
 def visible_competitions(session: Session, user: User | None, now: datetime | None = None, *,
                          competition_id: int | None = None, limit: int | None = None,
-                         offset: int = 0) -> list[dict]:
+                         offset: int = 0) -> list[dict[str, Any]]:
     """Competitions with the phases `user` may see (drafts for their organizers only: services/
     tenancy.py), each phase with its timeline step at `now` (effective status, countdown) in
     the order the phases happen. Only `competition_id` when given; else `limit` of them from
@@ -101,7 +98,7 @@ def phase_facts(phase: Phase, now: datetime | None = None) -> list[tuple[str, st
 
 
 def phase_context(session: Session, phase: Phase, user: User | None,
-                  now: datetime) -> dict:
+                  now: datetime) -> dict[str, Any]:
     """What the phase and submit pages show beside the facts: the competition's timeline,
     this phase's step and the one after it, and the viewer's quota left in words."""
     timeline = competition_timeline(
@@ -118,7 +115,7 @@ def phase_context(session: Session, phase: Phase, user: User | None,
             "serving": phase_serving(session, phase, user, now)}
 
 
-def quota_words(quota: dict | None, now: datetime) -> str:
+def quota_words(quota: dict[str, Any] | None, now: datetime) -> str:
     """`3 of 5 left today (resets in 4 h 10 min, 00:00 UTC), 18 of 20 in total`, or ''."""
     if quota is None:
         return ""
@@ -136,20 +133,21 @@ def quota_words(quota: dict | None, now: datetime) -> str:
     return ", ".join(parts)
 
 
-def quota_spent(quota: dict | None) -> bool:
+def quota_spent(quota: dict[str, Any] | None) -> bool:
     """True when one of the quotas has no submission left (the upload would be refused)."""
     return quota is not None and any(
         quota[k] is not None and quota[k][0] == 0 for k in ("per_day", "total", "in_flight"))
 
 
-def submission_standing(session: Session, phase: Phase, submission, sees_all: bool) -> dict:
+def submission_standing(session: Session, phase: Phase, submission: Submission,
+                        sees_all: bool) -> dict[str, Any]:
     """Where a finished submission stands, for its page: the CI of the run that gave its score,
     and its rank on the leaderboard as this viewer may see it (None when another submission of
     the owner represents them, or the organizers hide ranks)."""
     runs = [r for r in submission.runs if r.superseded_at is None and r.state == "finished"]
     scoring = next((r for r in runs if r.score == submission.score), runs[0] if runs else None)
     summary = (scoring.summary or {}) if scoring is not None else {}
-    out = {"ci95": summary.get("ci95"), "n_tasks": summary.get("n_tasks"),
+    out: dict[str, Any] = {"ci95": summary.get("ci95"), "n_tasks": summary.get("n_tasks"),
            "run_index": scoring.index if scoring is not None else None,
            "rank": None, "total": None, "on_board": False}
     if submission.state != "finished" or submission.score is None:
@@ -167,7 +165,7 @@ def submission_standing(session: Session, phase: Phase, submission, sees_all: bo
     return out
 
 
-def served_run(run, view: OwnerView):
+def served_run(run: Run, view: OwnerView) -> Run | SimpleNamespace:
     """A run as the page shows it to this viewer (services/secrecy.py): the table model itself
     for organizers, else its served fields with the log and live tail the owner may read."""
     if view is FULL:
@@ -204,12 +202,12 @@ class Board:
     title: str
     description: str
     hidden: str
-    entries: list[dict]
+    entries: list[dict[str, Any]]
     columns: list[str]
     datasets: list[str] = field(default_factory=list)
     league: str | None = None
     total: int = 0
-    pinned: list[dict] = field(default_factory=list)
+    pinned: list[dict[str, Any]] = field(default_factory=list)
     page: int = 1
     pages: int = 1
     statistics: bool = False
