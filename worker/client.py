@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from submission_api.contract.resources import RunResources
+from submission_api.contract.resources import TIME_LIMIT_BOUND, RunResources
 from submission_api.contract.wire import (
     UNHEALTHY_CAP,
     ClaimBody,
@@ -100,7 +100,7 @@ class ClaimedRun(BaseModel):
     protocol: dict[str, Any]
     test_seed: int = Field(ge=0)  # secret: seeds the test tasks; never enters the sandbox
     participant_seed: int = Field(ge=0)  # the only seed the participant side sees
-    time_limit_s: float = Field(gt=0)
+    time_limit_s: float = Field(ge=TIME_LIMIT_BOUND.least, le=TIME_LIMIT_BOUND.most)
     resources: RunResources = RunResources()
     image: str | None = None
     datasets: list[DatasetRef]
@@ -158,10 +158,12 @@ class InternalClient:
             ServerUnavailableError: no answer, or a 5xx.
             ServerRejectedError: another 4xx."""
         url = "/internal/pool/jobs"
+        body: dict[str, Any] = {"worker": worker, "host": host, "gpus": gpus, "images": images}
+        if (isolation := self._task_isolation()) is not None:
+            body["task_isolation"] = isolation
         try:
-            response = self._http.post(url, headers=self._headers(None), json=storable_json(
-                {"worker": worker, "host": host, "gpus": gpus, "images": images,
-                 "task_isolation": self._task_isolation()}))
+            response = self._http.post(url, headers=self._headers(None),
+                                       json=storable_json(body))
         except httpx.TransportError as exc:
             raise ServerUnavailableError(f"{url}: {type(exc).__name__}: {exc}; check that the "
                                          "server is up and reachable from the worker") from exc

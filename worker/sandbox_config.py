@@ -25,7 +25,12 @@ from typing import Any
 
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
-from submission_api.contract.resources import DEFAULT_RESOURCES, RESOURCE_BOUNDS, RunResources
+from submission_api.contract.resources import (
+    DEFAULT_RESOURCES,
+    DEFAULT_TIME_LIMIT_S,
+    RESOURCE_BOUNDS,
+    RunResources,
+)
 from worker import sandbox_seccomp
 
 SANDBOX_UID = 1000
@@ -68,7 +73,7 @@ class SandboxLimits:
     shm_mb: int = DEFAULT_RESOURCES.shm_mb
     tmp_mb: int = DEFAULT_RESOURCES.tmp_mb
     output_mb: int = DEFAULT_RESOURCES.output_mb
-    wall_time_s: float = 3600.0
+    wall_time_s: float = float(DEFAULT_TIME_LIMIT_S)
     log_cap_bytes: int = 1_000_000
     gpus: tuple[str, ...] = ()
     network: bool = False

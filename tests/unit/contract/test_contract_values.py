@@ -12,7 +12,12 @@ from server.schemas.competition import Resources as ApiResources
 from server.services import queue as server_queue
 from submission_api.contract import jobs
 from submission_api.contract.caps import MESSAGE_CAP, cap_trace
-from submission_api.contract.resources import DEFAULT_RESOURCES, RunResources
+from submission_api.contract.resources import (
+    DEFAULT_RESOURCES,
+    DEFAULT_TIME_LIMIT_S,
+    TIME_LIMIT_BOUND,
+    RunResources,
+)
 from submission_api.contract.states import (
     ACTIVE_STATES,
     TERMINAL_STATES,
@@ -58,6 +63,22 @@ def test_every_side_refuses_the_same_out_of_range_resources(field):
     if name != "gpus":
         with pytest.raises(ValueError):
             SandboxLimits(**field)
+
+
+def _claim(time_limit_s: float) -> ClaimedRun:
+    return ClaimedRun.model_validate({
+        "run_id": 1, "fencing_token": 1, "lease_expires_at": "2030-01-01T00:00:00Z",
+        "submission_sha256": "a" * 64, "protocol": {}, "test_seed": 1, "participant_seed": 2,
+        "time_limit_s": time_limit_s, "datasets": []})
+
+
+def test_the_time_limit_has_the_contract_default_and_bound_on_the_worker_side():
+    assert SandboxLimits().wall_time_s == DEFAULT_TIME_LIMIT_S
+    assert _claim(TIME_LIMIT_BOUND.least).time_limit_s == TIME_LIMIT_BOUND.least
+    assert _claim(TIME_LIMIT_BOUND.most).time_limit_s == TIME_LIMIT_BOUND.most
+    for outside in (0.5, TIME_LIMIT_BOUND.most + 1, 5e9):
+        with pytest.raises(ValidationError, match="time_limit_s"):
+            _claim(outside)
 
 
 def test_a_stored_mapping_reads_defaults_for_missing_bounds_and_ignores_unknown_keys():
