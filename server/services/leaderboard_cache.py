@@ -20,7 +20,7 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import case, func, select
@@ -53,7 +53,7 @@ class FingerprintCache(Generic[T]):
         """How many times a value was computed (misses that ran `compute`), for benchmarks
         and tests that check single flight (issue 38.4)."""
 
-    def get(self, session: Session, phase: Phase, league: str | None,
+    def get(self, session: Session, phase: Phase, league: Hashable,
             compute: Callable[[], T]) -> T:
         """The value for the phase's current fingerprint, computed by `compute` on a miss (by
         one caller at a time per key; the others wait for its value)."""
@@ -97,7 +97,7 @@ class FingerprintCache(Generic[T]):
                     del self._flights[engine][key]
             flight[1].set()
 
-    def last(self, session: Session, phase: Phase, league: str | None) -> T | None:
+    def last(self, session: Session, phase: Phase, league: Hashable) -> T | None:
         """The value kept for (phase, league) whatever its fingerprint (a base to update)."""
         with self._lock:
             boards = self._caches.get(session.get_bind())

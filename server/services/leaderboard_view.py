@@ -4,13 +4,16 @@ Hiding applies to participants and anonymous viewers during a phase (organizers 
 competition always see everything): `scores` keeps who has an entry but drops ranks and every
 number (rows then in name order, so the order reveals nothing); `board` shows no rows at all.
 `leaderboard_json` writes the API's answer directly (it is already in the wire shape): validating
-10,000 entries through the response model took a fifth of a request.
+10,000 entries through the response model took a fifth of a request. `cached_leaderboard_json`
+keeps that answer while the phase's fingerprint holds (issue 38.5: a whole 10,000-entry board
+was ~1 s of server CPU per reader, and a crowd of readers asked for the same bytes).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Any
 
 import pydantic_core
@@ -18,7 +21,7 @@ import pydantic_core
 from server.models import Competition, Phase
 from server.services.csv_safety import neutralize_cell
 from server.services.leaderboard import Entry, Ranked, build_entries
-from server.services.leaderboard_cache import cached_rank_leaderboard
+from server.services.leaderboard_cache import FingerprintCache, cached_rank_leaderboard
 from server.services.leaderboard_stats import (
     cached_board_statistics,
     compute_flip_statistics,
@@ -27,6 +30,10 @@ from server.services.leaderboard_stats import (
 from server.services.scores import explain_phase_score, phase_scoring
 from server.services.secrecy import board_hidden
 from submission_api.scoring.aggregate import compute_order_flips
+
+MAX_ANSWERS = 256
+"""JSON answers kept (per phase, league, viewer kind and window), least recently used out."""
+_answers: FingerprintCache[bytes] = FingerprintCache(MAX_ANSWERS)
 
 CSV_FIXED = ["rank", "competitor", "competitor_kind", "username", "method", "league",
              "submission_id", "score", "ci95", "average_rank", "baseline", "selected",
@@ -153,3 +160,16 @@ def leaderboard_json(board: dict[str, Any]) -> bytes:
     """The API's JSON body of `board` (a `view_leaderboard` dict), in the `Leaderboard` schema's
     shape and encoding (pydantic's serializer, without per-entry validation)."""
     return pydantic_core.to_json({k: v for k, v in board.items() if k != "pinned"})
+
+
+def cached_leaderboard_json(session: Any, phase: Phase, comp: Competition | None,
+                            league: str | None, sees_all: bool, *, offset: int = 0,
+                            limit: int | None = None) -> bytes:
+    """`leaderboard_json(view_leaderboard(...))`, kept while the phase's fingerprint and what
+    else the answer shows (hiding, statistics, runs per submission, leagues) hold; computed
+    once for concurrent readers of a changed board (the cache's single flight)."""
+    view = (league, sees_all, offset, limit, board_hidden(phase), shows_statistics(phase),
+            phase.runs_per_submission,
+            json.dumps(comp.leagues if comp else None, sort_keys=True, default=str))
+    return _answers.get(session, phase, view, lambda: leaderboard_json(view_leaderboard(
+        session, phase, comp, league, sees_all, offset=offset, limit=limit)))
