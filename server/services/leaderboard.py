@@ -146,7 +146,7 @@ def choose_representative(rows: Iterable[Any], rule: str) -> Any:
 def _prefer(candidate: Any, current: Any, rule: str) -> bool:
     """True when `candidate` should replace `current` as the participant's entry."""
     if candidate.is_selected != current.is_selected:
-        return candidate.is_selected
+        return bool(candidate.is_selected)
     if rule == "latest":
         return tie_key(candidate) > tie_key(current)
     return (-candidate.score, *tie_key(candidate)) < (-current.score, *tie_key(current))
@@ -163,11 +163,11 @@ class Ranked(NamedTuple):
     position: int
     row: Any
     average_rank: float | None
-    summary: dict | None
+    summary: dict[str, Any] | None
 
 
 def worst_run_summaries(session: Session, submission_ids: list[int],
-                        protocol: ProtocolOrScoring = None) -> dict[int, dict]:
+                        protocol: ProtocolOrScoring = None) -> dict[int, dict[str, Any]]:
     """submission id -> what the board shows of its current finished runs, aggregated by the
     phase's rule: `{"ci95": worst run's, of the ranked metric, "per_dataset": {dataset: worst
     over runs}}`.
@@ -200,7 +200,7 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
                  "ci95": run.ci95, "per_group": run.per_group,
                  "wacc_per_group": run.wacc_per_group}))
     out: dict[int, dict[str, Any]] = {}
-    worst: dict[int, tuple[dict, str]] = {}
+    worst: dict[int, tuple[dict[str, Any], str]] = {}
     for sid, runs in by_submission.items():
         result = aggregate_runs(runs, scoring)
         worst[sid] = (runs[result.worst_run].summary, result.metric)
@@ -218,10 +218,10 @@ def worst_run_summaries(session: Session, submission_ids: list[int],
 class _BoardRun(NamedTuple):
     score: float | None
     ci95: float | None
-    summary: dict
+    summary: dict[str, Any]
 
 
-def _per_dataset(summary: dict) -> dict[str, float]:
+def _per_dataset(summary: dict[str, Any]) -> dict[str, float]:
     table = summary.get("per_dataset") or {}
     return {name: float(value) for name, value in table.items()
             if isinstance(value, int | float) and not isinstance(value, bool)}

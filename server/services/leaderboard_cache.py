@@ -36,6 +36,7 @@ MAX_BOARDS = 64
 FLIGHT_WAIT_S = 60.0
 """How long a reader waits for another's computation before computing the board itself."""
 T = TypeVar("T")
+Fingerprint = tuple[Any, ...]
 
 
 class FingerprintCache(Generic[T]):
@@ -45,10 +46,10 @@ class FingerprintCache(Generic[T]):
     def __init__(self, max_boards: int) -> None:
         self.max_boards = max_boards
         self._lock = threading.Lock()
-        self._caches: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[tuple, T]]] = (
-            weakref.WeakKeyDictionary())
-        self._flights: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[tuple, threading.Event]]]
-        self._flights = weakref.WeakKeyDictionary()
+        self._caches: weakref.WeakKeyDictionary[
+            Any, OrderedDict[Hashable, tuple[Fingerprint, T]]] = weakref.WeakKeyDictionary()
+        self._flights: weakref.WeakKeyDictionary[
+            Any, dict[Hashable, tuple[Fingerprint, threading.Event]]] = weakref.WeakKeyDictionary()
         self.computations = 0
         """How many times a value was computed (misses that ran `compute`), for benchmarks
         and tests that check single flight (issue 38.4)."""
@@ -113,7 +114,7 @@ _boards: FingerprintCache[BoardState] = FingerprintCache(MAX_BOARDS)
 _kinds = {"rebuilt": 0, "updated": 0}
 
 
-def compute_fingerprint(session: Session, phase: Phase) -> tuple:
+def compute_fingerprint(session: Session, phase: Phase) -> Fingerprint:
     """What the ranked board of `phase` depends on, cheaply: counts and sums over its
     submissions that change with any state, score, selection, baseline, disqualification or
     league change, and its ranking settings."""

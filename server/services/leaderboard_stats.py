@@ -59,7 +59,7 @@ MAX_BOARDS = 16
 SEED_SALT = 15
 """Mixed with the phase id into the bootstrap seed, so it never equals a phase's task seed."""
 
-_statistics: FingerprintCache[dict] = FingerprintCache(MAX_BOARDS)
+_statistics: FingerprintCache[dict[Any, Any]] = FingerprintCache(MAX_BOARDS)
 
 
 class EntryStats(NamedTuple):
@@ -77,7 +77,7 @@ def shows_statistics(phase: Phase, now: datetime | None = None) -> bool:
 
 
 def read_task_matrix(session: Session, submission_ids: list[int], metric: str = "score",
-                     aggregation: str = "per_dataset_min") -> dict[int, dict]:
+                     aggregation: str = "per_dataset_min") -> dict[int, dict[Any, Any]]:
     """submission id -> {(group, task_id): (stratum, value)} of the ranked `metric`, per cell
     from its worst current finished run (the whole worst run under `min_of_run_means`)."""
     if not submission_ids:
@@ -90,20 +90,20 @@ def read_task_matrix(session: Session, submission_ids: list[int], metric: str = 
         .join(TaskResult, TaskResult.run_id == Run.id)
         .where(Run.submission_id.in_(ids), Run.state == "finished",
                Run.superseded_at.is_(None))).all()
-    runs: dict[int, dict[int, dict[str, dict]]] = {}
+    runs: dict[int, dict[int, dict[str, dict[Any, Any]]]] = {}
     for sid, run_id, group, task_id, dataset, score, wacc in rows:
         cell = compute_task_value(metric, group, dataset, score, wacc)
         if cell is not None:
             runs.setdefault(sid, {}).setdefault(run_id, {}).setdefault(cell[0], {})[
                 (group, task_id)] = cell[1:]
     worse = max if metric == "wAcc-gap" else min
-    out: dict[int, dict] = {}
+    out: dict[int, dict[Any, Any]] = {}
     for sid, by_run in runs.items():
         if aggregation == "min_of_run_means":
             worst = worse(by_run.values(), key=lambda cells: _cells_value(cells.values()))
             out[sid] = {k: v for tasks in worst.values() for k, v in tasks.items()}
             continue
-        chosen: dict = {}
+        chosen: dict[Any, Any] = {}
         for key in sorted({k for cells in by_run.values() for k in cells}):
             own = [cells[key] for cells in by_run.values() if key in cells]
             chosen |= worse(own, key=lambda tasks: _cells_value([tasks]))
@@ -167,7 +167,7 @@ def compute_board_statistics(session: Session, phase: Phase,
 
 
 def compute_flip_statistics(session: Session, phase: Phase, flips: dict[int, list[int]]
-                            ) -> dict[int, dict[int, dict]]:
+                            ) -> dict[int, dict[int, dict[Any, Any]]]:
     """submission id -> {other id: `FlipDifference.to_dict()` of id − other} for each flipped
     pair of `flips` (`aggregate.compute_order_flips`' answer); a pair without shared tasks on
     a side (summaries stored without per-task results) is left out."""
@@ -187,7 +187,7 @@ def compute_flip_statistics(session: Session, phase: Phase, flips: dict[int, lis
         return (np.array([mine[k][1] for k in keys]), np.array([theirs[k][1] for k in keys]),
                 np.array([mine[k][0] for k in keys]))
 
-    out: dict[int, dict[int, dict]] = {}
+    out: dict[int, dict[int, dict[Any, Any]]] = {}
     for sid, others in flips.items():
         for other in others:
             base, novel = shared("BaseGen", sid, other), shared("NovelGen", sid, other)
@@ -215,7 +215,7 @@ def compare_submissions(session: Session, phase: Phase, a: int, b: int
 
 
 def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
-                             submission_id: int) -> dict | None:
+                             submission_id: int) -> dict[Any, Any] | None:
     """The submission's paired difference from the board entry right above it, as the
     submission page shows it; None when it is first, not on the board, or nothing is shared."""
     board = cached_rank_leaderboard(session, phase, league)
@@ -231,7 +231,7 @@ def compare_with_entry_above(session: Session, phase: Phase, league: str | None,
             "significant": diff.significant}
 
 
-def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict | None:
+def describe_comparison(session: Session, phase: Phase, a: int, b: int) -> dict[Any, Any] | None:
     """`arena compare`'s answer: a − b of the ranked quantity with its stratified t interval
     over tasks (an interval of the expected difference on these datasets over fresh test
     seeds), and — only with `MIN_CLUSTERS` datasets or more — a bootstrap over datasets (would
@@ -266,7 +266,7 @@ def board_submission_ids(session: Session, phase: Phase, league: str | None) -> 
     return {r.row.id for r in cached_rank_leaderboard(session, phase, league)}
 
 
-def compare_with_previous(session: Session, submission: Any) -> dict | None:
+def compare_with_previous(session: Session, submission: Any) -> dict[Any, Any] | None:
     """The submission against its owner's previous finished submission in the same phase."""
     previous = session.execute(
         select(Submission.id).where(
