@@ -11,7 +11,6 @@ authenticates and checks the phase in short sessions before, and registers in on
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -29,11 +28,9 @@ from server.api.deps import (
 )
 from server.api.deps import get_storage as _storage
 from server.api.paging import MAX_LIMIT, MAX_OFFSET, Page, paged
-from server.core.config import Settings
 from server.core.db import Database
-from server.core.errors import ForbiddenError, InvalidInputError
-from server.core.multipart import receive_file
-from server.models import Phase, Submission, User
+from server.core.errors import ForbiddenError
+from server.models import Phase, Submission
 from server.schemas.submission import (
     RunLog,
     RunResultOut,
@@ -41,14 +38,13 @@ from server.schemas.submission import (
     SubmissionOut,
     SubmissionResults,
 )
-from server.services.methods import check_method, store_method
 from server.services.queue import JobQueue
 from server.services.secrecy import FULL, redact_run, served_log, view_for
 from server.services.storage import Storage
 from server.services.submission_view import submission_out
 from server.services.submissions import get_visible_submission
 from server.services.tenancy import organizes_phase, visible_phase
-from server.services.upload import accept_submission, zip_limits
+from server.services.upload_flow import receive_submission
 
 router = APIRouter(prefix="/api/v1", tags=["submissions"])
 _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
@@ -57,27 +53,6 @@ _ZIP_BODY = {"requestBody": {"content": {"multipart/form-data": {"schema": {
                    "note": {"type": "string"}, "league": {"type": "string"},
                    "method": {"type": "string"}, "description": {"type": "string"},
                    "code_url": {"type": "string"}}}}}}}
-
-
-async def handle_upload(request: Request, user: User, phase_id: int, settings: Settings,
-                        db: Database, storage: Storage, queue: JobQueue,
-                        now: datetime) -> Submission:
-    """Stream, validate, register, enqueue (the web form does the same in web/submit_pages.py,
-    with its CSRF check between the stream and the registration)."""
-    staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
-                                        owner=user.id)
-    try:
-        method = check_method(fields)
-    except InvalidInputError:
-        staged.path.unlink(missing_ok=True)
-        raise
-    submission = await run_in_threadpool(
-        accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
-        staged=staged, now=now, limits=zip_limits(settings),
-        default_queue=settings.default_queue, note=fields.get("note", ""),
-        league=fields.get("league") or None)
-    await run_in_threadpool(store_method, db, submission.id, method)
-    return submission
 
 
 @router.post("/phases/{phase_id}/submissions", response_model=SubmissionOut, status_code=201,
@@ -99,7 +74,9 @@ async def create_submission(phase_id: int, request: Request, user: BriefUser,
                                   user)
 
     await run_in_threadpool(check_phase)
-    submission = await handle_upload(request, user, phase_id, settings, db, storage, queue, now)
+    submission = await receive_submission(request, user_id=user.id, phase_id=phase_id,
+                                          settings=settings, db=db, storage=storage,
+                                          queue=queue, now=now)
     return await run_in_threadpool(view, submission.id)
 
 

@@ -1,5 +1,5 @@
-"""The web form upload: the same checks as the API's upload, plus the form's CSRF token,
-checked before anything is registered (a forged upload is discarded unregistered)."""
+"""The web form upload: the API's upload itself (services/upload_flow.py), with the form's CSRF
+token checked before anything is registered (a forged upload is discarded unregistered)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 
 from server.api.deps import (
     SESSION_COOKIE,
@@ -23,15 +22,13 @@ from server.api.deps import (
     get_storage,
 )
 from server.core.db import Database
-from server.core.errors import ArenaError, CsrfError, InvalidInputError, describe_error
-from server.core.multipart import receive_file
+from server.core.errors import ArenaError, CsrfError, describe_error
 from server.models import Submission, User
 from server.services import users as user_service
-from server.services.methods import check_method, store_method
 from server.services.queue import JobQueue
 from server.services.storage import Storage
 from server.services.tenancy import visible_phase
-from server.services.upload import accept_submission, zip_limits
+from server.services.upload_flow import receive_submission
 from server.web.rendering import PageRoute, check_csrf, login_redirect, render
 from server.web.views import phase_context
 from submission_api.submission_zip import UnsafeZipError
@@ -69,21 +66,14 @@ async def submit(phase_id: int, request: Request, settings: SettingsDep, now: No
     user = _cookie_user(request, db, now)
     if user is None:
         return login_redirect(request)
+
+    def check_form(fields: dict[str, str]) -> None:
+        check_csrf(request, settings, fields.get("csrf_token"))
+
     try:
-        staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
-                                            owner=user.id)
-        try:
-            check_csrf(request, settings, fields.get("csrf_token"))
-            method = check_method(fields)
-        except (CsrfError, InvalidInputError):
-            staged.path.unlink(missing_ok=True)
-            raise
-        submission = await run_in_threadpool(
-            accept_submission, db, storage, queue, user_id=user.id, phase_id=phase_id,
-            staged=staged, now=now, limits=zip_limits(settings),
-            default_queue=settings.default_queue, note=fields.get("note", ""),
-            league=fields.get("league") or None)
-        await run_in_threadpool(store_method, db, submission.id, method)
+        submission = await receive_submission(request, user_id=user.id, phase_id=phase_id,
+                                              settings=settings, db=db, storage=storage,
+                                              queue=queue, now=now, check_fields=check_form)
     except (ArenaError, UnsafeZipError) as exc:
         if isinstance(exc, CsrfError):
             raise
