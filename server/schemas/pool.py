@@ -37,6 +37,9 @@ class PoolWorkerOut(BaseModel):
     current_run_id: int | None
     health: Literal["live", "stale", "unhealthy"]
     unhealthy: str | None
+    task_isolation: TaskIsolation | None = Field(
+        default=None, description="its start-up probe (issue 34): 'own' namespaces per test "
+        "task, or 'shared' (its host refuses them: every run falls back); null: not reported")
 
 
 class PoolQueueOut(BaseModel):

@@ -251,7 +251,8 @@ def test_the_owner_sees_their_pool_and_nothing_of_another(env):
     assert [w["name"] for w in body["workers"]] == ["wa"]
     assert body["workers"][0] | {"last_seen_at": None} == {
         "name": "wa", "host": "wa.lab", "gpus": ["A100"], "images": ["arena-sandbox:latest"],
-        "last_seen_at": None, "current_run_id": job[0], "health": "live", "unhealthy": None}
+        "last_seen_at": None, "current_run_id": job[0], "health": "live", "unhealthy": None,
+        "task_isolation": None}
     assert body["queue"]["queued"] == 0 and body["phases"] == [
         {"id": a.phase_id, "name": "dev"}]
     b_queue = env.client.get(f"/api/v1/pools/{b.pool_id}", headers=b.headers).json()["queue"]
