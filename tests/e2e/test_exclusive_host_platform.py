@@ -68,6 +68,8 @@ def test_the_secret_run_and_the_ordinary_run_never_overlap(platform, two_runs):
     secret = span(platform, two_runs["organizer"], two_runs["ids"]["secret"])
     public = span(platform, two_runs["organizer"], two_runs["ids"]["public"])
     overlap = min(secret[1], public[1]) - max(secret[0], public[0])
+    print(f"spans: secret {secret[1] - secret[0]:.1f} s, public {public[1] - public[0]:.1f} s, "
+          f"gap between them {-overlap:.1f} s")
     assert overlap < 0, f"the runs overlapped by {overlap:.1f} s: secret {secret}, public {public}"
 
 
@@ -75,6 +77,8 @@ def test_the_isolation_lines_say_who_had_the_host(platform, two_runs):
     org = two_runs["organizer"]
     secret = organizer_page(platform, org, f"/submissions/{two_runs['ids']['secret']}")
     public = organizer_page(platform, org, f"/submissions/{two_runs['ids']['public']}")
+    print("isolation lines:", *re.findall(r"isolation of its test tasks: ([^<]*)<",
+                                          secret + public), sep="\n  ")
     assert "exclusive host: no other run on this host" in secret
     assert "shared host: up to 1 other run(s)" in public and "exclusive host" not in public
 
