@@ -26,6 +26,9 @@ def test_no_route_gives_the_owner_more_than_the_step(env):
     for path in (f"/submissions/{submission_id}", "/my"):
         page = env.client.get(path).text
         assert "7 of 40" not in page and "tasks_done" not in page, path
+    # The owner is told their run has its worker host alone (issue 34: the phase says so).
+    page = " ".join(env.client.get(f"/submissions/{submission_id}").text.split())
+    assert "Each run of this phase has its worker host to itself" in page
 
 
 def test_the_isolation_line_is_shown_to_operators_too(env):
