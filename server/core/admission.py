@@ -19,7 +19,8 @@ spent on it. `max_wait_s` also bounds the actual wait of the ones that queue.
 
 Lanes, so that a crowd of one kind cannot starve the others of threads, the GIL and the CPU:
 - `heavy`: whole-board reads (the leaderboard API without a small `limit`, its CSV), each ~1 s
-  of CPU at 10,000 entries; at most `heavy_limit` at once, inside the general lane. On a
+  of CPU at 10,000 entries; at most `heavy_limit` (default: 2, or limit / 16) at once, inside
+  the general lane. On a
   2-core host, 32 of them at once left the event loop and the workers' calls a thirtieth of the
   GIL each, and served no reader sooner.
 - `internal`: the workers' API (`internal_limit` slots, never shed): a run's claim, heartbeat
@@ -95,7 +96,7 @@ class AdmissionMiddleware:
         self.max_wait_s = max_wait_s
         self.retry_after_s = retry_after_s
         self.general = Lane(limit)
-        self.heavy = Lane(max(1, limit // 16) if heavy_limit is None else heavy_limit)
+        self.heavy = Lane(max(2, limit // 16) if heavy_limit is None else heavy_limit)
         self.internal = Lane(internal_limit)
         self.shed = 0
         """Requests answered 503 so far (a benchmark reads it to see shedding happen)."""

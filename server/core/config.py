@@ -6,6 +6,7 @@ and tests build one directly.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +20,11 @@ MIN_SECRET_BYTES = 32
 DEV_TEST_SEED_SECRET = "arena-dev-only-test-seed-secret-not-for-deployments"
 POOL_HEADROOM = 8
 """Connections beyond the admitted requests' (upload registrations, reconciler, lifespan)."""
+
+
+def default_request_concurrency() -> int:
+    """Requests admitted at once unless set: 4 per CPU, at least 8, at most 64."""
+    return max(8, min(64, 4 * (os.cpu_count() or 2)))
 
 
 class InsecureSecretsError(ValueError):
@@ -73,7 +79,11 @@ class Settings(BaseSettings):
     log): beyond, 413."""
 
     # Requests the app works on at once (server/core/admission.py); the rest wait their turn.
-    request_concurrency: int = Field(default=32, ge=1, le=1000)
+    request_concurrency: int = Field(default_factory=default_request_concurrency,
+                                     ge=1, le=1000)
+    """4 per CPU (8 to 64): a request's work is mostly Python under one GIL; on 2 cores at load
+    27, 32 at once left the event loop too little of it to shed the excess of 1,000 readers (40
+    client time-outs), 8 at once none (issue 38.5, docs/performance.md)."""
     request_max_waiting: int = Field(default=256, ge=0)
     """Requests that may wait for a slot; one more is answered 503 with Retry-After at once."""
     request_max_wait_s: float = Field(default=20.0, gt=0)
