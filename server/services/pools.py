@@ -2,8 +2,9 @@
 at phases by the competition's organizers (and admins); seen by them alone.
 
 Every function takes the acting user and refuses (NotFoundError, the same 404 as for another
-tenant's competition) unless they organize the pool's competition. The functions flush; the
-caller commits (and, for `set_phase_pool`, enqueues the returned jobs after the commit).
+tenant's competition) unless they organize the pool's competition. The functions that write
+commit (docs/internals.md, "Commits"); the caller of `set_phase_pool` enqueues the returned
+jobs after that commit.
 The worker's side (credentials on internal calls, the job pick) is `server.services.pool_jobs`.
 """
 
@@ -65,6 +66,7 @@ def create_pool(session: Session, user: User, competition_id: int, name: str,
     session.flush()
     _credential, token = _new_credential(session, pool, now)
     audit(session, user, "pool.create", f"pool:{pool.id}", now, competition_id=competition_id)
+    session.commit()
     return pool, token
 
 
@@ -97,6 +99,7 @@ def issue_credential(session: Session, user: User, pool_id: int,
     pool = get_pool(session, user, pool_id)
     credential, token = _new_credential(session, pool, now)
     audit(session, user, "pool.token", f"pool:{pool.id}", now, credential_id=credential.id)
+    session.commit()
     return credential, token
 
 
@@ -112,7 +115,7 @@ def revoke_credential(session: Session, user: User, pool_id: int, credential_id:
         credential.revoked_at = now
         audit(session, user, "pool.revoke", f"pool:{pool.id}", now,
               credential_id=credential.id)
-        session.flush()
+        session.commit()
     return credential
 
 
@@ -122,7 +125,7 @@ def set_phase_pool(session: Session, user: User, phase_id: int, pool_id: int | N
 
     Queued runs get fresh run tokens either way: attached, the jobs the broker holds for them
     die (a shared worker's claim is refused) and the pool takes them; detached, the returned
-    jobs are for the caller to enqueue after its commit.
+    jobs are for the caller to enqueue (committed here).
 
     Raises:
         NotFoundError: `user` does not organize the phase, or the pool is not of its competition.
@@ -155,7 +158,7 @@ def set_phase_pool(session: Session, user: User, phase_id: int, pool_id: int | N
         if offer is not None:
             session.delete(offer)
     audit(session, user, "phase.pool", f"phase:{phase_id}", now, pool_id=pool_id)
-    session.flush()
+    session.commit()
     return jobs if pool_id is None else []
 
 
@@ -202,7 +205,7 @@ def pool_workers(session: Session, pool_id: int, now: datetime) -> list[dict[str
         rows.append({"name": w.name, "host": w.host, "gpus": w.gpus or [],
                      "images": w.images or [], "last_seen_at": w.last_seen_at,
                      "current_run_id": held.get(w.name), "health": health,
-                     "unhealthy": w.unhealthy})
+                     "unhealthy": w.unhealthy, "task_isolation": w.task_isolation})
     return rows
 
 

@@ -55,6 +55,12 @@ def test_a_pool_workers_job_request_carries_it(env):
                              json={"worker": "gpu-1/0", "task_isolation": "shared"})
     assert answer.status_code == 204, answer.text
     assert _workers(env, admin)["gpu-1/0"]["task_isolation"] == "shared"
+    # The pool's organizer, whose own host it is, reads it on the pool's API and page too.
+    detail = env.client.get(f"/api/v1/pools/{pool.pool_id}", headers=pool.headers).json()
+    assert [w["task_isolation"] for w in detail["workers"]] == ["shared"]
+    login(env, pool.headers)
+    page = " ".join(env.client.get(f"/organizer/pools/{pool.pool_id}").text.split())
+    assert "test tasks share namespaces" in page
 
 
 def test_an_unknown_value_is_refused_saying_what_is_expected(env):
