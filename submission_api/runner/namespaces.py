@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from submission_api.runner import task_root
+
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = \
     0x20000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
 TASK_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID
@@ -189,6 +191,7 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path],
     """
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
+    scratch, visible = list(scratch), list(visible)
     places = choose_places(scratch, visible)
     sizes = {place: _size_bytes(place) for place in places}  # before: the old mounts' sizes
     if libc.unshare(TASK_NAMESPACES) != 0:
@@ -228,6 +231,13 @@ def enter(scratch: Iterable[Path], visible: Iterable[Path],
         for _, fd in sources:
             os.close(fd)
     copied = tuple(original for original, _ in sources)
+    root = task_root.current()
+    if root is not None:  # its own root: no folder it sees keeps a name it looked up
+        under_pseudo = [p for p in places if any(p.is_relative_to(q) for q in task_root.PSEUDO)]
+        binds = [p for p in dict.fromkeys([*places, *(Path(s).resolve() for s in scratch),
+                                           *(Path(v).resolve() for v in visible), *copied])
+                 if p not in under_pseudo]
+        task_root.enter(root, binds)
     with contextlib.suppress(OSError):
         os.chdir(os.getcwd())  # a folder now covered by a mount: see the mount's
     return TaskWorld(tuple(places), copied)

@@ -37,7 +37,14 @@ import socket
 import sys
 from pathlib import Path
 
-from submission_api.runner import inherited, isolation, namespaces, private_copy, sweep
+from submission_api.runner import (
+    inherited,
+    isolation,
+    namespaces,
+    private_copy,
+    sweep,
+    task_root,
+)
 from submission_api.runner.channel import (
     ChannelError,
     receive_control,
@@ -182,7 +189,15 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
         return 0
     # the whole setup, tried in a throwaway child: a host whose AppArmor profile denies mount
     # refuses it half-way, and its tasks then share namespaces
+    # the sandbox's only: elsewhere a copy of the machine's Python would be too large
+    root, no_root = task_root.for_run(copy_space, scratch, [submission, learner]) \
+        if sandboxed else (None, "")
     private = namespaces.probe(scratch, [submission, learner])
+    if root is not None and not private:  # the root refused half-way: namespaces without it
+        task_root.use(None)
+        task_root.remove(root.folder)
+        root, no_root = None, "refused when tried"
+        private = namespaces.probe(scratch, [submission, learner])
     if copies and not private:  # no mount namespace to bind them over the originals
         submission, learner = copies
         copied += " (the originals stay readable in place)"
@@ -193,8 +208,9 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
     except ForkServerLost as error:  # killed at start-up: no task had run (a platform fault)
         send_control(control, {"type": "hello", "pid": os.getpid(), "platform": str(error)})
         return 0
+    rooted = f"{task_root.describe(root if private else None, no_root)}; " if sandboxed else ""
     send_control(control, {"type": "hello", "pid": os.getpid(), "private": private,
-                           "isolation": f"{namespaces.describe(private)}; submission and "
+                           "isolation": f"{namespaces.describe(private)}; {rooted}submission and "
                                         f"learner {copied}; {isolation.describe()}"})
     try:
         while True:
@@ -231,6 +247,8 @@ def serve(control_path: Path, submission: Path, learner: Path, scratch: list[Pat
         finally:  # the run's copy goes even when a process outlived the last sweep
             if copies:
                 private_copy.remove(copies[0].parent)
+            if root is not None:
+                task_root.remove(root.folder)
 
 
 def main(argv: list[str] | None = None) -> int:

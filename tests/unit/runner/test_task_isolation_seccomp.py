@@ -192,3 +192,25 @@ def test_every_residency_oracle_is_refused_or_void_while_allocators_keep_working
                     "pwritev2": "1", "pagemap": "EACCES" if os.getuid() else seen["pagemap"],
                     "status": "ok"}
     assert seen["hugepage"] in ("ok", "EINVAL")  # EINVAL: a kernel without THP
+
+
+def test_where_pivot_root_is_refused_the_run_keeps_the_container_root(tmp_path: Path) -> None:
+    """The fallback: the task filter refuses `pivot_root` (as the sandbox's profile of before,
+    or an AppArmor profile, does); nothing is copied and the line says why."""
+    from submission_api.runner import task_root
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        seccomp.deny_page_cache_control()
+        root, why = task_root.for_run(tmp_path, [Path("/tmp")], [])
+        os.write(write, f"{root}|{why}".encode())
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 4096).decode()
+    os.waitpid(pid, 0)
+
+    assert answer == "None|pivot_root refused here (seccomp, AppArmor or the kernel)"
+    assert list(tmp_path.iterdir()) == []
+    assert task_root.describe(None, "why") == "the container's root (no per-task root: why)"
