@@ -17,6 +17,8 @@ own Redis database (`claim_redis_database`). Without xdist, or with `-n 0`, noth
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
@@ -82,6 +84,11 @@ FOLDER_COST_S = {"e2e": 20.0, "faults": 23.0, "load": 29.0, "adversarial": 5.0, 
 unit's length where the cache holds no measure of it (`UNIT_SECONDS_KEY`)."""
 UNIT_SECONDS_KEY = "arena/seconds-per-xdist-unit"
 """Where the pytest cache keeps each unit's measured seconds (setup + call + teardown)."""
+UNIT_SECONDS_FILE = TESTS / "xdist_unit_seconds.json"
+"""The units' seconds of a whole run, committed: a fresh clone (CI) has no pytest cache, and a
+per-folder guess put files that run for minutes with a test or two (the pools across hosts, the
+page-cache and torchvision checks) among the last, to run alone while the other worker idled.
+Refresh after a whole run: `cp .pytest_cache/v/arena/seconds-per-xdist-unit` to this file."""
 _UNIT_SPENT: defaultdict[str, float] = defaultdict(float)
 
 
@@ -118,10 +125,12 @@ if LoadScopeScheduling is not None:
             return xdist_unit(nodeid)
 
         def _assign_work_unit(self, node: object) -> None:
-            """The longest unit first (its last run's seconds, else `FOLDER_COST_S`): a long
-            platform file started last would run alone while the other worker idles."""
+            """The longest unit first (its last run's seconds, else `UNIT_SECONDS_FILE`'s, else
+            `FOLDER_COST_S`): a long platform file started last would run alone while the other
+            worker idles."""
             cache = getattr(self.config, "cache", None)
-            measured = cache.get(UNIT_SECONDS_KEY, {}) if cache is not None else {}
+            measured = {**committed_unit_seconds(),
+                        **(cache.get(UNIT_SECONDS_KEY, {}) if cache is not None else {})}
 
             def cost(unit: str) -> float:
                 if unit in measured:
@@ -130,6 +139,16 @@ if LoadScopeScheduling is not None:
 
             self.workqueue.move_to_end(max(self.workqueue, key=cost), last=False)
             super()._assign_work_unit(node)
+
+
+@functools.cache
+def committed_unit_seconds() -> dict[str, float]:
+    """`UNIT_SECONDS_FILE`'s measures (empty when it is missing or unreadable: then guesses)."""
+    try:
+        loaded = json.loads(UNIT_SECONDS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(unit): float(s) for unit, s in loaded.items()} if isinstance(loaded, dict) else {}
 
 
 @pytest.hookimpl(optionalhook=True)
