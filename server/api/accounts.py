@@ -30,8 +30,7 @@ from server.schemas.accounts import (
 from server.schemas.auth import UserOut
 from server.services import api_tokens, passwords
 from server.services.email_verification import mail_verification
-from server.services.signup import sign_up
-from server.services.users import issue_token
+from server.services.token_grants import sign_up_with_token
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
 
@@ -43,11 +42,9 @@ def signup(body: SignupIn, policy: SignupPolicyDep, session: WriteSessionDep,
     address an hour, one per e-mail address); returns an API token named 'signup', shown
     once. Where the server sends mail, the account verifies its address (a mailed link)
     before it may take part."""
-    user = sign_up(session, policy, username=body.username, email=body.email,
-                   password=body.password, invite_code=body.invite_code, now=now,
-                   address=address)
-    token = issue_token(session, user, name="signup", now=now)
-    session.commit()
+    user, token = sign_up_with_token(session, policy, username=body.username,
+                                     email=body.email, password=body.password,
+                                     invite_code=body.invite_code, now=now, address=address)
     mail_verification(settings, user)
     return SignupOut(user=UserOut.model_validate(user), token=token)
 

@@ -24,8 +24,7 @@ from server.schemas.auth import (
     UserOut,
 )
 from server.services import accounts
-from server.services import users as user_service
-from server.services.passwords import password_login
+from server.services.token_grants import create_account, login_token
 
 router = APIRouter(prefix="/api/v1", tags=["auth"])
 
@@ -35,9 +34,7 @@ def create_token(body: TokenRequest, session: WriteSessionDep, now: NowDep,
                  limit: LoginLimitDep, address: AddressDep) -> TokenOut:
     """Exchange username + password for an API token (shown once); failed attempts are
     rate-limited per account and per address (429 with Retry-After)."""
-    user = password_login(session, body.username, body.password, address, now, limit)
-    token = user_service.issue_token(session, user, name="password-login", now=now)
-    session.commit()
+    user, token = login_token(session, body.username, body.password, address, now, limit)
     return TokenOut(token=token, user=UserOut.model_validate(user))
 
 
@@ -45,10 +42,9 @@ def create_token(body: TokenRequest, session: WriteSessionDep, now: NowDep,
 def create_user(body: UserCreate, actor: Organizer, session: WriteSessionDep,
                 now: NowDep) -> UserCreated:
     """Create an account (organizers: participants only; admins: any role)."""
-    user = user_service.create_user(session, username=body.username, role=body.role,
-                                    password=body.password, email=body.email, actor=actor)
-    token = user_service.issue_token(session, user, now=now) if body.issue_token else None
-    session.commit()
+    user, token = create_account(session, actor, username=body.username, role=body.role,
+                                 password=body.password, email=body.email,
+                                 with_token=body.issue_token, now=now)
     return UserCreated(**UserOut.model_validate(user).model_dump(), token=token)
 
 
@@ -67,7 +63,6 @@ def revoke_user(user_id: int, actor: Organizer, session: WriteSessionDep,
                 now: NowDep) -> AccountOut:
     """Deactivate an account and delete its tokens (audited); its submissions stay."""
     user = accounts.revoke_account(session, actor, user_id, now)
-    session.commit()
     return AccountOut(**UserOut.model_validate(user).model_dump(), is_active=False, tokens=0)
 
 

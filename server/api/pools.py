@@ -2,7 +2,8 @@
 revoke their credentials, point phases at them and watch their workers and queue. Everyone else
 gets the same 404 as for another tenant's competition; the operator lists every pool.
 
-The routes translate HTTP; `server.services.pools` does the work (and the web pages call it).
+The routes translate HTTP; `server.services.pools` does the work and commits it (the web pages
+call it too).
 """
 
 from __future__ import annotations
@@ -43,9 +44,7 @@ def create_pool(competition_id: int, body: PoolCreate, user: Organizer,
                 session: WriteSessionDep, now: NowDep) -> PoolCreated:
     """A new worker pool and its first credential (shown once: start workers with it)."""
     pool, token = service.create_pool(session, user, competition_id, body.name, now)
-    out = PoolOut(**service.pool_summary(pool))
-    session.commit()
-    return PoolCreated(pool=out, token=token)
+    return PoolCreated(pool=PoolOut(**service.pool_summary(pool)), token=token)
 
 
 @router.get("/competitions/{competition_id}/pools", response_model=list[PoolOut])
@@ -65,9 +64,7 @@ def issue_token(pool_id: int, user: Organizer, session: WriteSessionDep,
                 now: NowDep) -> CredentialIssued:
     """Another credential of the pool (shown once)."""
     credential, token = service.issue_credential(session, user, pool_id, now)
-    out = CredentialIssued(id=credential.id, token=token, prefix=credential.prefix)
-    session.commit()
-    return out
+    return CredentialIssued(id=credential.id, token=token, prefix=credential.prefix)
 
 
 @router.post("/pools/{pool_id}/tokens/{credential_id}/revoke")
@@ -75,7 +72,6 @@ def revoke_token(pool_id: int, credential_id: int, user: Organizer, session: Wri
                  now: NowDep) -> dict[str, object]:
     """Revoke a credential: its workers are refused at their next call (idempotent)."""
     credential = service.revoke_credential(session, user, pool_id, credential_id, now)
-    session.commit()
     return {"id": credential.id, "revoked_at": credential.revoked_at}
 
 
@@ -88,7 +84,6 @@ def set_phase_pool(phase_id: int, body: PhasePoolUpdate, user: Organizer,
     Its queued runs follow: to the pool, or back onto the shared queue."""
     jobs = service.set_phase_pool(session, user, phase_id, body.pool_id, now,
                                   settings.default_queue)
-    session.commit()
     enqueue_quietly(queue, jobs)
     return PhasePoolOut(phase_id=phase_id, pool_id=body.pool_id)
 

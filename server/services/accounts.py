@@ -33,7 +33,8 @@ def list_accounts(session: Session, actor: User, role: str | None = None) -> lis
 
 
 def revoke_account(session: Session, actor: User, user_id: int, now: datetime) -> User:
-    """Deactivate user `user_id` and delete its tokens; raises NotFoundError, ForbiddenError."""
+    """Deactivate user `user_id` and delete its tokens (committed); raises NotFoundError,
+    ForbiddenError."""
     user = session.get(User, user_id)
     managed = managed_user_ids(session, actor)
     if user is None or (managed is not None and user.role == "participant"
@@ -54,4 +55,5 @@ def revoke_account(session: Session, actor: User, user_id: int, now: datetime) -
     user.is_active = False
     session.add(AuditLog(actor_id=actor.id, action="user.revoke", target=f"user:{user.id}",
                          details={"tokens_deleted": removed}, at=now))
+    session.commit()
     return user

@@ -118,12 +118,9 @@ def test_route_modules_define_no_pydantic_models():
     assert {f: m for f, m in models.items() if m} == {}
 
 
-ROUTES_THAT_STILL_COMMIT = {
-    # Issue 35.4, left to move into their services (one service call per route owns its commit):
-    "api/accounts.py", "api/auth.py", "api/phase_operations.py",
-    # Issue 37: helper pools-server edits these now; their commits move with that work.
-    "api/pools.py",
-}
+ROUTES_THAT_STILL_COMMIT: set[str] = set()
+"""Issue 35.4: empty since the last routes' commits moved into their services (token_grants,
+accounts, phase_actions, pools); a route that commits again fails the test below."""
 
 
 def _commits(path: Path) -> int:
@@ -141,3 +138,17 @@ def test_route_handlers_never_commit():
                   for p in (ROOT / "server" / folder).glob("*.py") if _commits(p)}
     assert committing - ROUTES_THAT_STILL_COMMIT == set()
     assert ROUTES_THAT_STILL_COMMIT - committing == set()
+
+
+def test_one_upload_path_for_the_api_and_the_web_form():
+    """Issue 35 (D5): both upload routes go through services/upload_flow.py's
+    `receive_submission`; no route module streams, checks and registers an upload itself."""
+    def names(path: Path) -> set[str]:
+        return {n.id if isinstance(n, ast.Name) else n.attr
+                for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, (ast.Name, ast.Attribute))}
+    routes = {p.name: names(p) for folder in ("api", "web")
+              for p in (ROOT / "server" / folder).glob("*.py")}
+    assert sorted(f for f, n in routes.items() if n & {"accept_submission", "store_method"}) == []
+    assert sorted(f for f, n in routes.items() if "receive_submission" in n) == [
+        "submissions.py", "submit_pages.py"]
