@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.core.errors import BadCredentialsError, ConflictError, InvalidInputError
-from server.core.security import hash_password, hash_token, new_token, verify_password
+from server.core.errors import ConflictError, InvalidInputError
+from server.core.security import hash_password, hash_token, new_token
 from server.models import ROLES, ApiToken, AuditLog, User
 from server.services.names import check_name, name_key
 from server.services.reserved_names import check_not_reserved
@@ -49,17 +49,6 @@ def issue_token(session: Session, user: User, *, kind: str = "api", name: str | 
                          created_at=now, expires_at=now + ttl if ttl else None))
     session.flush()
     return token
-
-
-def login(session: Session, username: str, password: str, now: datetime) -> tuple[User, str]:
-    """Password login; returns the user and a new API token."""
-    user = session.execute(select(User).where(
-        User.name_key == name_key(username))).scalar_one_or_none()
-    if user is None or not user.is_active or not verify_password(password, user.password_hash):
-        raise BadCredentialsError(
-            "unknown username or wrong password; check both, or ask an organizer to reset it"
-        )
-    return user, issue_token(session, user, name="password-login", now=now)
 
 
 def user_for_token(session: Session, token: str, now: datetime,
