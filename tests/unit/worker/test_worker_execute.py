@@ -218,3 +218,25 @@ def test_progress_written_by_participant_code_is_read_as_untrusted(tmp_path):
     (tmp_path / "output" / "progress.json").unlink()
     (tmp_path / "output" / "progress.json").write_text("[1, 2]")
     assert read_progress(tmp_path) is None
+
+
+def test_a_run_that_ends_in_meta_train_says_all_of_its_log_is_meta_trains(tmp_path: Path):
+    """The owner of a secret phase reads the finish body's `meta_train_log`; a run that never
+    reached meta-test must still carry it (its whole log), not None (withheld whole)."""
+    from worker.pipeline.execute import run_two_stages
+    from worker.pipeline.score import format_meta_train_log
+
+    stages: list[str] = []
+
+    def run_stage(stage, command, budget, bundle_dir, mounts, output_dir):
+        stages.append(stage)
+        return SandboxResult(exit_code=1, oom_killed=False, timed_out=False, wall_time_s=0.5,
+                             stdout="epoch 1\n", stderr="Traceback: ValueError in meta_fit\n")
+
+    paths = {"python": "python3", "submission": "/s", "bundle": "/b", "output": "/o",
+             "learner": "/l", "channel": "/c", "scratch": "/t", "sandboxed": "1"}
+    result = run_two_stages(request_for(tmp_path), threading.Event(), run_stage, paths)
+    assert stages == ["meta-train"]
+    train_log = format_meta_train_log(result, 4096)
+    assert train_log is not None
+    assert "ValueError in meta_fit" in train_log and "epoch 1" in train_log
