@@ -62,6 +62,13 @@ class Platform:
     queue: str = field(default_factory=lambda: f"e2e-{uuid.uuid4().hex[:8]}")
     """The platform's own queue, on this test process's own Redis database: two platforms at
     once (xdist workers, two checkouts) never take each other's jobs."""
+    reset_dentries: bool = False
+    """Whether its workers drop the host's dentries before each run (the workers' default, issue
+    34). Off here: each drop also moves the host's reclaim counters, so the next run of every
+    worker on the host reads the whole 1 GB image again (`worker.prefault`: 3-11 s a run at load
+    15, beside the drop's own 0.3-1.2 s and every other test process's lost dentries). The
+    modules that measure isolation on the platform turn it on (`RESET_DENTRIES = True`, read by
+    tests/e2e/conftest.py); the reset itself is checked in test_sandbox_dentry_reset.py."""
 
     # --- processes -------------------------------------------------------------------------
     def server_env(self) -> dict[str, str]:
@@ -93,7 +100,7 @@ class Platform:
                   "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3",
                   "ARENA_WORKER_QUEUES": f'["{self.queue}"]',
                   "ARENA_WORKER_MAX_TIME_LIMIT_S": "120", "ARENA_WORKER_VISIBILITY_MARGIN_S": "30",
-                  **env}
+                  "ARENA_WORKER_RESET_DENTRIES": "1" if self.reset_dentries else "0", **env}
         log = (self.root / f"worker-{name}.log").open("ab")
         process = subprocess.Popen([sys.executable, "-m", "worker"], env={**os.environ, **values},
                                    stdout=log, stderr=log, start_new_session=True)

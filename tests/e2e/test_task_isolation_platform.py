@@ -28,6 +28,7 @@ from isolation_attack import write_attack  # noqa: E402 - path above
 from isolation_page_cache_attack import write_attack as write_page_cache_attack  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
+RESET_DENTRIES = True  # isolation measured as deployed: the worker's dentry reset on (conftest)
 
 
 def test_linking_images_across_tasks_scores_at_chance_in_the_sandbox(

@@ -68,7 +68,9 @@ class HubPlatform(IsolatedPlatform):
                   "ARENA_WORKER_EXECUTOR": "docker", "ARENA_WORKER_NAME": name,
                   "ARENA_WORKER_QUEUES": f'["{self.queue}"]',
                   "ARENA_WORKER_MAX_TIME_LIMIT_S": "120",
-                  "ARENA_WORKER_VISIBILITY_MARGIN_S": "30", **WORKER_ENV, **env}
+                  "ARENA_WORKER_VISIBILITY_MARGIN_S": "30",
+                  "ARENA_WORKER_RESET_DENTRIES": "1" if self.reset_dentries else "0",
+                  **WORKER_ENV, **env}
         log = (self.root / f"worker-{name}.log").open("ab")
         process = subprocess.Popen(host.command(sys.executable, "-m", "worker"),
                                    env={**os.environ, **values}, stdout=log, stderr=log,
