@@ -19,10 +19,9 @@ spent on it. `max_wait_s` also bounds the actual wait of the ones that queue.
 
 Lanes, so that a crowd of one kind cannot starve the others of threads, the GIL and the CPU:
 - `heavy`: whole-board reads (the leaderboard API without a small `limit`, its CSV), each ~1 s
-  of CPU at 10,000 entries; at most `heavy_limit` (default: 2, or limit / 16) at once, inside
-  the general lane. On a
-  2-core host, 32 of them at once left the event loop and the workers' calls a thirtieth of the
-  GIL each, and served no reader sooner.
+  of CPU at 10,000 entries when not kept; at most `heavy_limit` (default: 2, or limit / 16) at
+  once, inside the general lane. On a 2-core host, 32 of them at once left the event loop and
+  the workers' calls a thirtieth of the GIL each, and served no reader sooner.
 - `internal`: the workers' API (`internal_limit` slots, never shed): a run's claim, heartbeat
   and finish must not queue behind readers.
 - multipart uploads are not counted: they hold no session while they stream
