@@ -6,9 +6,10 @@ wall time).
 
     .venv/bin/python benchmarks/bench_board_after_change.py [--submissions 10000] [--rounds 8]
 
-"before" and "now" run interleaved in one process on one database: "before" swaps in what
-the code did before the fix (the candidates through the ORM; a fresh Student-t quantile for
-every shown row's interval), "now" is the code as it is. The ratio before/now comes from the
+"before" and "now" run interleaved in one process on one database: "before" ranks the whole
+board again after every change (the code at 2eff17d: every candidate read, chosen and ranked),
+"now" is the code as it is (the kept board updated from the submissions that changed,
+`server/services/leaderboard_delta.py`). The ratio before/now comes from the
 same machine state; on a host shared with other jobs absolute figures drift, ratios less.
 """
 
@@ -30,37 +31,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 PG_ADMIN_URL = os.environ.get("ARENA_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-def _before_candidates(session, phase, league):  # noqa: ANN001, ANN202 - the old code, as it was
-    """`leaderboard._candidates` before the fix: the same query through the ORM session."""
-    real = session.connection
-
-    class _OrmOnly:
-        def execute(self, query):  # noqa: ANN001, ANN202
-            return session.execute(query)
-
-    session.connection = lambda *a, **k: _OrmOnly()
-    try:
-        return BEFORE["candidates"](session, phase, league)
-    finally:
-        session.connection = real
-
-
 BEFORE: dict = {}
 
 
 def use(variant: str) -> None:
-    """Switch the leaderboard code to 'before' or 'now'."""
-    from server.services import leaderboard as lb
-    from submission_api.scoring import ranked_tasks, student_t
+    """Switch the leaderboard code to 'before' (every change ranks the board whole, as at
+    2eff17d) or 'now' (the kept board is updated from the rows that changed)."""
+    from server.services import leaderboard_cache
 
-    BEFORE.setdefault("candidates", lb._candidates)
-    BEFORE.setdefault("t95", ranked_tasks._interval_t95)
-    if variant == "before":
-        lb._candidates = _before_candidates
-        ranked_tasks._interval_t95 = lambda df: float(student_t.compute_t_quantile(0.95, df))
-    else:
-        lb._candidates = BEFORE["candidates"]
-        ranked_tasks._interval_t95 = BEFORE["t95"]
+    BEFORE.setdefault("update", leaderboard_cache.update_board)
+    leaderboard_cache.update_board = ((lambda *a: None) if variant == "before"
+                                      else BEFORE["update"])
 
 
 def change(db, phase_id: int, step: int) -> None:
@@ -97,6 +78,8 @@ def readers_after_change(db, phase_id: int, step: int, readers: int) -> tuple[in
     from server.services.leaderboard_cache import board_computations
 
     change(db, phase_id, step)
+    read_board(db, phase_id)  # the board as kept before the change
+    change(db, phase_id, step + 1)
     barrier, walls = threading.Barrier(readers), []
     before = board_computations()
 
@@ -159,6 +142,7 @@ def main() -> None:
                 use(variant)
                 step += 1
                 flights[variant] = readers_after_change(db, phase_id, step, args.readers)
+            step += 1
             use("now")
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -169,6 +153,9 @@ def main() -> None:
     for label, table in (("first read after a change, CPU", cpu), ("warm read, CPU", warm)):
         b, n = statistics.median(table["before"]), statistics.median(table["now"])
         print(f"{label:<34}{b:>11.1f}{n:>9.1f}{b / n:>11.2f}x")
+    from server.services.leaderboard_cache import board_computation_kinds
+
+    print(f"boards computed in the whole run: {board_computation_kinds()}")
     for variant, (computed, wall) in flights.items():
         print(f"{args.readers} readers after a change ({variant}): {computed} board computed, "
               f"median reader wall {wall:.0f} ms")
