@@ -384,8 +384,12 @@ def world():
             except OSError:
                 pass
         return found
-    mounts = [line.split()[4] for line in open("/proc/self/mountinfo")]
+    table = [line.split() for line in open("/proc/self/mountinfo")]
+    mounts = [fields[4] for fields in table]
+    kinds = {fields[4]: fields[fields.index("-") + 1] for fields in table}  # the top one
     return {"pid": os.getpid(), "ns": ns("self"), "init_ns": ns(1), "dev": devices(""),
+            "root_kind": kinds.get("/"),
+            "copy_kinds": {place: kinds.get(place) for place in ("/submission", "/learner")},
             "init_dev": devices("/proc/1/root"),
             "uid_map": open("/proc/self/uid_map").read().split(),
             "mounts": {place: mounts.count(place) for place in ("/tmp", "/dev/shm")},

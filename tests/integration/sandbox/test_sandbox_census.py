@@ -82,9 +82,11 @@ def test_no_nonce_crosses_a_task_boundary_in_the_sandbox(
     # task moves, read as they were before the first task.
     assert moved_machine_counters(reports) == []
     # The submission and the learner (a 4 MiB file in each) are read from the run's private
-    # tmpfs copy: a mount over Docker's own bind mount of each.
-    assert all(r["world"]["copies"] == {"/submission": 2, "/learner": 2} for r in reports), \
-        [r["world"]["copies"] for r in reports]
+    # tmpfs copy: the only mount at each in the task's own root (runner/task_root.py).
+    assert all(r["world"]["root_kind"] == "tmpfs" for r in reports), reports[0]["world"]
+    assert all(r["world"]["copies"] == {"/submission": 1, "/learner": 1} and
+               r["world"]["copy_kinds"] == {"/submission": "tmpfs", "/learner": "tmpfs"}
+               for r in reports), [r["world"] for r in reports]
     assert "submission and learner read from a private tmpfs copy" in report.isolation
     # Issue 34: every probed page of the shipped file, the learner file and an image file no
     # one maps reads resident in every task (the copy is a tmpfs; the worker pre-faulted the
