@@ -140,9 +140,17 @@ def trees(leave_out: Iterable[Path]) -> list[Path]:
     return [p for p in found if not any(q != p and p.is_relative_to(q) for q in found)]
 
 
-def _copy(source: Path, target: Path, big: list[Path]) -> None:
+MEMORY_SHARE = 4
+"""The copy may take at most 1/4 of the run's tmpfs (sized to, and charged to, the run's
+memory); a run whose memory is smaller keeps the container's root (and says so)."""
+
+
+def _copy(source: Path, target: Path, big: list[Path], budget: list[int]) -> None:
     """Copy the tree `source` to `target` (folders, links, files up to `BIG_FILE`; a bigger
-    file gets an empty stand-in and is listed in `big`)."""
+    file gets an empty stand-in and is listed in `big`), taking the bytes from `budget[0]`.
+
+    Raises:
+        OSError: the budget ran out (ENOSPC)."""
     for root, dirs, files in os.walk(source):
         # C headers (torch's: 9,400 files): no compiler in the image, no task reads them
         dirs[:] = [d for d in dirs if d != "include" or Path(root, d, "__init__.py").exists()]
@@ -163,6 +171,10 @@ def _copy(source: Path, target: Path, big: list[Path]) -> None:
                     copy.touch(mode=0o444)
                     big.append(path)
                 elif os.access(path, os.R_OK):
+                    budget[0] -= info.st_size
+                    if budget[0] < 0:
+                        raise OSError(28, f"the copy of the image's folders takes more than "
+                                          f"1/{MEMORY_SHARE} of the run's memory")
                     shutil.copyfile(path, copy)
                 else:  # /etc/shadow: the name stays, its bytes are no task's to read
                     copy.touch()
@@ -178,9 +190,11 @@ def prepare(space: Path, leave_out: Iterable[Path], points: Iterable[Path]) -> R
     """
     folder = Path(tempfile.mkdtemp(prefix="arena-root-", dir=space))
     big: list[Path] = []
+    info = os.statvfs(space)
+    budget = [info.f_blocks * info.f_frsize // MEMORY_SHARE]
     try:
         for tree in trees(leave_out):
-            _copy(tree, folder / tree.relative_to("/"), big)
+            _copy(tree, folder / tree.relative_to("/"), big, budget)
         for entry in os.listdir("/"):  # merged /usr: /bin -> usr/bin, /lib64 -> usr/lib64
             if os.path.islink(f"/{entry}") and not (folder / entry).exists():
                 os.symlink(os.readlink(f"/{entry}"), folder / entry)
@@ -311,6 +325,6 @@ def for_run(space: Path | None, scratch: Iterable[Path], visible: Iterable[Path]
     try:
         root = prepare(space, places, places)
     except OSError as error:
-        return None, f"the copy of the image's folders did not fit: {error}"
+        return None, f"the copy of the image's folders did not fit: {error.strerror or error}"
     use(root)
     return root, ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from submission_api.runner import task_root
 
 
@@ -25,7 +27,7 @@ def test_the_copy_keeps_names_copies_small_files_and_stands_in_for_big_and_unrea
     secret.chmod(0o000)
     big: list[Path] = []
 
-    task_root._copy(source, tmp_path / "copy", big)
+    task_root._copy(source, tmp_path / "copy", big, [1 << 20])
 
     copy = tmp_path / "copy" / "pkg"
     assert (copy / "module.py").read_text() == "x = 1\n"
@@ -53,3 +55,12 @@ def test_no_big_files_overlay_takes_a_folder_with_a_mount_under_it():
     for lower in task_root.image_lowers(big):
         assert not [p for p in points if p != Path("/") and p.is_relative_to(lower)], lower
         assert lower != Path("/")
+
+
+def test_a_copy_over_its_share_of_the_run_s_memory_is_refused(tmp_path: Path):
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "a").write_bytes(b"a" * 1000)
+    (tmp_path / "source" / "b").write_bytes(b"b" * 1000)
+
+    with pytest.raises(OSError, match="1/4 of the run's memory"):
+        task_root._copy(tmp_path / "source", tmp_path / "copy", [], [1500])
