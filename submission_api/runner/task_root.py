@@ -52,6 +52,7 @@ PSEUDO = ("/proc", "/dev")
 """Bound in whole: /proc keeps no negative dentry, /dev is the container's tmpfs."""
 GPU_DEVICES = "/dev/nvidia[0-9]*"
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MNT_DETACH = 0x2, 0x4, 0x1000, 0x4000, 2
+MOUNT_ATTR_RDONLY = 1
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x10000000, 0x20000, 0x8000000, \
     0x40000000
@@ -280,6 +281,13 @@ def enter(root: Root, binds: Iterable[Path]) -> None:
                           MS_BIND | MS_REC, None), f"bind {path} into the task's root")
     _check(_pivot_root(libc, new, new / ".old"), "pivot_root into the task's root")
     os.chdir("/")
+    # the copy is every task's: read-only now (`isolation.make_read_only_view` makes the rest
+    # so later), or no root at all
+    from submission_api.runner.isolation import AT_FDCWD, SYS_MOUNT_SETATTR, _MountAttr
+
+    attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    _check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", 0, ctypes.byref(attr),
+                        ctypes.sizeof(attr)), "make the task's root read-only")
     _check(libc.umount2(b"/.old", MNT_DETACH), "detach the old root")
     for i in range(len(root.lowers)):
         _check(libc.umount2(f"/.big/{i}".encode(), MNT_DETACH), "detach a big files' overlay")
