@@ -15,10 +15,19 @@ the fork server's child binds the copy over `/submission` and the learner's fold
 (`namespaces.enter`); in shared namespaces the task is pointed at the copy (and the original
 stays readable in place: the fallback's isolation line says so). Files, folders and links are
 copied; anything else a learner folder may hold (a FIFO, a socket) is left out.
+
+A run SIGKILLed before its `finally` (an `arena run` on a workstation, where the copy lives in
+the shared /dev/shm) leaves its copy behind, and nothing of it is alive to remove it. The owner
+holds an flock on its copy's folder for its lifetime (the kernel drops it when the last process
+holding it dies, however it dies), and the next copy made in the same space removes every copy
+of ours whose lock is free: named by our prefix, of our uid, and marked as once locked (the mark
+is written under the lock, so a copy being made, not yet locked, is never taken). A live run's
+copy is never removed, in whatever pid namespace its owner lives.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -27,6 +36,11 @@ import tempfile
 from pathlib import Path
 
 CHUNK = 1 << 20
+PREFIX = "arena-copy-"
+OWNED = ".owned"
+"""Written in a copy's folder under its owner's lock: a folder without it is being made."""
+_locks: dict[Path, int] = {}
+"""This process's held locks, by copy folder (closed by `remove`; else at the process's end)."""
 
 
 class CopyTooLarge(OSError):
@@ -98,9 +112,11 @@ def make(folders: list[Path], space: Path) -> list[Path]:
     """
     if not is_tmpfs(space):
         raise OSError(f"{space} is not a tmpfs: the private copy must not be evictable")
-    run_folder = Path(tempfile.mkdtemp(prefix="arena-copy-", dir=space))
+    remove_stale(space)
+    run_folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=space))
     copies = []
     try:
+        _own(run_folder)
         for i, folder in enumerate(folders):
             copy = run_folder / f"{i}-{Path(folder).name or 'root'}"
             copy_tree(Path(folder).resolve(), copy)
@@ -137,8 +153,52 @@ def make_for_run(folders: list[Path], space: Path | None) -> tuple[list[Path], s
     return [], "read in place (no tmpfs for a private copy)"
 
 
+def _own(folder: Path) -> None:
+    """Lock `folder` for this process's lifetime (and its forks': the fork server's, whose
+    tasks close what they inherit), then mark it as owned."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # blocks only while a cleaner looks at it (no mark yet)
+    _locks[folder] = fd
+    os.close(os.open(folder / OWNED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
+
+
+def remove_stale(space: Path) -> list[Path]:
+    """Remove the copies in `space` left by runs that are gone (see the module's docstring);
+    return them. Skips, never raises: a copy it cannot judge or remove is left as it is."""
+    removed = []
+    try:
+        names = [name for name in os.listdir(space) if name.startswith(PREFIX)]
+    except OSError:
+        return []
+    for name in names:
+        folder = Path(space, name)
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:  # gone meanwhile, a link, not ours to read
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: its run is alive
+                continue
+            # the mark is written under the owner's lock: with it, the owner had the lock
+            # and has let it go (ended); without it, the copy is being made
+            if os.path.lexists(folder / OWNED) and \
+                    os.path.samestat(os.fstat(fd), os.lstat(folder)):
+                remove(folder)
+                removed.append(folder)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
+
+
 def remove(folder: Path) -> None:
-    """Remove a copy (its folders are read-only: made writable first)."""
+    """Remove a copy (its folders are read-only: made writable first), then let go of its
+    lock."""
     for root, dirs, _files in os.walk(folder):
         for name in dirs:
             if not Path(root, name).is_symlink():
@@ -146,6 +206,8 @@ def remove(folder: Path) -> None:
     if folder.is_dir():
         os.chmod(folder, 0o755)
     shutil.rmtree(folder, ignore_errors=True)
+    if (fd := _locks.pop(folder, None)) is not None:
+        os.close(fd)
 
 
 def fingerprint(folders: list[Path]) -> dict[str, tuple[int, int, int]]:
