@@ -85,7 +85,7 @@ def run_worker(settings: WorkerSettings) -> None:
         StartupError: the worker cannot start as configured (one line with the fix)."""
     from worker.banner import check_startup, log_banner, quiet_known_noise
     from worker.log_format import configure_worker_logging, keep_logging_through_celery
-    from worker.pipeline.wiring import connect_docker, worker_instance
+    from worker.pipeline.wiring import connect_docker, probe_isolation_when_ready, worker_instance
     from worker.shutdown import install_stop_messages
     from worker.sweep import sweep_at_start
 
@@ -95,6 +95,8 @@ def run_worker(settings: WorkerSettings) -> None:
     quiet_known_noise()
     engine = connect_docker() if settings.executor != "local" else None
     log_banner(settings, check_startup(settings, engine))  # StartupError: one line, the fix
+    if engine is not None:
+        probe_isolation_when_ready(engine, settings)
     install_stop_messages(settings)
     runs_lock = sweep_at_start(settings)  # held (shared) until the worker stops
     try:

@@ -138,6 +138,25 @@ def _check_isolation_once(docker_client: Any, image: str, code_dir: Path | None)
                          name="arena-isolation-probe", daemon=True).start()
 
 
+def probe_isolation_when_ready(docker_client: Any, settings: WorkerSettings) -> None:
+    """A Celery worker builds its runtime, and with it the probe, on its pool processes' first
+    job: an idle worker on a host that falls back would say nothing until then. Its main
+    process probes as soon as the worker is ready, in the background (issue 34.4). The code is
+    copied here, before the pool forks, so no process writes it while another mounts it."""
+    from celery.signals import worker_ready
+
+    from worker.isolation_probe import check_host_isolation
+
+    code_dir = sync_sandbox_code(settings.sandbox_code_dir)
+
+    def on_ready(**_: Any) -> None:
+        threading.Thread(target=check_host_isolation,
+                         args=(docker_client, settings.default_image, code_dir),
+                         name="arena-isolation-probe", daemon=True).start()
+
+    worker_ready.connect(on_ready, weak=False)
+
+
 _DENTRY_RESET_CHECKED = threading.Event()
 
 
