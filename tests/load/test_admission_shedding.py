@@ -190,3 +190,17 @@ def test_a_lane_that_drains_fast_lets_newcomers_queue():
             inner.gate.set()
             assert [first.result().status_code, second.result().status_code] == [200, 200]
     assert middleware.shed == 0
+
+
+def test_an_upload_is_not_queued_behind_readers_when_their_queue_is_full(gated):
+    """The general lane full and its queue at the bound (a reader now would be refused): a
+    multipart upload passes admission (it has its own gate) and is answered by the app."""
+    url, app, middleware = gated
+    with ThreadPoolExecutor(3) as pool:
+        held = [pool.submit(httpx.get, f"{url}/slow", timeout=120) for _ in range(3)]
+        wait_for(lambda: middleware.waiting == 2, "two requests waiting")
+        upload = httpx.post(f"{url}/api/v1/phases/1/submissions", timeout=120,
+                            files={"file": ("s.zip", b"PK", "application/zip")})
+        assert upload.status_code == 200 and middleware.shed == 0
+        app.gate.set()
+        assert [f.result().status_code for f in held] == [200, 200, 200]
