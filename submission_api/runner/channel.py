@@ -13,10 +13,12 @@ some carrying the task's socket as an SCM_RIGHTS file descriptor.
 A test task's images go the other way in a sealed memory file (`seal`, `send_sealed`,
 `receive_sealed`): the trusted side writes them into a `memfd` ahead of the task, seals it
 against writing, growing, shrinking and further sealing, and sends its descriptor with the
-task's header. The task's process maps it read-only: no copy through the socket, and nothing it
-does to the file can change it or grow it (its pages are charged to the trusted side, which
-wrote them). The receiver refuses a file that is not sealed so, or whose size or arrays disagree
-with the header.
+task's header. The task's process maps it read-only (or copy-on-write): no copy through the
+socket, and nothing it does to the file can change it or grow it (its pages are charged to the
+trusted side, which wrote them). A file the trusted side reuses from task to task is sealed
+against every holder's writes but its own mapping's (`REUSED_SEALS`, `runner/task_files.py`).
+The receiver refuses a file that is not sealed so, or whose size or arrays disagree with the
+header.
 """
 
 from __future__ import annotations
@@ -203,6 +205,10 @@ def receive_message(sock: socket.socket, max_payload_bytes: int,
 
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
 """What a task's memory file must be sealed against before it leaves the trusted side."""
+F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)  # Linux >= 5.1
+REUSED_SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+"""Or this, for a file the trusted side reuses from task to task (`runner/task_files.py`): no
+holder but the mapping the trusted side made before sealing can write it."""
 _ALIGN = 64
 
 
@@ -220,10 +226,10 @@ class SealedArrays:
             self.fd = -1
 
 
-def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
-         fill: Callable[[list[np.ndarray]], None]) -> SealedArrays:
-    """A memory file holding arrays of these dtypes and shapes, written by `fill` (given
-    writable views of them), then sealed (`SEALS`)."""
+def layout_of(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]]
+              ) -> tuple[list[dict[str, Any]], int]:
+    """Where arrays of these dtypes and shapes lie in a file, one after the other (aligned),
+    and the file's size."""
     layout: list[dict[str, Any]] = []
     size = 0
     for spec_dtype, shape in specs:
@@ -231,6 +237,14 @@ def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         layout.append({"dtype": dtype.str, "shape": list(shape), "offset": size})
         size += -(-nbytes // _ALIGN) * _ALIGN
+    return layout, size
+
+
+def seal(specs: Sequence[tuple[np.dtype | type, tuple[int, ...]]],
+         fill: Callable[[list[np.ndarray]], None]) -> SealedArrays:
+    """A memory file holding arrays of these dtypes and shapes, written by `fill` (given
+    writable views of them), then sealed (`SEALS`)."""
+    layout, size = layout_of(specs)
     fd = os.memfd_create("arena-task", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         if size:
@@ -259,9 +273,10 @@ def send_sealed(sock: socket.socket, header: dict[str, Any], sealed: SealedArray
         sock.sendall(frame[sent:])
 
 
-def receive_sealed(sock: socket.socket, max_payload_bytes: int,
-                   deadline: float | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Receive a header and the sealed file sent with it; its arrays, mapped read-only.
+def receive_sealed(sock: socket.socket, max_payload_bytes: int, deadline: float | None = None,
+                   writable: bool = False) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Receive a header and the sealed file sent with it; its arrays, mapped read-only, or
+    `writable` copy-on-write (what the receiver writes goes to pages of its own).
 
     Raises:
         ChannelError: EOF, deadline passed, or a file that is not sealed, not of the header's
@@ -288,24 +303,29 @@ def receive_sealed(sock: socket.socket, max_payload_bytes: int,
         if len(fds) != 1:
             raise MalformedMessage(f"{len(fds)} descriptors came with the task; expected its "
                                    "sealed file")
-        return header, _map_sealed(fds[0], header.pop("sealed", None), max_payload_bytes)
+        return header, _map_sealed(fds[0], header.pop("sealed", None), max_payload_bytes,
+                                   writable)
     finally:
         for fd in fds:
             os.close(fd)  # the mapping holds the file
 
 
-def _map_sealed(fd: int, sealed: object, max_payload_bytes: int) -> list[np.ndarray]:
+def _map_sealed(fd: int, sealed: object, max_payload_bytes: int,
+                writable: bool = False) -> list[np.ndarray]:
     if not isinstance(sealed, dict) or not isinstance(sealed.get("size"), int):
         raise MalformedMessage(f"sealed file description {_show(sealed)}; expected size, arrays")
     seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-    if seals & SEALS != SEALS:
+    if seals & SEALS != SEALS and seals & REUSED_SEALS != REUSED_SEALS:
         raise MalformedMessage(f"the task's file is not sealed (seals {seals:#x}, expected "
-                               f"{SEALS:#x})")
+                               f"{SEALS:#x} or {REUSED_SEALS:#x})")
     size = os.fstat(fd).st_size
     if size != sealed["size"] or size > max_payload_bytes:
         raise MalformedMessage(f"the task's file holds {size} bytes; the header says "
                                f"{sealed['size']}, at most {max_payload_bytes}")
-    mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else b""
+    mapped: mmap.mmap | bytes = b""
+    if size:
+        mapped = (mmap.mmap(fd, size, access=mmap.ACCESS_COPY) if writable
+                  else mmap.mmap(fd, size, prot=mmap.PROT_READ))
     arrays = []
     for dtype, shape, spec in _check_arrays(sealed.get("arrays"), max_payload_bytes):
         offset = spec.get("offset")

@@ -8,14 +8,24 @@ process has its socket and its images and waits for its release (`Started`). Use
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from submission_api.runner.bundle import AnswerTask, TaskImages
-from submission_api.runner.channel import ChannelError, SealedArrays, send_control, send_sealed
+import numpy as np
+
+from submission_api.runner.bundle import IMAGE_SHAPE, AnswerTask, TaskImages
+from submission_api.runner.channel import (
+    ChannelError,
+    SealedArrays,
+    layout_of,
+    send_control,
+    send_sealed,
+)
+from submission_api.runner.task_files import TaskFiles
 
 
 class TaskDataError(Exception):
@@ -23,16 +33,35 @@ class TaskDataError(Exception):
     charged to the participant."""
 
 
+def task_specs(task: AnswerTask) -> list[tuple[np.dtype, tuple[int, ...]]]:
+    """What a task's process receives: float32 support images `[n, 3, 128, 128]` in [0, 1]
+    (`data.images_to_tensor`'s values, bit for bit), int64 labels, float32 query images."""
+    shape = (3, *IMAGE_SHAPE[:2])
+    return [(np.dtype(np.float32), (task.n_support, *shape)),
+            (np.dtype(np.int64), (task.n_support,)),
+            (np.dtype(np.float32), (task.n_query, *shape))]
+
+
+def convert_into(images: np.ndarray, out: np.ndarray) -> None:
+    """uint8 `[n, 128, 128, 3]` -> float32 `[n, 3, 128, 128]` / 255 into `out`: the values of
+    `data.images_to_tensor`, bit for bit (the same numpy pass)."""
+    np.divide(images.transpose(0, 3, 1, 2), np.float32(255), out=out, dtype=np.float32)
+
+
 class Payloads:
-    """Each task's sealed file, cut in a thread of its own ahead of where it is needed, so
-    neither the release of a task nor the reading of its answer waits for a cut; the same thread
-    starts the next task (`submit`). At most two tasks' files exist here at a time: the one
-    being handed over and the next one."""
+    """Each task's file, cut in a thread of its own ahead of where it is needed, so neither the
+    release of a task nor the reading of its answer waits for a cut; the same thread starts the
+    next task (`submit`). The files are reused (`runner/task_files.py`): a task's is written
+    again only once `release`d; at most three are held at a time (the running task's, the next
+    one's, the one cut ahead)."""
 
     def __init__(self, images: TaskImages) -> None:
         self.images = images
+        self.files = TaskFiles(max((layout_of(task_specs(t))[1] for t in images.plan.tasks),
+                                   default=0))
         self._ahead: tuple[int, Future[SealedArrays]] | None = None
         self._cutter = ThreadPoolExecutor(1, thread_name_prefix="arena-task-cutter")
+        self._cutting = threading.Lock()  # `images.cut` reuses its buffers
 
     def take(self, task: AnswerTask) -> SealedArrays:
         """`task`'s file: the one cut ahead, or cut now.
@@ -47,8 +76,9 @@ class Payloads:
                 return payload
             if payload is not None:
                 payload.close()
+            self.files.release(ahead[0])
         try:
-            return self.images.cut_sealed(task)
+            return self._cut(task)
         except Exception as error:  # noqa: BLE001 - the compiled data is ours, not theirs
             raise TaskDataError(f"the platform could not prepare the images of test task "
                                 f"{task.id}: {type(error).__name__}: {error}") from error
@@ -58,7 +88,23 @@ class Payloads:
         is kept, and the task is cut again, with its error then, when its turn comes."""
         if task is None or self._ahead is not None:
             return
-        self._ahead = (task.id, self._cutter.submit(self.images.cut_sealed, task))
+        self._ahead = (task.id, self._cutter.submit(self._cut, task))
+
+    def _cut(self, task: AnswerTask) -> SealedArrays:
+        """`task`'s tensors, converted from its images into a free file (in the cutting thread,
+        or at the task's turn when the cut ahead failed)."""
+        def fill(views: list[np.ndarray]) -> None:
+            support, labels, query = self.images.cut(task)
+            convert_into(support, views[0])
+            views[1][...] = labels
+            convert_into(query, views[2])
+
+        with self._cutting:
+            return self.files.write(task.id, task_specs(task), fill)
+
+    def release(self, task_id: int) -> None:
+        """`task_id` has ended and its processes are gone (the supervisor's clean `ended`)."""
+        self.files.release(task_id)
 
     def submit(self, job: Callable[..., T], *args: Any) -> Future[T]:
         """Run `job(*args)` in the cutting thread, after what was asked of it before."""
@@ -69,6 +115,7 @@ class Payloads:
         if ahead is not None and (payload := result_or_none(ahead[1])) is not None:
             payload.close()
         self._cutter.shutdown(wait=True)
+        self.files.close()
 
 
 T = TypeVar("T")

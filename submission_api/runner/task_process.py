@@ -1,11 +1,12 @@
 """One test task's process, forked by the supervisor: confine, receive this task (and only this
-one) as a sealed file on its socket and turn its images into float32 tensors, wait for the
-trusted side's release, then import the submission, load the learner, fit, predict, answer, exit.
+one) as a sealed file on its socket, its images already float32 tensors (`runner/task_files.py`),
+wait for the trusted side's release, then import the submission, load the learner, fit,
+predict, answer, exit.
 
 Where tasks have their own namespaces the task arrives ahead, while the previous task still runs
-(issue 38): the conversion, our code only, is done then, so the task's tensors wait in memory this
-process has already faulted in. Nothing of the submission runs before the release, which the
-trusted side sends only once the previous task is gone and swept (`task_server`).
+(issue 38): its file is mapped then, our code only. Nothing of the submission runs before the
+release, which the trusted side sends only once the previous task is gone and swept
+(`task_server`).
 
 Seeds depend on the run's participant seed and the task id only, so a task computes the same in
 any process, locally or on the platform, whatever ran before it.
@@ -30,6 +31,8 @@ from submission_api.runner.channel import (
 )
 from submission_api.runner.namespaces import TaskWorld
 
+TENSOR_SHAPE = (3, 128, 128)
+"""A task's images as its process gets them: float32 `[n, 3, 128, 128]` (`images_to_tensor`)."""
 TASK_MAX_BYTES = 1 << 31
 """The trusted side is the only peer; this bounds a corrupted stream, not an attacker."""
 
@@ -118,23 +121,27 @@ def run_task(fd: int, task_id: int, submission: Path, learner_dir: Path, seed: i
     sock.setblocking(True)
     import torch
 
-    from submission_api.data import images_to_tensor
     from submission_api.runner.participant import import_submission
 
     torch.set_num_threads(max(1, threads))
     seed_task(seed, task_id)
     stage = "receive"
     try:
-        # Sent with the task's socket (ahead, where the previous task still runs): a sealed
-        # file, mapped read-only, its pages brought in by the conversion below.
+        # Sent with the task's socket (ahead, where the previous task still runs): the tensors,
+        # converted by the trusted side into a file it reuses (runner/task_files.py), mapped
+        # copy-on-write: nothing to convert here, no fresh memory to fault in for them.
         header, (support_images, support_labels, query_images) = receive_sealed(
-            sock, TASK_MAX_BYTES)
+            sock, TASK_MAX_BYTES, writable=True)
+        for images in (support_images, query_images):
+            if images.dtype != np.float32 or images.shape[1:] != TENSOR_SHAPE:
+                raise ChannelError(f"the task's images came as {images.dtype} "
+                                   f"{list(images.shape)}; expected float32 [n, 3, 128, 128]")
         n_ways, n_query = int(header["n_ways"]), len(query_images)
         y = torch.from_numpy(support_labels.astype(np.int64))
-        support = (images_to_tensor(support_images), y, y.clone(), n_ways,
+        support = (torch.from_numpy(support_images), y, y.clone(), n_ways,
                    int(header["n_shots"]))
-        query = images_to_tensor(query_images)
-        del support_images, query_images, support_labels  # the sealed file's mapping goes
+        query = torch.from_numpy(query_images)
+        del support_images, query_images, support_labels
         await_release(sock)
         stage = "import"
         _, my_learner = import_submission(submission)

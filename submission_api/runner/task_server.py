@@ -323,6 +323,7 @@ class TaskServer:
                        "leave nothing that could reach a later task: remove what it creates, "
                        "and change no attribute of other processes")
             return False
+        payloads.release(task.id)  # its processes are gone: its file may be written again
         return self._record(task, answer, problem, ended)
 
     def _record(self, task: AnswerTask, answer: tuple[dict, list[np.ndarray]] | None,

@@ -1,7 +1,9 @@
 """A task's images travel in a sealed memory file (`channel.seal`): what the task's process
 receives is the trusted side's bytes, mapped read-only, and no holder of the file can change,
 grow, shrink or unseal it (its pages are charged to the trusted side that wrote them). The
-receiver refuses a file that is not sealed so, or that disagrees with its header."""
+receiver refuses a file that is not sealed so, or that disagrees with its header. A file the
+trusted side reuses (`runner/task_files.py`) is writable by its mapping alone, and is written
+for another task only once released, never showing what an earlier task held."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from submission_api.runner.channel import (
     seal,
     send_sealed,
 )
+from submission_api.runner.task_files import TaskFiles
+from submission_api.runner.task_payloads import convert_into
 
 SUPPORT = np.arange(2 * 128 * 128 * 3, dtype=np.uint8).reshape(2, 128, 128, 3)
 LABELS = np.array([1, 0], dtype=np.int64)
@@ -128,3 +132,63 @@ def test_the_received_descriptor_is_closed_whatever_happens(pair):
     finally:
         os.close(fd)
     assert set(os.listdir("/proc/self/fd")) <= before
+
+
+# A reused task file (runner/task_files.py): written by the trusted side task after task.
+
+
+def test_a_reused_file_arrives_writable_to_its_task_alone(pair):
+    files = TaskFiles(1 << 16)
+    try:
+        sent = files.write(7, [(LABELS.dtype, LABELS.shape)],
+                           lambda views: views[0].__setitem__(..., LABELS))
+        send_sealed(pair[0], {"type": "task", "id": 7}, sent)
+        sent.close()
+        _, (labels,) = receive_sealed(pair[1], 1 << 20, writable=True)
+        assert np.array_equal(labels, LABELS)
+        labels[0] = 99  # the task's own copy of the page
+        sent = files.write(8, [(LABELS.dtype, LABELS.shape)],
+                           lambda views: views[0].__setitem__(..., LABELS + 1))
+        try:
+            assert np.frombuffer(os.pread(sent.fd, 16, 0), np.int64).tolist() == [2, 1]
+            for attempt in (lambda: os.pwrite(sent.fd, b"x", 0),
+                            lambda: os.ftruncate(sent.fd, 0),
+                            lambda: mmap.mmap(sent.fd, 1 << 16),
+                            lambda: fcntl.fcntl(sent.fd, fcntl.F_ADD_SEALS, 0)):
+                with pytest.raises(PermissionError):
+                    attempt()
+        finally:
+            sent.close()
+    finally:
+        files.close()
+
+
+def test_a_file_is_written_again_only_once_its_task_is_released_and_never_shows_another_task():
+    files = TaskFiles(1 << 16)
+    big = np.arange(1000, dtype=np.int64)
+    small = np.arange(10, dtype=np.int64) + 5000
+    try:
+        first = files.write(0, [(big.dtype, big.shape)], lambda v: v[0].__setitem__(..., big))
+        second = files.write(1, [(small.dtype, small.shape)],
+                             lambda v: v[0].__setitem__(..., small))
+        assert not os.path.samestat(os.fstat(first.fd), os.fstat(second.fd))  # 0 still held
+        files.release(0)
+        third = files.write(2, [(small.dtype, small.shape)],
+                            lambda v: v[0].__setitem__(..., small))
+        assert os.path.samestat(os.fstat(first.fd), os.fstat(third.fd))  # task 0's, reused
+        whole = np.frombuffer(os.pread(third.fd, 1 << 16, 0), np.int64)
+        assert whole[:10].tolist() == small.tolist()
+        assert not whole[10:].any(), "task 0's images past task 2's end"
+        for sent in (first, second, third):
+            sent.close()
+    finally:
+        files.close()
+
+
+def test_the_trusted_side_converts_to_the_values_images_to_tensor_gives():
+    from submission_api.data import images_to_tensor
+
+    images = np.random.default_rng(0).integers(0, 256, (5, 128, 128, 3), dtype=np.uint8)
+    out = np.empty((5, 3, 128, 128), np.float32)
+    convert_into(images, out)
+    assert out.tobytes() == images_to_tensor(images).numpy().tobytes()

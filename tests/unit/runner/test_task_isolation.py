@@ -261,7 +261,8 @@ def test_a_task_that_ends_before_the_supervisor_looks_is_still_named_by_its_pidf
             process = forks.fork_task(0, theirs.fileno())
             theirs.close()
             send_sealed(ours, {"type": "task", "id": 0, "n_ways": 1, "n_shots": 1}, seal(
-                [(np.uint8, (1, 128, 128, 3)), (np.int64, (1,)), (np.uint8, (1, 128, 128, 3))],
+                [(np.float32, (1, 3, 128, 128)), (np.int64, (1,)),
+                 (np.float32, (1, 3, 128, 128))],
                 lambda views: None))
             send_message(ours, {"type": "go"})  # released: it imports model.py
             assert ours.recv(1 << 16)  # its error answer: the process is ending now

@@ -24,14 +24,14 @@ TIME_LIMIT_S = 600.0
 def test_images_the_platform_cannot_cut_end_the_run_at_once_as_a_platform_error(
         tmp_path: Path, tiny_collection: Path, arena_cache: Path,
         monkeypatch: pytest.MonkeyPatch):
-    cut = task_server.TaskImages.cut_sealed
+    cut = task_server.TaskImages.cut
 
     def failing_cut(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
         if task.id == 1:  # cut ahead while task 0 runs, then again at its own turn
             raise OSError(5, "Input/output error", "images.u8")
         return cut(self, task)
 
-    monkeypatch.setattr(task_server.TaskImages, "cut_sealed", failing_cut)
+    monkeypatch.setattr(task_server.TaskImages, "cut", failing_cut)
     result = run_local(RANDOM_BASELINE, tiny_collection, tmp_path / "out", protocol=TWO_TASKS,
                        cache_dir=arena_cache, time_limit_s=TIME_LIMIT_S)
 
@@ -57,7 +57,7 @@ def test_test_tasks_the_platform_cannot_open_end_the_run_at_once_as_a_platform_e
 def counting_cuts(monkeypatch: pytest.MonkeyPatch, fail_first: set[int]) -> list[int]:
     """Patch the server's cut to record each task id it cuts; the first cut of each task in
     `fail_first` fails."""
-    cut, calls = task_server.TaskImages.cut_sealed, []
+    cut, calls = task_server.TaskImages.cut, []
 
     def recorded(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
         calls.append(task.id)
@@ -65,7 +65,7 @@ def counting_cuts(monkeypatch: pytest.MonkeyPatch, fail_first: set[int]) -> list
             raise OSError(5, "Input/output error", "images.u8")
         return cut(self, task)
 
-    monkeypatch.setattr(task_server.TaskImages, "cut_sealed", recorded)
+    monkeypatch.setattr(task_server.TaskImages, "cut", recorded)
     return calls
 
 
