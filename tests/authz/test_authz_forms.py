@@ -14,8 +14,10 @@ only come from the role check. Anonymous has no session, hence no token.
            role, and the database (every table) and the job queue exactly as before.
 
 The page offers the form to exactly the roles allowed to post it (login aside: its form is
-shown to everyone; "anonymous" there means no valid API token). Denied roles of a route share
-one world (denials change nothing, and that is checked); each allowed role gets a fresh one.
+shown to everyone; "anonymous" there means no valid API token). The denied roles of every
+route share one world (denials change nothing, and each one is checked: every table and the
+queue as before, so the world stays as built); each allowed role gets a fresh one. One world
+per route's denials was 31 of the 118 worlds built, about a quarter of the test's time.
 """
 
 from __future__ import annotations
@@ -463,12 +465,12 @@ def test_every_form_route_has_a_rule_and_every_rule_a_route(app_env):
 
 def test_form_role_checks_hold_with_a_valid_csrf_token(app_env):
     failures, cells = [], 0
+    shared = build_form_world(app_env)  # denials change nothing (checked), so they share one
     for method, path in form_routes(app_env):
         form = FORMS.get((method, path))
         if form is None:
             continue  # reported by the test above
         denied = [r for r, want in zip(ROLES, form.rule, strict=True) if want == "D"]
-        shared = build_form_world(app_env)  # denials change nothing (checked), so they share one
         for role in denied:
             failures += attempt(shared, method, path, role, allowed=False)
             cells += 1
