@@ -25,9 +25,10 @@ Measured on the loaded 2-core host (2026-12-05 07:16-07:52 UTC, load 13-22, 256 
 code and /sys 93.0-100% of bits right (set 1.8-3.1 us, unset 3.7-12.1 us); a fresh overlay
 69.1-97.7%, a fresh root with the image's folder bound in 89.1-100%; a tmpfs folder, /proc and
 /dev 44.9-64.8% (6 of 18 readings 57.4-64.8%, right after the writer: a residue, not bounded
-yet); controls 43.8-55.9%. Cost: the copy 4.15 s per run (11,904 files, 290 MB), 0.65x a fresh
-`import torch` beside it; per task `namespaces.enter` +10.2 / +25.0 / +28.5 / +80.7 ms with
-the root (medians of 5-15 interleaved rounds; 14.4-57.3 ms without it).
+yet); controls 43.8-55.9%. Cost: the copy 4.15-4.60 s per run (11,904 files, 290 MB),
+0.65-0.90x a fresh `import torch` beside it; per task `namespaces.enter` +10.2 / +17.1 /
++25.0 / +28.5 / +80.7 ms with the root (medians of 5-15 interleaved rounds; 4.4-57.3 ms
+without it).
 """
 
 from __future__ import annotations

@@ -141,6 +141,27 @@ def trees(leave_out: Iterable[Path]) -> list[Path]:
     return [p for p in found if not any(q != p and p.is_relative_to(q) for q in found)]
 
 
+def _walk(source: Path) -> Iterable[tuple[str, list[str], list[str]]]:
+    """`os.walk` of a tree to copy, without C header folders (torch's: 9,400 files; no
+    compiler in the image, no task reads them)."""
+    for root, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if d != "include" or Path(root, d, "__init__.py").exists()]
+        yield root, dirs, files
+
+
+def _size(sources: Iterable[Path]) -> int:
+    """The bytes `_copy` would copy from `sources`."""
+    total = 0
+    for source in sources:
+        for root, _dirs, files in _walk(source):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    info = os.lstat(os.path.join(root, name))
+                    if stat.S_ISREG(info.st_mode) and info.st_size <= BIG_FILE:
+                        total += info.st_size
+    return total
+
+
 MEMORY_SHARE = 4
 """The copy may take at most 1/4 of the run's tmpfs (sized to, and charged to, the run's
 memory); a run whose memory is smaller keeps the container's root (and says so)."""
@@ -152,9 +173,7 @@ def _copy(source: Path, target: Path, big: list[Path], budget: list[int]) -> Non
 
     Raises:
         OSError: the budget ran out (ENOSPC)."""
-    for root, dirs, files in os.walk(source):
-        # C headers (torch's: 9,400 files): no compiler in the image, no task reads them
-        dirs[:] = [d for d in dirs if d != "include" or Path(root, d, "__init__.py").exists()]
+    for root, dirs, files in _walk(source):
         here = target / Path(root).relative_to(source)
         here.mkdir(mode=0o755, parents=True, exist_ok=True)
         for name in [*dirs, *files]:
@@ -194,6 +213,9 @@ def prepare(space: Path, leave_out: Iterable[Path], points: Iterable[Path]) -> R
     info = os.statvfs(space)
     budget = [info.f_blocks * info.f_frsize // MEMORY_SHARE]
     try:
+        if _size(trees(leave_out)) > budget[0]:  # before copying anything: a small run's
+            raise OSError(28, f"the copy of the image's folders takes more than "
+                              f"1/{MEMORY_SHARE} of the run's memory")
         for tree in trees(leave_out):
             _copy(tree, folder / tree.relative_to("/"), big, budget)
         for entry in os.listdir("/"):  # merged /usr: /bin -> usr/bin, /lib64 -> usr/lib64
