@@ -6,7 +6,7 @@ runs the meta-test stage:
   site-packages, the platform's code, /etc, /proc, /dev; every later task times its lookups of
   2 of each bit's 64 names. Before the per-task root 76.6-99.2% of bits crossed through the
   first five (this test at b1738b3, before the root); now every folder is on a tmpfs (or is /proc or
-  /dev), which keeps no name looked up: chance, 42.6-55.9% measured (one standard deviation
+  /dev), which keeps no name looked up: chance, 39.8-57.0% in three runs (one standard deviation
   3.1% over 256 bits; the bound is 65%);
 - the mount table: a task's /proc/self/mountinfo names no host path (the run's folders on the
   worker, the platform's code, Docker's layers) and no container id.
