@@ -25,10 +25,11 @@ task then (`enter`, in its own user and mount namespace, after `namespaces.enter
 
 What a task can then see: no host path and no container id in its mount table, and no folder
 on the image's overlay, the host's file system or sysfs (/sys is left out: it keeps negative
-dentries; only where an NVIDIA device is present, which CUDA needs, is it bound in, and the
-isolation line says so). Where `pivot_root` is refused (the sandbox's seccomp profile of
-before, a kernel or AppArmor profile that denies it) nothing changes: `prepare` says so and
-copies nothing.
+dentries; it would be bound in where an NVIDIA device is present, which CUDA needs, but a GPU
+host keeps the container's root for now: CUDA's libraries outside `sys.path` and
+`SYSTEM_TREES` are not tried, and the isolation line says so). Where `pivot_root` is refused
+(the sandbox's seccomp profile of before, a kernel or AppArmor profile that denies it) nothing
+changes: `for_run` says so and copies nothing.
 """
 
 from __future__ import annotations
@@ -347,6 +348,8 @@ def for_run(space: Path | None, scratch: Iterable[Path], visible: Iterable[Path]
     run's tmpfs) holds the copy; else None, and why."""
     if space is None or not space.is_dir():
         return None, "no tmpfs for the run's copy"
+    if glob.glob(GPU_DEVICES):  # CUDA's libraries and /sys: not tried yet (no GPU host here)
+        return None, "a GPU host, where the per-task root is not tried yet"
     if not pivot_root_permitted(space):
         return None, "pivot_root refused here (seccomp, AppArmor or the kernel)"
     from submission_api.runner.namespaces import FIXED_PLACES
