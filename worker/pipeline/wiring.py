@@ -66,15 +66,31 @@ def connect_docker() -> Any | None:
 
 def sync_sandbox_code(target: Path | None) -> Path | None:
     """Copy this worker's `submission_api` into `target/submission_api` (the host-visible copy
-    sandboxes mount); None keeps the driver's default, the worker's own package folder."""
+    sandboxes mount); None keeps the driver's default, the worker's own package folder.
+
+    Every pool process syncs it when it builds its runtime (and a Celery worker's main process
+    before its start-up probe), while other slots' sandboxes may be importing from it: a file
+    whose bytes are already there is left alone, and a changed one is written beside it and
+    renamed over it, so a reader never sees one truncated or half written."""
     if target is None:
         return None
     import submission_api
 
     source = Path(submission_api.__file__).resolve().parent
     destination = target / "submission_api"
-    shutil.copytree(source, destination, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for path in sorted(source.rglob("*")):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        copy = destination / path.relative_to(source)
+        if copy.is_file() and copy.read_bytes() == path.read_bytes():
+            continue
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        temp = copy.with_name(f".{copy.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            shutil.copy2(path, temp)
+            os.replace(temp, copy)
+        finally:
+            temp.unlink(missing_ok=True)
     return destination
 
 
