@@ -68,6 +68,8 @@ class Root:
     with_sys: bool
     lowers: tuple[Path, ...] = ()
     """The folders to mount an overlay of for the big files (`image_lowers`)."""
+    shared: bool = False
+    """The worker's read-only copy for every run of the image (`task_root_shared`)."""
 
 
 def _libc() -> ctypes.CDLL:
@@ -202,9 +204,10 @@ def _copy(source: Path, target: Path, big: list[Path], budget: list[int]) -> Non
                 os.chmod(copy, (0o555 if info.st_mode & 0o111 else 0o444) & info.st_mode)
 
 
-def prepare(space: Path, leave_out: Iterable[Path], points: Iterable[Path]) -> Root:
+def prepare(space: Path, leave_out: Iterable[Path], points: Iterable[Path],
+            share: int = MEMORY_SHARE) -> Root:
     """The run's copy on the tmpfs `space` (see the module's docstring), with an empty folder
-    at each of `points` and at /proc, /dev, /sys.
+    at each of `points` and at /proc, /dev, /sys; it may take 1/`share` of `space`.
 
     Raises:
         OSError: it does not fit, or `space` refused it (the caller goes on without a root).
@@ -212,7 +215,7 @@ def prepare(space: Path, leave_out: Iterable[Path], points: Iterable[Path]) -> R
     folder = Path(tempfile.mkdtemp(prefix="arena-root-", dir=space))
     big: list[Path] = []
     info = os.statvfs(space)
-    budget = [info.f_blocks * info.f_frsize // MEMORY_SHARE]
+    budget = [info.f_blocks * info.f_frsize // share]
     try:
         if _size(trees(leave_out)) > budget[0]:  # before copying anything: a small run's
             raise OSError(28, f"the copy of the image's folders takes more than "
@@ -265,7 +268,10 @@ def image_lowers(big: Iterable[Path]) -> list[Path]:
 
 
 def remove(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
+    from submission_api.runner.task_root_shared import TARGET
+
+    if not folder.is_relative_to(TARGET):  # the worker's shared copy stays (read-only)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def enter(root: Root, binds: Iterable[Path]) -> None:
@@ -323,7 +329,10 @@ def describe(root: Root | None, why: str = "") -> str:
     if root is None:
         return f"the container's root (no per-task root: {why})" if why else \
             "the container's root"
-    return ("a per-task root on the run's tmpfs copy of the image's folders (no shared "
+    not_used = f" (the worker's shared copy not used: {why})" if why else ""
+    where = "the worker's shared read-only tmpfs copy" if root.shared else \
+        f"the run's tmpfs copy{not_used}"
+    return (f"a per-task root on {where} of the image's folders (no shared "
             "folder keeps a name a task looked up" +
             ("; /sys bound in for the GPU" if root.with_sys else "") + ")")
 
@@ -353,11 +362,18 @@ def for_run(space: Path | None, scratch: Iterable[Path], visible: Iterable[Path]
     if not pivot_root_permitted(space):
         return None, "pivot_root refused here (seccomp, AppArmor or the kernel)"
     from submission_api.runner.namespaces import FIXED_PLACES
+    from submission_api.runner.task_root_shared import load
 
     places: list[Path] = [*scratch, *visible, *FIXED_PLACES]
+    shared, not_shared = load(places)  # the worker's copy: nothing to copy here
+    if shared is not None:
+        use(shared)
+        return shared, ""
     try:
         root = prepare(space, places, places)
     except OSError as error:
-        return None, f"the copy of the image's folders did not fit: {error.strerror or error}"
+        why = f"the copy of the image's folders did not fit: {error.strerror or error}"
+        return None, f"{why}; the worker's shared copy not used: {not_shared}" if not_shared \
+            else why
     use(root)
-    return root, ""
+    return root, not_shared

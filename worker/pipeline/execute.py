@@ -347,7 +347,8 @@ def _make_readable(tree: Path) -> None:
 
 def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                          task_namespaces: bool = True, prefault: bool = True,
-                         reset_dentries: bool = False) -> Executor:
+                         reset_dentries: bool = False, shared_task_root: bool = True
+                         ) -> Executor:
     """An executor that runs both stages in Docker sandboxes (`worker.sandbox.run_sandbox`);
     `code_dir` is the host folder of `submission_api` to mount (default: the worker's own).
     `task_namespaces=False`: the meta-test container keeps Docker's default seccomp profile,
@@ -356,8 +357,11 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
     (`worker/prefault.py`), so that no run can leave bits in which of them are resident.
     `reset_dentries`: the host's unused dentries and inodes are dropped first (before the
     pre-fault, which then finds what the drop evicted), so no run reads names an earlier one
-    looked up (`worker/dentry_reset.py`); the run's isolation line says whether it was done."""
+    looked up (`worker/dentry_reset.py`); the run's isolation line says whether it was done.
+    `shared_task_root`: the meta-test container gets the worker's read-only copy of the image's
+    folders for the per-task root (`worker/task_root_cache.py`) instead of copying them."""
     from submission_api.runner.heap import with_huge_pages
+    from worker import task_root_cache
     from worker.sandbox import SandboxPlatformError, run_sandbox
     from worker.sandbox_config import PRIVATE_COPY_TARGET, SandboxSpec, build_limits
 
@@ -370,7 +374,8 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
             spec = SandboxSpec(
                 image=request.image, command=command, submission_dir=request.submission_dir,
                 bundle_dir=bundle_dir, output_dir=output_dir, name=f"{request.name}-{stage}",
-                code_dir=code_dir, read_only_mounts=mounts,
+                code_dir=code_dir, read_only_mounts=mounts + (
+                    task_root_cache.mount_for(shared) if stage == "meta-test" else ()),
                 output_read_only=stage == "meta-test",
                 private_copy=stage == "meta-test",
                 task_namespaces=task_namespaces and stage == "meta-test",
@@ -386,6 +391,9 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
                 raise PlatformFault(f"sandbox platform error: {exc}") from exc
 
         reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
+        shared = task_root_cache.for_image(
+            docker_client, request.image, (*META_TEST_SCRATCH, "/submission", LEARNER_TARGET),
+            code_dir) if shared_task_root and task_namespaces else None
         from worker.dentry_reset import reset_before_run
 
         reset_before_run(reset_dentries, request.answers_dir)
