@@ -15,6 +15,11 @@ waiting exclusive run priority: it holds the gate while it waits, so ordinary ru
 meanwhile queue behind it instead of starving it. Each acquisition opens its own file
 descriptions (flock locks belong to them, so slot processes never share one by a fork), and
 polls, so a lost lease (the heartbeat's cancel event) or a stop ends the wait.
+
+A slot killed mid-run lets go of the lock (its flock dies with its process) while its sandbox
+container runs on under the Docker daemon, which nobody then times. Once an exclusive hold is
+taken no live run holds the lock, so whatever sandbox of this worker still runs is such an
+orphan: `on_exclusive` (the worker's: `wiring.build_host_lock`) removes it before the run starts.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,9 +62,12 @@ class HostHold:
 class HostLock:
     """The host-wide lock at `path` for a worker of `slots` slots."""
 
-    def __init__(self, path: Path, slots: int = 1, poll_s: float = POLL_S) -> None:
+    def __init__(self, path: Path, slots: int = 1, poll_s: float = POLL_S,
+                 on_exclusive: Callable[[], object] | None = None) -> None:
         self.path, self.slots, self.poll_s = path, slots, poll_s
         self.gate = path.with_name(path.name + ".gate")
+        self.on_exclusive = on_exclusive
+        """Called once an exclusive hold is taken, before its body: what killed slots left."""
 
     @contextmanager
     def hold(self, exclusive: bool,
@@ -78,6 +86,8 @@ class HostLock:
             if not self._take(host, mode, cancel):
                 yield None
                 return
+            if exclusive and self.on_exclusive is not None:
+                self.on_exclusive()  # no live run holds the host: what still runs is orphaned
             fcntl.flock(gate, fcntl.LOCK_UN)  # the host is ours: later arrivals may queue
             hold = HostHold(exclusive, time.monotonic() - began, self.slots)
             log.info("run.host_lock", extra={"exclusive": exclusive,

@@ -247,4 +247,27 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
         default_image=settings.default_image,
         deployment=compute_deployment_id(settings.server_url),
         cpuset=slot_cpuset(settings, slot), wall_backstop_factor=settings.wall_backstop_factor,
-        host_lock=HostLock(settings.host_lock_path, settings.pool_size))
+        host_lock=build_host_lock(settings))
+
+
+def build_host_lock(settings: WorkerSettings) -> HostLock:
+    """The host lock every run of this worker holds (`worker.host_lock`). With Docker sandboxes,
+    an exclusive hold first removes the sandbox containers of this data folder that a killed
+    slot left running (`sweep.remove_orphan_containers`): no live run of this worker holds the
+    host then, so none of them is a live run's. Workers sharing one lock path from different
+    data folders do not see each other's (each removes its own)."""
+    if settings.executor == "local":
+        return HostLock(settings.host_lock_path, settings.pool_size)
+    deployment, runs_dir = compute_deployment_id(settings.server_url), settings.runs_dir
+
+    def remove_orphans() -> None:
+        from worker.sweep import remove_orphan_containers
+
+        client = connect_docker()
+        if client is None:
+            return  # no engine: the run fails at its start, as the platform's
+        removed = remove_orphan_containers(client, deployment, runs_dir.resolve())
+        if removed:
+            log.warning("run.host_lock.orphans_removed", extra={"containers": removed})
+
+    return HostLock(settings.host_lock_path, settings.pool_size, on_exclusive=remove_orphans)
