@@ -10,22 +10,21 @@ runs the sandbox driver on a sleeping container and is SIGKILLed while the conta
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
+import threading
 import uuid
-from pathlib import Path
 
 import pytest
 
 import docker
+from tests.integration.sandbox.test_worker_sweep import (  # noqa: F401
+    kill_once_running,
+    names,
+    stray_container,
+)
 from worker.pipeline import wiring
 from worker.pipeline.execute import compute_deployment_id
-from worker.sandbox_config import CONTAINER_LABELS
 from worker.settings import WorkerSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -49,36 +48,12 @@ DYING_SLOT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def names(docker_client):
-    made: list[str] = []
-    yield made
-    for name in made:
-        with contextlib.suppress(docker.errors.NotFound):
-            docker_client.containers.get(name).remove(force=True)
-
-
-def _kill_a_slot_mid_run(docker_client, settings: WorkerSettings, work: Path, name: str) -> None:
-    child = subprocess.Popen([sys.executable, "-c", DYING_SLOT, str(settings.host_lock_path),
-                              str(work), name, IMAGE], cwd=Path(__file__).resolve().parents[3])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with contextlib.suppress(docker.errors.NotFound):
-            if docker_client.containers.get(name).status == "running":
-                break
-        time.sleep(0.2)
-    else:
-        child.kill()
-        pytest.fail("the dying slot's container never ran")
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
-
-
 def test_an_exclusive_hold_removes_what_a_killed_slot_left_running(docker_client, tmp_path,
-                                                                   names, monkeypatch):
+                                                                   names,  # noqa: F811
+                                                                   monkeypatch):
     # the composition root's start-up checks are not what this test is about
-    monkeypatch.setattr(wiring, "_ISOLATION_CHECKED", _set_event())
-    monkeypatch.setattr(wiring, "_DENTRY_RESET_CHECKED", _set_event())
+    monkeypatch.setattr(wiring, "_ISOLATION_CHECKED", _already_set())
+    monkeypatch.setattr(wiring, "_DENTRY_RESET_CHECKED", _already_set())
     settings = WorkerSettings(data_dir=tmp_path / "data", executor="docker", concurrency=2,
                               server_url=f"http://arena-{uuid.uuid4().hex[:8]}.test:8000")
     deployment = compute_deployment_id(settings.server_url)
@@ -87,10 +62,9 @@ def test_an_exclusive_hold_removes_what_a_killed_slot_left_running(docker_client
     elsewhere.mkdir()
     other_folder = f"arena-{deployment}-run-8-1-{uuid.uuid4().hex[:8]}"
     names.extend([dead, other_folder])
-    _kill_a_slot_mid_run(docker_client, settings, settings.runs_dir / "run-7-dead", dead)
-    docker_client.containers.run(IMAGE, ["sleep", "300"], name=other_folder, detach=True,
-                                 labels=dict(CONTAINER_LABELS), network_mode="none",
-                                 volumes={str(elsewhere): {"bind": "/data", "mode": "ro"}})
+    kill_once_running(docker_client, [DYING_SLOT, str(settings.host_lock_path),
+                                      str(settings.runs_dir / "run-7-dead"), dead, IMAGE], dead)
+    stray_container(docker_client, other_folder, elsewhere)  # another data folder's worker
     assert docker_client.containers.get(dead).status == "running"
 
     runtime = wiring.build_runtime(settings, 0)
@@ -106,9 +80,7 @@ def test_an_exclusive_hold_removes_what_a_killed_slot_left_running(docker_client
     assert docker_client.containers.get(other_folder).status == "running"
 
 
-def _set_event():
-    import threading
-
+def _already_set() -> threading.Event:
     event = threading.Event()
     event.set()
     return event

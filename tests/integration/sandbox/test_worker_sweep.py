@@ -54,8 +54,13 @@ DYING_WORKER = textwrap.dedent("""
 def start_and_kill_a_worker(docker_client: docker.DockerClient, work: Path, name: str,
                             mechanism: str) -> None:
     """Run the driver in a child process, SIGKILL it once its container runs."""
-    child = subprocess.Popen([sys.executable, "-c", DYING_WORKER, str(work), name, IMAGE,
-                              mechanism], cwd=Path(__file__).resolve().parents[3])
+    kill_once_running(docker_client, [DYING_WORKER, str(work), name, IMAGE, mechanism], name)
+
+
+def kill_once_running(docker_client: docker.DockerClient, script: list[str], name: str) -> None:
+    """Run `python -c *script` in a child process, SIGKILL it once container `name` runs."""
+    child = subprocess.Popen([sys.executable, "-c", *script],
+                             cwd=Path(__file__).resolve().parents[3])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -66,7 +71,7 @@ def start_and_kill_a_worker(docker_client: docker.DockerClient, work: Path, name
         time.sleep(0.2)
     else:
         child.kill()
-        pytest.fail("the dying worker's container never ran")
+        pytest.fail(f"the dying process's container {name} never ran")
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
 
