@@ -19,7 +19,7 @@ from platform_support import require_redis_and_docker, throwaway_database  # noq
 @pytest.fixture(scope="module")
 def hardened_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IsolatedPlatform]:
     require_redis_and_docker()
-    with throwaway_database() as url:
+    with throwaway_database(migrated=True) as url:
         platform = new_platform(tmp_path_factory.mktemp("adversarial"), url)
         try:
             platform.start_server()

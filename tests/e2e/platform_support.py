@@ -7,6 +7,7 @@ Importable by name (tests/e2e has no __init__); the `platform` fixture in confte
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import signal
@@ -205,10 +206,14 @@ PlatformT = TypeVar("PlatformT", bound=Platform)
 
 
 @contextmanager
-def started_platform(kind: type[PlatformT], root: Path) -> Iterator[PlatformT]:
-    """A `kind` of platform on a throwaway database with its server answering; stopped after."""
+def started_platform(kind: type[PlatformT], root: Path, *,
+                     migrated: bool = True) -> Iterator[PlatformT]:
+    """A `kind` of platform on a throwaway database with its server answering; stopped after.
+
+    `migrated=False` hands the server an empty database to migrate at its start, as a new
+    deployment's is (the rehearsal); else a copy of one migrated once (`throwaway_database`)."""
     require_redis_and_docker()
-    with throwaway_database() as url:
+    with throwaway_database(migrated=migrated) as url:
         platform = kind(root=root, database_url=url, base_url=f"http://127.0.0.1:{free_port()}",
                         admin_token=secrets.token_urlsafe(24))
         try:
@@ -219,8 +224,12 @@ def started_platform(kind: type[PlatformT], root: Path) -> Iterator[PlatformT]:
 
 
 @contextmanager
-def throwaway_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
-    """A fresh database on the Postgres at `admin_url`; yields its SQLAlchemy URL."""
+def throwaway_database(admin_url: str = PG_ADMIN_URL, *, migrated: bool = False) -> Iterator[str]:
+    """A fresh database on the Postgres at `admin_url`; yields its SQLAlchemy URL.
+
+    `migrated=True`: a copy (`CREATE DATABASE ... TEMPLATE`, ~0.3 s) of a database migrated to
+    the migrations' head once per version of them (`migrated_template`), so the server's own
+    migration at its start finds nothing to do."""
     try:
         import psycopg
 
@@ -228,13 +237,55 @@ def throwaway_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
     except Exception as error:  # noqa: BLE001 - any failure means no Postgres
         require_service("Postgres", str(error))
     name = f"arena_test_{uuid.uuid4().hex[:10]}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    template = f' TEMPLATE "{migrated_template(admin, admin_url)}"' if migrated else ""
+    admin.execute(f'CREATE DATABASE "{name}"{template}')
     try:
-        yield f"{base}/{name}"
+        yield f"{_sqlalchemy_base(admin_url)}/{name}"
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+def _sqlalchemy_base(admin_url: str) -> str:
+    return admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "server" / "migrations"
+TEMPLATE_LOCK = 0x41524E54  # pg_advisory_lock key: one builder at a time on a cluster
+
+
+def migrations_key() -> str:
+    """A digest of every migration file: a changed, added or removed one names a new template,
+    so no test copies a database migrated by other migrations than its checkout's."""
+    digest = hashlib.sha256()
+    for path in sorted(MIGRATIONS.rglob("*.py")):
+        digest.update(path.relative_to(MIGRATIONS).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def migrated_template(admin, admin_url: str) -> str:  # noqa: ANN001 - a psycopg connection
+    """The name of a database migrated to head by this checkout's migrations, built the first
+    time (under an advisory lock: xdist workers and other checkouts share the cluster).
+
+    It is built under another name and renamed when complete, so a half-migrated one is never
+    copied; it refuses connections afterwards (a connection would make every copy fail)."""
+    name = f"arena_template_{migrations_key()}"
+    admin.execute("SELECT pg_advisory_lock(%s)", (TEMPLATE_LOCK,))
+    try:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if exists.fetchone() is None:
+            from server.core.db import upgrade_database
+
+            building = f"{name}_building"
+            admin.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{building}"')
+            upgrade_database(f"{_sqlalchemy_base(admin_url)}/{building}")  # NullPool: no
+            admin.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')  # connection left
+            admin.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false')
+    finally:
+        admin.execute("SELECT pg_advisory_unlock(%s)", (TEMPLATE_LOCK,))
+    return name
 
 
 MODEL = '''

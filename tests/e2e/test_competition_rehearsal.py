@@ -121,7 +121,8 @@ class Rehearsal:
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RehearsalPlatform]:
-    with started_platform(RehearsalPlatform, tmp_path_factory.mktemp("rehearsal")) as platform:
+    with started_platform(RehearsalPlatform, tmp_path_factory.mktemp("rehearsal"),
+                          migrated=False) as platform:  # migrated by its server, as new
         yield platform
 
 

@@ -132,7 +132,7 @@ def site(tiny_collection: Path, arena_cache: Path,
         shared, organizer = hosts.add_host("shared"), hosts.add_host("org")
         redis = PrivateRedis(root)
         _start_redis_on(redis, hosts.hub_address)
-        with throwaway_database() as url:
+        with throwaway_database(migrated=True) as url:
             platform = HubPlatform(
                 root=root, database_url=url, hub=hosts.hub_address,
                 base_url=f"http://{hosts.hub_address}:{free_port()}",
