@@ -4,8 +4,8 @@ carry from it), publish its results, re-run its submissions.
 
 Each finds the phase among those the user organizes, calls the services that write (finals,
 secrecy, operations) and commits once at its end; the jobs it returns are for the caller to
-enqueue after that commit (a worker never sees an unwritten run). The web dashboard composes the
-same services in its own `with db.session(write=True)` block.
+enqueue after that commit (a worker never sees an unwritten run). The API's routes and the web
+dashboard's forms (web/organizer.py) both call them.
 """
 
 from __future__ import annotations

@@ -27,17 +27,16 @@ from server.api.deps import (
 )
 from server.core.config import Settings
 from server.core.db import Database
-from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError, NotFoundError
+from server.core.errors import AuthRequiredError, ConflictError, ForbiddenError
 from server.models import RUN_STATES, Phase, Submission, User
 from server.services import competitions as competition_service
+from server.services import phase_actions
 from server.services import users as user_service
 from server.services.close_summary import latest_close_summaries
-from server.services.finals import close_phase
-from server.services.operations import check_organizes
 from server.services.participation import pending_requests
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.queue_view import queue_entries
-from server.services.secrecy import publish_results, results_state, test_data_level
+from server.services.secrecy import results_state, test_data_level
 from server.services.tenancy import is_staff, organized_phase_ids
 from server.services.timeline import effective_status, phase_step
 from server.services.workers import (
@@ -192,8 +191,9 @@ async def close(phase_id: int, request: Request, settings: SettingsDep, now: Now
     POST /api/v1/phases/{id}/close service); their runs are enqueued after the commit."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
-        user, phase = _organized_phase(request, session, now, phase_id)
-        _report, jobs = close_phase(session, phase, user, now, settings.default_queue)
+        user = _staff_user(request, session, now)
+        _phase, _report, jobs = phase_actions.close_now(session, phase_id, user, now,
+                                                        settings.default_queue)
     enqueue_quietly(queue, jobs)
     return RedirectResponse("/organizer?done=phase-closed#closes", status_code=303)
 
@@ -204,17 +204,16 @@ async def publish(phase_id: int, request: Request, settings: SettingsDep, now: N
     """Publish a closed phase's results (the POST /api/v1/phases/{id}/publish service)."""
     check_csrf(request, settings, (await request.form()).get("csrf_token"))
     with db.session(write=True) as session:
-        user, phase = _organized_phase(request, session, now, phase_id)
-        publish_results(session, phase, user, now)
+        phase_actions.publish_now(session, phase_id, _staff_user(request, session, now), now)
     return RedirectResponse("/organizer?done=published", status_code=303)
+
+
+def _staff_user(request: Request, session: Session, now: datetime) -> User:
+    return _require_staff(user_service.user_for_token(
+        session, request.cookies.get(SESSION_COOKIE, ""), now))
 
 
 def _organized_phase(request: Request, session: Session, now: datetime,
                      phase_id: int) -> tuple[User, Phase]:
-    user = _require_staff(user_service.user_for_token(
-        session, request.cookies.get(SESSION_COOKIE, ""), now))
-    phase = session.get(Phase, phase_id)
-    if phase is None:
-        raise NotFoundError(f"no phase with id {phase_id} among those you organize")
-    check_organizes(session, phase, user)
-    return user, phase
+    user = _staff_user(request, session, now)
+    return user, phase_actions.organized_phase(session, phase_id, user)
