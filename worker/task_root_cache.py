@@ -43,6 +43,8 @@ BASE = Path(os.environ.get("ARENA_TASK_ROOT_BASE", "/run/metadl-arena/task-roots
 SIZE_MB = 4096
 """The host tmpfs's bound (a bound, not a reservation: the copy is ~290 MB)."""
 KEEP = 3
+IN_USE_S = 120.0
+"""A copy handed out this recently is not pruned: its run may be creating its container."""
 MAKE_INTO = "/run/arena-root-make"
 
 
@@ -78,12 +80,17 @@ def _detach(folder: Path) -> None:
 
 
 def _prune(base: Path, keep: Path) -> None:
-    """At most `KEEP` copies: the least recently used go (an image change leaves old ones)."""
-    copies = sorted((p for p in base.iterdir() if p.is_dir() and p != keep),
-                    key=lambda p: Path(f"{p}.lock").stat().st_mtime
-                    if Path(f"{p}.lock").exists() else 0.0)
+    """At most `KEEP` copies: the least recently used go (an image change leaves old ones),
+    never one handed out in the last `IN_USE_S`."""
+    def used(path: Path) -> float:
+        with contextlib.suppress(OSError):
+            return Path(f"{path}.lock").stat().st_mtime
+        return 0.0
+
+    copies = sorted((p for p in base.iterdir() if p.is_dir() and p != keep), key=used)
     for old in copies[:max(0, len(copies) - (KEEP - 1))]:
-        _detach(old)
+        if time.time() - used(old) > IN_USE_S:
+            _detach(old)
 
 
 def make(client: Any, image: str, folder: Path, code: Path,
@@ -126,7 +133,8 @@ def for_image(client: Any, image: str, places: tuple[str, ...],
         with open(f"{folder}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another slot may be making it now
             os.utime(lock.fileno())
-            if not (_mounted(folder) and (folder / MARKER).is_file()):
+            if not (_mounted(folder) and (folder / MARKER).is_file()
+                    and os.statvfs(folder).f_flag & os.ST_RDONLY):  # else half-made
                 began = time.monotonic()
                 _detach_half_made(folder)
                 make(client, image, folder, code, places)

@@ -393,7 +393,7 @@ def make_docker_executor(docker_client: Any, code_dir: Path | None = None,
         reap_stale_containers(docker_client, container_prefix(request.deployment, request.run_id))
         shared = task_root_cache.for_image(
             docker_client, request.image, (*META_TEST_SCRATCH, "/submission", LEARNER_TARGET),
-            code_dir) if shared_task_root and task_namespaces else None
+            code_dir) if shared_task_root and task_namespaces and not request.gpu_ids else None
         from worker.dentry_reset import reset_before_run
 
         reset_before_run(reset_dentries, request.answers_dir)

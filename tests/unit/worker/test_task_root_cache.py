@@ -1,0 +1,50 @@
+"""`worker/task_root_cache.py`: which shared copies of the per-task root the worker keeps, and
+when a copy is stale (issue 38)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from worker import task_root_cache
+
+
+def copy(base: Path, name: str, age_s: float) -> Path:
+    folder = base / name
+    folder.mkdir()
+    lock = Path(f"{folder}.lock")
+    lock.touch()
+    os.utime(lock, (time.time() - age_s, time.time() - age_s))
+    return folder
+
+
+def test_an_image_change_prunes_the_least_recently_used_copies_but_not_one_in_use(
+        tmp_path: Path) -> None:
+    old = [copy(tmp_path, f"old{i}", 3600 - i) for i in range(3)]
+    copy(tmp_path, "recent", 5)
+    new = copy(tmp_path, "new", 0)
+
+    task_root_cache._prune(tmp_path, new)
+
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["new", "old2", "recent"]
+    assert not Path(f"{old[0]}.lock").exists()
+
+
+def test_a_copy_handed_out_lately_stays_beyond_the_limit(tmp_path: Path) -> None:
+    busy = [copy(tmp_path, f"busy{i}", 10 - i) for i in range(3)]  # their runs may be starting
+    new = copy(tmp_path, "new", 0)
+
+    task_root_cache._prune(tmp_path, new)
+
+    assert all(folder.is_dir() for folder in busy)
+
+
+def test_the_code_digest_changes_with_the_code_not_with_its_bytecode(tmp_path: Path) -> None:
+    (tmp_path / "module.py").write_text("A = 1\n")
+    (tmp_path / "__pycache__").mkdir()
+    first = task_root_cache.code_digest(tmp_path)
+    (tmp_path / "__pycache__" / "module.cpython-311.pyc").write_bytes(b"x")
+    assert task_root_cache.code_digest(tmp_path) == first
+    (tmp_path / "module.py").write_text("A = 22\n")
+    assert task_root_cache.code_digest(tmp_path) != first
