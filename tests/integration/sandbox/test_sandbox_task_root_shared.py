@@ -65,10 +65,10 @@ def write(path):
 LIBC = ctypes.CDLL(None, use_errno=True)
 ATTEMPTS = {
     "write a new file in the standard library": lambda: write("/usr/lib/python3.11/arena-x.py"),
-    "append to a copied file": lambda: write("/etc/os-release"),
+    "append to a copied file": lambda: write("/etc/passwd"),
     "make a folder at the root": lambda: os.mkdir("/arena-x"),
-    "chmod a copied file": lambda: os.chmod("/etc/os-release", 0o777),
-    "remove a copied file": lambda: os.unlink("/etc/os-release"),
+    "chmod a copied file": lambda: os.chmod("/etc/passwd", 0o777),
+    "remove a copied file": lambda: os.unlink("/etc/passwd"),
     "write through /proc/self/root": lambda: write("/proc/self/root/etc/arena-x"),
     "remount the root read-write": lambda: syscall_ok(LIBC.mount(
         None, b"/", None, MS_REMOUNT | MS_BIND, None)),
@@ -150,6 +150,7 @@ def test_a_run_uses_the_shared_copy_and_no_task_can_change_it(
     tries = [json.loads(line.split(" ", 1)[1]) for line in result.stderr.splitlines()
              if line.startswith("SHARED ")]
     assert len(tries) == 2, result.stderr[-3000:]
+    print(f"what a task tried on the shared copy: {tries[0]}")
     for task in tries:
         assert all(outcome.startswith("refused") for outcome in task.values()), task
     assert fingerprint(host) == before
