@@ -46,11 +46,12 @@ from submission_api.runner import inherited, namespaces
 from submission_api.runner.channel import ChannelError, receive_control, send_control
 from submission_api.runner.standby import Standby, TaskConfig, fork_standby, hand_over
 
-EXIT_REPORT_S = 30.0
-"""How long the supervisor waits for T's report once P has ended (T only reaps it)."""
-FORK_REPORT_S = 30.0
+EXIT_REPORT_S = float(os.environ.get("ARENA_EXIT_REPORT_S", "30"))
+"""How long the supervisor waits for T's report once P has ended (T only reaps it). The
+environment variable is for tests that kill T and would otherwise wait the 30 s out."""
+FORK_REPORT_S = float(os.environ.get("ARENA_FORK_REPORT_S", "30"))
 """How long the supervisor waits for T's `forked` (a standby is ready: one message; else a fork,
-the namespaces and P's confinement, ~20 ms, seconds on a loaded host)."""
+the namespaces and P's confinement, ~20 ms, seconds on a loaded host). Set like EXIT_REPORT_S."""
 
 
 class ForkServerLost(ChannelError):

@@ -33,6 +33,16 @@ TWO_TASKS = ProtocolParams.from_dict({"name": "fixed", "n_ways": 2, "n_shots": 1
                                       "n_queries": 2, "tasks_per_dataset": 1})
 TIME_LIMIT_S = 240.0
 """Beyond every deadline the fix adds (30 s): a run that reaches it hung."""
+REPORT_S = "10"
+"""The supervisor's deadlines for T's reports (`forkserver.FORK_REPORT_S`, `EXIT_REPORT_S`, 30 s
+by default) in the tests that kill T and so wait one out: still far above a report's
+milliseconds (a standby's is one message), a third of the wait."""
+
+
+def _short_report_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor `run_local` starts inherits our environment, and reads these at import."""
+    monkeypatch.setenv("ARENA_FORK_REPORT_S", REPORT_S)
+    monkeypatch.setenv("ARENA_EXIT_REPORT_S", REPORT_S)
 SLOW_MODEL = '''
 import time
 import numpy as np
@@ -171,8 +181,10 @@ def _private(tmp_path: Path) -> bool:
 
 
 def test_killing_the_running_tasks_reaper_is_a_platform_fault(
-        tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+        tmp_path: Path, tiny_collection: Path, arena_cache: Path,
+        monkeypatch: pytest.MonkeyPatch):
     running = 2 if _private(tmp_path) else 1
+    _short_report_deadlines(monkeypatch)
 
     def host() -> None:
         supervisor = _until(_supervisor)
@@ -191,9 +203,11 @@ def test_killing_the_running_tasks_reaper_is_a_platform_fault(
 
 
 def test_a_standby_reaper_killed_after_its_hand_over_ends_the_wait_as_a_platform_fault(
-        tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+        tmp_path: Path, tiny_collection: Path, arena_cache: Path,
+        monkeypatch: pytest.MonkeyPatch):
     if not _private(tmp_path):
         pytest.skip("standby reapers exist only where tasks get their own namespaces")
+    _short_report_deadlines(monkeypatch)
     two = ProtocolParams.from_dict({"name": "fixed", "n_ways": 2, "n_shots": 1, "n_queries": 2,
                                     "tasks_per_dataset": 2})
 
