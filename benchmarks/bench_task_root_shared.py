@@ -10,7 +10,15 @@ interleaved in one sitting, through `make_docker_executor` as the worker runs a 
   were shared, an intervening per-run-copy run between) and each later task the slots earlier
   tasks of its run wrote (across tasks). No dentry reset between runs (the worst case).
 
-    .venv/bin/python benchmarks/bench_task_root_shared.py [--rounds 3] [--image IMAGE]
+    .venv/bin/python benchmarks/bench_task_root_shared.py [--rounds 3] [--image IMAGE] [--trivial]
+
+`--trivial`: a learner that does nothing (the cost alone, no dentry readings).
+
+Measured 2026-12-05 on the loaded 2-core host (3 runs each, interleaved), per-run copy -> shared
+copy: the dentry model (load 6.7-8.2): meta-test CPU 4.42-4.51 -> 2.69-2.87 s, peak 520-521 ->
+203-205 MB, wall medians 13.0 -> 7.4 s; across tasks 40.2-58.6% (224 readings), across runs
+41.0-57.8% (49). Trivial (load 7.3-11.5): CPU 3.84-5.37 -> 2.09-2.20 s, peak 501-519 -> 197-201
+MB, wall medians 32.9 -> 13.1 s.
 """
 
 from __future__ import annotations
@@ -38,13 +46,16 @@ from submission_api.runner.prepare import prepare_run  # noqa: E402
 from submission_api.runner.task_server import read_report  # noqa: E402
 from worker.pipeline.execute import ExecutionRequest, make_docker_executor  # noqa: E402
 
+TRIVIAL = MODEL.replace("        # first read every slot",
+                        "        return MyPredictor()\n        #")
+
 
 def one_run(client: docker.DockerClient, image: str, shared: bool, tag: str, collection: Path,
-            cache: Path, scratch: Path) -> dict:
+            cache: Path, scratch: Path, model: str = MODEL) -> dict:
     base = scratch / uuid.uuid4().hex[:8]
     submission = base / "submission"
     submission.mkdir(parents=True)
-    (submission / "model.py").write_text(MODEL.replace("@TAG@", tag).replace(
+    (submission / "model.py").write_text(model.replace("@TAG@", tag).replace(
         "@FOLDERS@", repr(FOLDERS)))
     work = base / "run"
     prepare_run(load_collection(collection, cache), FOUR_TASKS, (0, 0), work / "bundle",
@@ -88,6 +99,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--image", default="metadl-arena/sandbox:cpu")
+    parser.add_argument("--trivial", action="store_true")
     args = parser.parse_args()
     client, tag = docker.from_env(), uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="bench-root-") as scratch:
@@ -97,7 +109,8 @@ def main() -> int:
             for shared in ((True, False) if round_ % 2 == 0 else (False, True)):
                 load = os.getloadavg()[0]
                 run = one_run(client, args.image, shared, tag, collection,
-                              Path(scratch) / "cache", Path(scratch))
+                              Path(scratch) / "cache", Path(scratch),
+                              TRIVIAL if args.trivial else MODEL)
                 run["load"] = round(load, 1)
                 runs.append(run)
                 print(json.dumps({k: v for k, v in run.items() if k != "tasks"}), flush=True)
