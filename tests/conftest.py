@@ -29,6 +29,7 @@ from arena_test_services import (
     load_services_env,
     release_redis_database,
 )
+from rewrite_cache import keep_rewritten_modules
 
 from starting_kit.sample_data import generate_collection
 
@@ -36,6 +37,8 @@ try:
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:  # a dev extra: without it the suite runs in one process, as before
     LoadScopeScheduling = None
+
+keep_rewritten_modules()  # pytest's rewritten test modules kept outside the tree (its docstring)
 
 TESTS = Path(__file__).resolve().parent
 TIERS = {"unit": ("unit",), "integration": ("integration",), "authz": ("integration",),
