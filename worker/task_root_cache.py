@@ -46,6 +46,8 @@ KEEP = 3
 IN_USE_S = 120.0
 """A copy handed out this recently is not pruned: its run may be creating its container."""
 MAKE_INTO = "/run/arena-root-make"
+MAKE_TIMEOUT_S = 300
+"""The maker copies in ~5-12 s; a hung one must not hold every slot's lock."""
 
 
 def code_digest(code_dir: Path) -> str:
@@ -105,14 +107,20 @@ def make(client: Any, image: str, folder: Path, code: Path,
 
     command = ["python3", "-m", "submission_api.runner.task_root_shared", "--into", MAKE_INTO,
                *(a for p in places for a in ("--place", p))]
-    client.containers.run(
+    container = client.containers.run(
         image, command, user=f"{SANDBOX_UID}:{SANDBOX_GID}", network_mode="none",
         read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges:true"],
         environment={"PYTHONPATH": CODE_TARGET}, hostname="sandbox", working_dir="/tmp",
         mounts=[Mount(f"{CODE_TARGET}/submission_api", str(code), type="bind", read_only=True),
                 Mount(MAKE_INTO, str(folder), type="bind")],
-        labels={**CONTAINER_LABELS, "org.metadl-arena.purpose": "task-root"},
-        remove=True, stdout=True, stderr=True)
+        labels={**CONTAINER_LABELS, "org.metadl-arena.purpose": "task-root"}, detach=True)
+    try:
+        status = container.wait(timeout=MAKE_TIMEOUT_S)
+        if status.get("StatusCode") != 0:
+            raise RuntimeError(f"the copy's maker exited {status}: "
+                               f"{container.logs(tail=20).decode(errors='replace')}")
+    finally:
+        container.remove(force=True)
     _run("chown", "-R", "-h", "0:0", str(folder))
     _run("mount", "-o", "remount,ro,nosuid,nodev", str(folder))
 
