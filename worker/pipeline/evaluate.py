@@ -36,7 +36,7 @@ from worker.host_lock import HostHold, HostLock
 from worker.live_tail import LiveTail
 from worker.output_walk import remove_tree
 from worker.pipeline.errors import ParticipantFault
-from worker.pipeline.execute import Executor, Heartbeat, build_request, read_progress
+from worker.pipeline.execute import Executor, Heartbeat, build_request
 from worker.pipeline.faults import (
     HOST_ERRNOS,
     INTERNAL_ERROR_FLAG,
@@ -48,6 +48,7 @@ from worker.pipeline.faults import (
 )
 from worker.pipeline.fetch import extract_submission, fetch_datasets, fetch_submission
 from worker.pipeline.prepare import ParseProtocol, PrepareRun, build_collection, prepare_bundle
+from worker.pipeline.progress import make_readable, read_progress
 from worker.pipeline.publish import publish_outcome, release_run
 from worker.pipeline.score import (
     Outcome,
@@ -186,7 +187,7 @@ def evaluate_claimed(claimed: ClaimedRun, run_token: str, rt: Runtime, work: Pat
                                f"extracted: {exc.strerror or exc} ({type(exc).__name__}); "
                                "expected short relative names in a shallow tree — zip your "
                                "folder with `arena zip`.", None)
-    _make_readable(work / "submission")
+    make_readable(work / "submission")
     entries = fetch_datasets(rt.client, claimed, run_token, rt.cache_dir)
     collection = build_collection(claimed, entries)
     bundle_dir, answers_dir, output_dir = work / "bundle", work / "answers", work / "output"
@@ -311,10 +312,3 @@ def _publish(client: InternalClient, claimed: ClaimedRun, run_token: str,
     if publish_outcome(client, claimed, run_token, outcome):
         return RunResult.PUBLISHED
     return RunResult.FENCED  # or unreachable: either way the lease lapses and the server acts
-
-
-def _make_readable(tree: Path) -> None:
-    """Let the sandbox user read the extracted submission whatever modes the zip carried."""
-    for path in [tree, *tree.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)

@@ -16,7 +16,6 @@ running beat sends as the progress's `log_tail`.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -39,6 +38,7 @@ from submission_api.runner.task_server import PREDICTIONS
 from worker.client import ClaimedRun
 from worker.live_tail import LiveTail
 from worker.pipeline.errors import PlatformFault
+from worker.pipeline.progress import PROGRESS_FILE, make_readable
 from worker.pipeline.task_times import measure_task_times
 from worker.sandbox_clock import StageBudget
 from worker.sandbox_result import SandboxResult
@@ -277,7 +277,7 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
     remaining = request.budget.after(train)
     if remaining.exhausted:
         return replace(train, timed_out=True)
-    _make_readable(request.learner_dir)
+    make_readable(request.learner_dir)
     scratch_out = request.meta_test_output_dir
     scratch_out.mkdir(exist_ok=True)
     mounts = ((request.learner_dir, paths["learner"]), (request.channel_dir, paths["channel"]))
@@ -308,41 +308,6 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
 def _mark(request: ExecutionRequest, stage: str) -> None:
     if request.live_tail is not None:
         request.live_tail.mark(stage)
-
-
-PROGRESS_FILE = "progress.json"
-
-
-def read_progress(work: Path) -> dict[str, Any] | None:
-    """What the run is doing, for the participant watching it: the task server's count of test
-    tasks (written outside any sandbox) or, before that, meta-train's own progress.json (written
-    by participant code: read as untrusted, bounded, only numbers kept)."""
-    from submission_api.runner.scorer import _read_regular
-
-    for path, step in ((work / PROGRESS_FILE, "meta_test"),
-                       (work / "output" / PROGRESS_FILE, "meta_fit")):
-        raw = _read_regular(path, 4096)
-        if not raw:
-            continue
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):  # participant-written: any nesting
-            return None
-        if not isinstance(data, dict):
-            return None
-        numbers = {key: data.get(key) for key in ("done", "total")}
-        ok = {k: v for k, v in numbers.items()
-              if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9}
-        return {"step": step, "tasks_done": ok.get("done") if step == "meta_test" else None,
-                "tasks_total": ok.get("total") if step == "meta_test" else None}
-    return None
-
-
-def _make_readable(tree: Path) -> None:
-    """The learner was copied out by this (root or worker) user; the sandbox user reads it."""
-    for path in [tree, *tree.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def make_docker_executor(docker_client: Any, code_dir: Path | None = None,

@@ -198,7 +198,7 @@ def test_sandbox_platform_error_becomes_a_platform_fault(monkeypatch, tmp_path):
 
 
 def test_progress_reports_test_tasks_from_the_trusted_side_first(tmp_path):
-    from worker.pipeline.execute import read_progress
+    from worker.pipeline.progress import read_progress
 
     (tmp_path / "output").mkdir()
     assert read_progress(tmp_path) is None
@@ -210,7 +210,7 @@ def test_progress_reports_test_tasks_from_the_trusted_side_first(tmp_path):
 
 
 def test_progress_written_by_participant_code_is_read_as_untrusted(tmp_path):
-    from worker.pipeline.execute import read_progress
+    from worker.pipeline.progress import read_progress
 
     (tmp_path / "output").mkdir()
     os.mkfifo(tmp_path / "output" / "progress.json")  # would block a naive open forever
