@@ -14,6 +14,7 @@
 
     .venv/bin/python benchmarks/bench_task_isolation.py [--tasks 200] [--rounds-per-task 3]
         [--busy N] [--run-tasks 300] [--naive-tasks 30] [--scales 100 1000 6000]
+        [--per-task-only]
 
 `--busy N` runs N busy Python loops beside every measurement (a loaded host, issue 38: ~20 on
 2 cores); the load average is printed with each figure.
@@ -246,6 +247,8 @@ def main() -> None:
                         "08e9140 submission_api | tar -x -C DIR`): its meta-test side is timed "
                         "on the same tasks, alternating with this one's, --rounds times")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--per-task-only", action="store_true",
+                        help="stop after the per-task rounds (no whole run, no scales)")
     parser.add_argument("--scale-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scale_child:
@@ -271,6 +274,8 @@ def main() -> None:
                   f"{isolated * 1000:.1f} ms, shared process {shared * 1000:.1f} ms, isolation "
                   f"adds {(isolated - shared) * 1000:.1f} ms ({isolated / shared:.2f}x); load "
                   f"{os.getloadavg()[0]:.1f}", flush=True)
+        if args.per_task_only:
+            return
 
         run_plan = prepared(root, collection_dir, cache, args.run_tasks, "whole")
         before = time_plain_decode(collection_dir, cache, run_plan, args.naive_tasks)
