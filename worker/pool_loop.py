@@ -28,7 +28,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -123,11 +124,17 @@ def run_slot(settings: WorkerSettings, slot: int, stopping: Any) -> None:
     signal.signal(signal.SIGTERM, stop_current_run)  # releases the run held (worker.shutdown)
     try:
         runtime = build_runtime(settings, slot)
+        stop = _StopOnTerm(stopping)
+
+        def evaluate(run_id: int, run_token: str) -> object:
+            with stop.evaluating():
+                return evaluate_run(run_id, run_token, runtime)
+
         loop = PoolLoop(
-            client=runtime.client, evaluate=lambda rid, tok: evaluate_run(rid, tok, runtime),
+            client=runtime.client, evaluate=evaluate,
             worker=runtime.worker_name, host=socket.gethostname(),
             gpus=list(compute_slot_gpus(settings, slot)), list_images=make_image_lister(settings),
-            poll_s=settings.pool_poll_s, stopping=_StopOnTerm(stopping))
+            poll_s=settings.pool_poll_s, stopping=stop)
         code = loop.run()
     except WorkerStopped:  # SIGTERM while idle: nothing held
         code = 0
@@ -136,25 +143,57 @@ def run_slot(settings: WorkerSettings, slot: int, stopping: Any) -> None:
 
 class _StopOnTerm:
     """The shared stop event, also set by this process's own SIGTERM (a run it released ends the
-    loop, not only the run)."""
+    loop, not only the run).
+
+    SIGTERM raises `WorkerStopped` only while a run is evaluated (`evaluating`), where the
+    pipeline releases it. An idle slot is only marked: an exception raised at any bytecode of
+    the shared Event's `wait` or `is_set` could leave its cross-process lock or its sleeper
+    count held by a dead slot, and the parent's next `is_set` or `set` then blocks for ever
+    (a worker that never exited after SIGTERM, seen under load)."""
+
+    SLICE_S = 0.2
+    """How soon an idle slot's wait notices its own SIGTERM."""
 
     def __init__(self, event: Any) -> None:
         self._event = event
+        self._busy = False
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_term(signum: int, frame: Any) -> None:
             self.terminated = True
-            if callable(previous):
+            if self._busy and callable(previous):
                 previous(signum, frame)
 
         self.terminated = False
         signal.signal(signal.SIGTERM, on_term)
 
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """While a run is evaluated, SIGTERM raises in it (and releases it); a SIGTERM already
+        received stops the slot before it claims anything."""
+        if self.terminated:
+            from worker.shutdown import WorkerStopped
+
+            raise WorkerStopped("the worker was stopped before this run was claimed")
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+
     def is_set(self) -> bool:
         return self.terminated or bool(self._event.is_set())
 
     def wait(self, timeout: float | None = None) -> bool:
-        return bool(self._event.wait(timeout)) or self.terminated
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.terminated:
+            left = self.SLICE_S if deadline is None else min(self.SLICE_S,
+                                                             deadline - time.monotonic())
+            if left <= 0:
+                return False
+            if self._event.wait(left):
+                return True
+        return True
 
 
 # --- the parent ---------------------------------------------------------------------------------

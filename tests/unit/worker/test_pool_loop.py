@@ -65,3 +65,55 @@ def test_the_loop_stops_with_exit_3_when_revoked_before_or_during_a_run():
 
     loop = loop_with(source, stop, [], evaluate=evaluate_and_meet_revocation)
     assert loop.run() == EXIT_REVOKED and source.calls == 1
+
+
+def _stop_on_term_with_stop_current_run():
+    import multiprocessing
+    import signal
+
+    from worker.pool_loop import _StopOnTerm
+    from worker.shutdown import stop_current_run
+
+    previous = signal.signal(signal.SIGTERM, stop_current_run)
+    return _StopOnTerm(multiprocessing.get_context("fork").Event()), previous
+
+
+def test_sigterm_in_an_idle_slot_only_marks_it_and_its_wait_returns():
+    """An idle slot's SIGTERM must not raise: raised inside the shared Event's wait or is_set,
+    it can leave the Event's cross-process lock held by the dying slot, and the parent's next
+    is_set() then blocks for ever (a pool worker that never exited after SIGTERM)."""
+    import os
+    import signal
+    import time
+
+    stop, previous = _stop_on_term_with_stop_current_run()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # idle: handled at the next bytecode, no raise
+        started = time.monotonic()
+        assert stop.wait(30) is True
+        assert time.monotonic() - started < 5
+        assert stop.is_set()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_while_a_run_is_evaluated_raises_in_it_and_a_stopped_slot_claims_nothing():
+    import os
+    import signal
+
+    import pytest
+
+    from worker.shutdown import WorkerStopped
+
+    stop, previous = _stop_on_term_with_stop_current_run()
+    try:
+        with pytest.raises(WorkerStopped), stop.evaluating():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs between bytecodes
+                pass
+        assert stop.is_set()
+        with pytest.raises(WorkerStopped, match="before this run was claimed"), \
+                stop.evaluating():
+            raise AssertionError("a stopped slot must not start a run")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
