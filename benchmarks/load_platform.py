@@ -71,7 +71,8 @@ class LoadReport:
     server_errors: int = 0
     """Responses >= 500 and broken connections (counted as 599); not the shed ones."""
     shed: int = 0
-    """503 with Retry-After: admission refused the request at once (issue 38.5)."""
+    """503 with Retry-After: admission refused the request (issue 38.5); their latencies are
+    `shed` (refused on arrival) and `shed_after_wait` (queued, then timed out)."""
     timeouts: int = 0
     """Requests the client gave up on (its time-out ran out)."""
 
@@ -83,7 +84,8 @@ class LoadReport:
         rows = {}
         for op, values in sorted(self.latencies.items()):
             ordered = sorted(values)
-            rows[op] = {"n": len(ordered), "p50_ms": statistics.median(ordered),
+            rows[op] = {"n": len(ordered), "mean_ms": statistics.fmean(ordered),
+                        "p50_ms": statistics.median(ordered),
                         "p95_ms": ordered[max(0, int(0.95 * len(ordered)) - 1)],
                         "max_ms": ordered[-1]}
         return rows
@@ -124,15 +126,39 @@ def database(postgres: bool, folder: Path) -> Iterator[str]:
 
 
 SERVE = """
-import sys, uvicorn
+import asyncio, json, sys, uvicorn
 from server.app import create_app
 from server.core.config import Settings
 from server.core.http_bounds import uvicorn_bounds
 settings = Settings()
-uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
+app, lags, probing = create_app(settings), [], []
+async def probe_lag():
+    loop = asyncio.get_running_loop()
+    while True:
+        asked = loop.time()
+        await asyncio.sleep(0.1)
+        lags.append(loop.time() - asked - 0.1)
+        if len(lags) % 20 == 0:  # uvicorn re-raises SIGTERM after its shutdown: no atexit
+            open(sys.argv[2], "w").write(json.dumps(lags))
+async def probed(scope, receive, send):
+    if not probing:
+        probing.append(asyncio.get_running_loop().create_task(probe_lag()))
+    await app(scope, receive, send)
+uvicorn.run(probed, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
             **uvicorn_bounds(settings.max_header_bytes))
 """
-"""The server as `arena serve` runs it (server/cli.py: one process, the HTTP bounds)."""
+"""The server as `arena serve` runs it (server/cli.py: one process, the HTTP bounds), plus a
+probe of its event loop's lag (how late a 0.1 s sleep wakes), written to a file every 2 s."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+SERVER_PIDS: dict[str, int] = {}
+"""The server process of each base URL (for `cpu_seconds`)."""
 
 
 @contextmanager
@@ -144,10 +170,11 @@ def server(database_url: str, folder: Path) -> Iterator[tuple[str, str]]:
            "ARENA_RECONCILE_INTERVAL_S": "0"}
     log = (folder / "server.log").open("ab")
     nice = int(os.environ.get("ARENA_LOAD_SERVER_NICE", "0"))
-    process = subprocess.Popen([sys.executable, "-c", SERVE, str(port)],
+    process = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(folder / "lag.json")],
                                env=env, stdout=log, stderr=log, cwd=ROOT,
                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
     base = f"http://127.0.0.1:{port}"
+    SERVER_PIDS[base] = process.pid
     try:
         deadline = time.monotonic() + 240  # migrations on a loaded host take a while
         while time.monotonic() < deadline:
@@ -307,14 +334,16 @@ def run_mixed(base: str, readers: list[str], uploaders: list[str], phase_id: int
                 ok = answer.status_code == 200
             status, text = answer.status_code, answer.text[:200]
             shed = status == 503 and "retry-after" in answer.headers
+            waited = shed and "no slot freed" in text  # refused after the whole wait
         except httpx.HTTPError as exc:
             ok, status, text = False, 599, f"{type(exc).__name__}: {exc}"
-            shed = False
+            shed = waited = False
             report.timeouts += isinstance(exc, httpx.TimeoutException)
         elapsed = (time.perf_counter() - started) * 1000
         with lock:
             report.requests += 1
-            report.latencies.setdefault("shed" if shed else op, []).append(elapsed)
+            kind = ("shed_after_wait" if waited else "shed") if shed else op
+            report.latencies.setdefault(kind, []).append(elapsed)
             if shed:
                 report.shed += 1
             elif not ok:
@@ -373,14 +402,25 @@ def load_mixed(folder: Path, *, postgres: bool = False, n_submissions: int = 10_
         bulk_insert(url, phase_id, n_users, n_submissions)
         accounts = make_tokens(base, admin, "reader", min(readers, reader_accounts or readers))
         reader_tokens = [accounts[i % len(accounts)] for i in range(readers)] if accounts else []
-        report = run_mixed(base, reader_tokens,
-                           make_tokens(base, admin, "uploader", uploaders), phase_id,
+        uploader_tokens = make_tokens(base, admin, "uploader", uploaders)
+        cpu_before, client_before = cpu_seconds(SERVER_PIDS[base]), cpu_seconds(os.getpid())
+        report = run_mixed(base, reader_tokens, uploader_tokens, phase_id,
                            n_requests=n_requests, max_seconds=max_seconds,
                            client_timeout_s=client_timeout_s, internal=internal)
+        server_cpu_s = cpu_seconds(SERVER_PIDS[base]) - cpu_before
+        client_cpu_s = cpu_seconds(os.getpid()) - client_before
+    lags = sorted(json.loads((folder / "lag.json").read_text() or "[]")) \
+        if (folder / "lag.json").exists() else []
     return {"database": "postgres" if postgres else "sqlite", "submissions": n_submissions,
             "readers": readers, "uploaders": uploaders, "internal": internal,
             "load_average": [round(v, 1) for v in os.getloadavg()],
             "server_errors": report.server_errors,
+            "server_cpu_s": round(server_cpu_s, 1),
+            "server_cpu_ms_per_request": round(1000 * server_cpu_s / max(1, report.requests), 1),
+            "client_cpu_s": round(client_cpu_s, 1),  # the 1,000 client threads: a share too
+            "loop_lag_ms": {"p50": round(1000 * lags[len(lags) // 2], 1) if lags else None,
+                            "p95": round(1000 * lags[int(0.95 * len(lags))], 1) if lags else None,
+                            "max": round(1000 * lags[-1], 1) if lags else None},
             **report.to_dict()}
 
 

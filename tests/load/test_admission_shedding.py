@@ -204,3 +204,51 @@ def test_an_upload_is_not_queued_behind_readers_when_their_queue_is_full(gated):
         assert upload.status_code == 200 and middleware.shed == 0
         app.gate.set()
         assert [f.result().status_code for f in held] == [200, 200, 200]
+
+
+def test_while_requests_have_been_waiting_long_a_newcomer_is_refused_at_once():
+    """The hold-time estimate says the queue drains fast (0.5 s) but the requests of late
+    actually waited 10 s for their slot (a starved event loop wakes them late): with the slot
+    held and one request waiting to take it next, past the target wait (a quarter of 20 s) the
+    newcomer is answered 503 at once instead of joining a queue whose waiters time out after
+    the whole bound (issue 38.5: the 503s' p95 was 33 s)."""
+    inner = BoardApp()
+    middleware = AdmissionMiddleware(inner, limit=1, heavy_limit=1, max_wait_s=20)
+    middleware.general.hold_s, middleware.general.wait_s = 0.5, 10.0
+    for url in serve(middleware):
+        with ThreadPoolExecutor(3) as pool:
+            first = pool.submit(httpx.get, f"{url}{BOARD}", timeout=120)
+            wait_for(lambda: len(inner.reached) == 1, "the first read admitted")
+            second = pool.submit(httpx.get, f"{url}/api/v1/phases", timeout=120)
+            wait_for(lambda: middleware.waiting == 1, "one request waiting (it feeds the slot)")
+            newcomer = pool.submit(httpx.get, f"{url}/api/v1/phases", timeout=120)
+            wait_for(lambda n=newcomer: n.done() or middleware.waiting == 2, "an answer or a wait")
+            assert newcomer.done() and middleware.waiting == 1, "the newcomer was queued"
+            refused = newcomer.result()
+            assert refused.status_code == 503 and "waited" in refused.json()["error"]["message"]
+            assert int(refused.headers["retry-after"]) >= 5
+            inner.gate.set()
+            assert [first.result().status_code, second.result().status_code] == [200, 200]
+    assert middleware.shed == 1
+
+
+def test_the_waits_a_lane_measures_make_it_refuse_newcomers_at_once():
+    """Nothing injected: one held slot, two waiters that time out after 3 s each; then the
+    lane's measured wait passes its target (0.75 s, a quarter of the bound), and with one
+    request waiting for the slot the next one is refused at arrival, not after another whole
+    wait."""
+    inner = GatedApp()
+    middleware = AdmissionMiddleware(inner, limit=1, max_wait_s=3)  # target: 0.75 s
+    for url in serve(middleware):
+        with ThreadPoolExecutor(4) as pool:
+            first = pool.submit(httpx.get, f"{url}/slow", timeout=120)
+            wait_for(lambda: inner.inside == 1, "the first request admitted")
+            timed_out = [pool.submit(httpx.get, f"{url}/slow", timeout=120) for _ in range(2)]
+            assert all(f.result().status_code == 503 for f in timed_out)
+            waiter = pool.submit(httpx.get, f"{url}/slow", timeout=120)
+            wait_for(lambda: middleware.waiting == 1, "a request waiting for the slot")
+            refused = httpx.get(f"{url}/slow", timeout=120)
+            assert refused.status_code == 503 and "waited" in refused.json()["error"]["message"]
+            inner.gate.set()
+            assert first.result().status_code == 200 and waiter.result().status_code in (200, 503)
+    assert middleware.shed in (3, 4)
