@@ -80,11 +80,6 @@ def preload() -> None:
     # Every object made so far is shared with each fork: kept out of the collector's passes,
     # which would otherwise write to (and so copy) every page that holds one, in every task.
     gc.freeze()
-    # Then in 2 MiB pages: each task's two forks and two exits copy and free far fewer
-    # page-table entries (runner/heap.py).
-    from submission_api.runner.heap import collapse_anonymous_memory
-
-    collapse_anonymous_memory()
 
 
 class ForkServer:

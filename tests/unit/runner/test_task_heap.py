@@ -3,14 +3,9 @@ defaults return large blocks to the kernel and fault fresh pages in for the next
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from submission_api.protocols import ProtocolParams
 from submission_api.runner import heap
@@ -94,36 +89,3 @@ def test_a_test_task_runs_with_the_heap_settings_under_arena_run(
     result = run_local(submission, tiny_collection, tmp_path / "out", protocol=ONE_TASK,
                        cache_dir=arena_cache)
     assert result.state == "finished", result.message
-
-
-def anonymous_kib(pid: int) -> tuple[int, int]:
-    """(anonymous, of it in transparent huge pages) KiB of process `pid`."""
-    fields = dict(line.split(":", 1) for line in
-                  Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:])
-    return int(fields["Anonymous"].split()[0]), int(fields["AnonHugePages"].split()[0])
-
-
-def test_the_fork_server_keeps_its_memory_in_huge_pages(tmp_path: Path):
-    """Each test task forks the fork server twice and exits twice: a fork copies, an exit frees,
-    one page-table entry per page of its ~150 MiB (issue 38.1). Without the collapse, glibc's
-    tunable gives only its malloc heap huge pages (about half; none without the tunable)."""
-    from submission_api.runner.forkserver import ForkServer, TaskConfig
-
-    region = mmap.mmap(-1, 6 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    region.write(b"x" * (6 << 20))
-    start = ctypes.addressof(ctypes.c_char.from_buffer(region))
-    aligned = -(-start // (2 << 20)) * (2 << 20)
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    if madvise(aligned, 2 << 20, 25) != 0:  # MADV_COLLAPSE
-        pytest.skip("this kernel collapses no anonymous memory (MADV_COLLAPSE: Linux 6.1+)")
-    folders = [tmp_path / name for name in ("sub", "learner", "scratch")]
-    for folder in folders:
-        folder.mkdir()
-    forks = ForkServer.start(TaskConfig(*folders[:2], (folders[2],), 0, 1, False, False))
-    try:
-        anonymous, huge = anonymous_kib(forks.pid)
-        assert huge >= 0.7 * anonymous, (anonymous, huge)
-    finally:
-        forks.stop()
-        os.waitpid(forks.pid, 0)
