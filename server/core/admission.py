@@ -25,7 +25,7 @@ that timed out), and a newcomer that finds the lane full and a round of requests
 slot) already waiting is refused at once while that measured wait passes `target_wait_s`
 (default a quarter of `max_wait_s`). The round is kept: refusing on the measured wait alone
 emptied the queue, and slots then idled while the next request crawled through the starved
-loop to them (2.5-5x fewer reads served per second).
+loop to them (1.7-5x fewer reads served per second).
 
 Lanes, so that a crowd of one kind cannot starve the others of threads, the GIL and the CPU:
 - `heavy`: whole-board reads (the leaderboard API without a small `limit`, its CSV), each ~1 s
