@@ -80,9 +80,13 @@ class Lane:
             return 0.0
         return self.hold_s * (self.waiting + 1) / self.limit
 
-    def release(self, started: float) -> None:
+    def release(self, started: float | None) -> None:
+        """Give the slot back; `started` None: the request was not served (refused or cancelled
+        while it waited for its next lane), so its time is no hold time of this lane's."""
         assert self.slots is not None
         self.slots.release()
+        if started is None:
+            return
         took = time.monotonic() - started
         self.hold_s = took if self.hold_s == 0 else (
             (1 - HOLD_WEIGHT) * self.hold_s + HOLD_WEIGHT * took)
@@ -140,10 +144,14 @@ class AdmissionMiddleware:
             for lane in lanes:
                 entered.append((lane, await self._enter(lane, shed=True)))
         except Busy as busy:
-            for lane, started in reversed(entered):
-                lane.release(started)
+            for lane, _ in reversed(entered):
+                lane.release(None)
             await self._refuse(send, busy)
             return
+        except BaseException:  # cancelled while waiting (shutdown, a disconnect): the whole-
+            for lane, _ in reversed(entered):  # board slot already taken goes back, or two
+                lane.release(None)  # such leaks would close the heavy lane for good
+            raise
         try:
             await self.app(scope, receive, send)
         finally:

@@ -252,3 +252,47 @@ def test_the_waits_a_lane_measures_make_it_refuse_newcomers_at_once():
             inner.gate.set()
             assert first.result().status_code == 200 and waiter.result().status_code in (200, 503)
     assert middleware.shed in (3, 4)
+
+
+def test_a_board_reader_cancelled_waiting_for_a_general_slot_gives_back_its_heavy_slot():
+    """Cancelled (shutdown, a disconnect) after taking its heavy slot and while it waits for a
+    general one, a whole-board read gives the heavy slot back, and the time it waited there is
+    not counted as the heavy lane's hold time (which would shed later whole-board readers)."""
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def app(scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+            await gate.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        middleware = AdmissionMiddleware(app, limit=1, heavy_limit=1, max_wait_s=30)
+        sent: list[dict] = []
+
+        async def send(message) -> None:  # noqa: ANN001
+            sent.append(message)
+
+        def request(path: str, query: bytes = b"") -> dict:
+            return {"type": "http", "method": "GET", "path": path, "query_string": query,
+                    "headers": []}
+
+        holder = asyncio.create_task(middleware(request("/api/v1/phases"), None, send))
+        try:
+            while middleware.general.slots is None or not middleware.general.slots.locked():
+                await asyncio.sleep(0.001)
+            reader = asyncio.create_task(middleware(request("/api/v1/phases/1/leaderboard"),
+                                                    None, send))
+            while middleware.general.waiting == 0:
+                await asyncio.sleep(0.001)
+            assert middleware.heavy.slots is not None and middleware.heavy.slots.locked()
+            reader.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reader
+            assert not middleware.heavy.slots.locked(), "the cancelled reader kept its heavy slot"
+            assert middleware.heavy.hold_s == 0.0
+        finally:
+            gate.set()
+            await asyncio.wait_for(holder, 10)
+
+    asyncio.run(scenario())
