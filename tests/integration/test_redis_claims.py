@@ -27,7 +27,7 @@ def test_two_workers_hold_two_redis_databases(tmp_path: Path):
     suite, out = tmp_path / "tests", tmp_path / "out"
     suite.mkdir()
     out.mkdir()
-    for name in ("conftest.py", "arena_test_services.py"):
+    for name in ("conftest.py", "arena_test_services.py", "rewrite_cache.py"):
         shutil.copy(TESTS / name, suite / name)
     for name in ("test_probe_a.py", "test_probe_b.py"):
         (suite / name).write_text(PROBE)
