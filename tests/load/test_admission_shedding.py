@@ -295,4 +295,7 @@ def test_a_board_reader_cancelled_waiting_for_a_general_slot_gives_back_its_heav
             gate.set()
             await asyncio.wait_for(holder, 10)
 
-    asyncio.run(scenario())
+    # A thread of its own: in an xdist worker another test (Playwright's sync API) may leave an
+    # event loop running in this one, where asyncio.run() refuses to start.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, scenario()).result(timeout=60)
