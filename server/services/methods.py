@@ -1,16 +1,15 @@
 """The method a submission implements (issue 23): a name shown on the leaderboard, a short
 description and an optional link to its code, as its owner gives them with the upload (web
 form fields or `arena submit --method … --description … --code-url …`). Checked before the
-upload is registered (bad input loses nothing), stored just after it, in its own commit."""
+upload is registered (bad input loses nothing), then stored with the submission in the
+transaction that registers it (services/upload.py): never one without the other."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from server.core.db import Database
 from server.core.errors import InvalidInputError
-from server.models import Submission
 
 URL = re.compile(r"^https?://[^\s<>\"']{1,490}$")
 
@@ -37,12 +36,3 @@ def check_method(fields: dict[str, str]) -> Method:
         raise InvalidInputError(f"the code link {code_url[:80]!r} is not an http(s) URL; give "
                                 "one like https://github.com/you/repo", code="method.bad_url")
     return Method(name, description, code_url)
-
-
-def store_method(db: Database, submission_id: int, method: Method) -> None:
-    if method == Method():
-        return
-    with db.session(write=True) as session:
-        row = session.get_one(Submission, submission_id)
-        row.method_name, row.method_description = method.name, method.description
-        row.code_url = method.code_url

@@ -20,6 +20,7 @@ from server.core.db import Database
 from server.core.errors import InvalidInputError, NotFoundError, PhaseClosedError
 from server.core.security import hash_token, new_token
 from server.models import AuditLog, Competition, Phase, Run, Submission, User
+from server.services.methods import Method
 from server.services.participation import check_may_submit
 from server.services.queue import JobQueue, enqueue_quietly
 from server.services.quotas import check_quota, lock_participation, lock_team, team_id_of
@@ -83,15 +84,17 @@ def check_league(comp: Competition | None, league: str | None) -> str | None:
 def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_id: int,
                       phase_id: int, staged: StagedUpload, now: datetime, limits: ZipLimits,
                       default_queue: str, note: str = "",
-                      league: str | None = None) -> Submission:
-    """Validate, store and register a submission; enqueue its runs after commit.
+                      league: str | None = None, method: Method = Method()) -> Submission:
+    """Validate, store and register a submission with its `method`; enqueue its runs after
+    commit.
 
     The cheap checks (phase open, participation, league, quota) run first, in a short read,
     so a refused upload costs no decompression; the zip check next; then the one transaction
     repeats the cheap checks under its locks (they decide) and places the zip by its hash.
 
     Raises UnsafeZipError, NotFoundError, PhaseClosedError, QuotaExceededError; on any error
-    the temp file is removed and nothing is stored.
+    the temp file is removed and nothing is stored (the method included: it is written in the
+    same transaction as the submission, so an upload is registered whole or not at all).
     """
     try:
         with db.session() as session:
@@ -99,7 +102,7 @@ def accept_submission(db: Database, storage: Storage, queue: JobQueue, *, user_i
         report = check_submission_zip(staged.path, limits)
         final = storage.submission_path(staged.sha256)
         submission, jobs = _register(db, storage, user_id, phase_id, staged, report, final, now,
-                                     default_queue, note, league)
+                                     default_queue, note, league, method)
     except Exception:
         staged.path.unlink(missing_ok=True)
         raise
@@ -128,9 +131,10 @@ def _check_may_upload(session: Session, user_id: int, phase_id: int, now: dateti
 
 def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
               staged: StagedUpload, report: ZipReport, final: Path, now: datetime,
-              default_queue: str, note: str,
-              league: str | None) -> tuple[Submission, list[tuple[int, str, str]]]:
-    """The one transaction: lock, check phase and quota, insert submission and runs."""
+              default_queue: str, note: str, league: str | None,
+              method: Method) -> tuple[Submission, list[tuple[int, str, str]]]:
+    """The one transaction: lock, check phase and quota, insert submission (with its method)
+    and runs."""
     created = False
     try:
         with db.session(write=True) as session:
@@ -142,7 +146,7 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
             lock_content(session, staged.sha256)
             created = place_by_hash(staged.path, final)
             return _insert(session, storage, user_id, phase, staged, report, final, now,
-                           default_queue, note, league, participation, team_id)
+                           default_queue, note, league, participation, team_id, method)
     except Exception:
         if created:
             _remove_if_unreferenced(db, staged.sha256, final)
@@ -152,8 +156,8 @@ def _register(db: Database, storage: Storage, user_id: int, phase_id: int,
 def _insert(session: Session, storage: Storage, user_id: int, phase: Phase,
             staged: StagedUpload, report: ZipReport, final: Path, now: datetime,
             default_queue: str, note: str, league: str | None,
-            participation: Any,
-            team_id: int | None) -> tuple[Submission, list[tuple[int, str, str]]]:
+            participation: Any, team_id: int | None,
+            method: Method) -> tuple[Submission, list[tuple[int, str, str]]]:
     """Insert the submission, its runs and the audit row (caller holds the locks)."""
     phase_id = phase.id
     participation.n_uploads += 1
@@ -161,6 +165,8 @@ def _insert(session: Session, storage: Storage, user_id: int, phase: Phase,
         phase_id=phase_id, user_id=user_id, sha256=staged.sha256, size_bytes=staged.size,
         storage_path=storage.relative(final), zip_root=report.root, note=note[:2000],
         state="queued", created_at=now, league=league, team_id=team_id,
+        method_name=method.name, method_description=method.description,
+        code_url=method.code_url,
     )
     tokens = [new_token() for _ in range(max(phase.runs_per_submission, 1))]
     submission.runs = [

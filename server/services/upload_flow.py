@@ -5,7 +5,8 @@ so the two cannot drift apart (issue 35, D5).
 The body streams to a temp file holding no database connection (core/multipart.py); the form's
 text fields are checked next (the caller's own check first, e.g. the web form's CSRF token, then
 the method's), and a refused upload's temp file is removed before anything is registered; then
-`accept_submission` registers and enqueues it, and the method is stored beside it. Kept apart
+`accept_submission` registers it with its method in one transaction (a failure there leaves
+nothing half-made: no submission without its method) and enqueues it. Kept apart
 from services/upload.py because core/multipart.py imports that module.
 """
 
@@ -21,7 +22,7 @@ from server.core.config import Settings
 from server.core.db import Database
 from server.core.multipart import receive_file
 from server.models import Submission
-from server.services.methods import check_method, store_method
+from server.services.methods import check_method
 from server.services.queue import JobQueue
 from server.services.storage import Storage
 from server.services.upload import accept_submission, zip_limits
@@ -39,9 +40,10 @@ async def receive_submission(request: Request, *, user_id: int, phase_id: int,
                              settings: Settings, db: Database, storage: Storage,
                              queue: JobQueue, now: datetime,
                              check_fields: FieldCheck = no_field_check) -> Submission:
-    """Stream, check the fields (`check_fields`, then the method's), register, enqueue and
-    store the method. Raises what the checks raise (InvalidInputError, CsrfError, ...) and what
-    `accept_submission` raises; a refused upload leaves no temp file and registers nothing."""
+    """Stream, check the fields (`check_fields`, then the method's), register with the method
+    in one transaction, and enqueue. Raises what the checks raise (InvalidInputError,
+    CsrfError, ...) and what `accept_submission` raises; a refused or failed upload leaves no
+    temp file and registers nothing."""
     staged, fields = await receive_file(request, storage, settings.max_upload_bytes,
                                         owner=user_id)
     try:
@@ -54,6 +56,5 @@ async def receive_submission(request: Request, *, user_id: int, phase_id: int,
         accept_submission, db, storage, queue, user_id=user_id, phase_id=phase_id,
         staged=staged, now=now, limits=zip_limits(settings),
         default_queue=settings.default_queue, note=fields.get("note", ""),
-        league=fields.get("league") or None)
-    await run_in_threadpool(store_method, db, submission.id, method)
+        league=fields.get("league") or None, method=method)
     return submission
