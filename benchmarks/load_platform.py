@@ -162,8 +162,9 @@ SERVER_PIDS: dict[str, int] = {}
 
 
 @contextmanager
-def server(database_url: str, folder: Path) -> Iterator[tuple[str, str]]:
-    """A uvicorn server process on 127.0.0.1; yields (base URL, admin token)."""
+def server(database_url: str, folder: Path, tree: Path = ROOT) -> Iterator[tuple[str, str]]:
+    """A uvicorn server process on 127.0.0.1 serving the checkout `tree` (another worktree for
+    a side-by-side run); yields (base URL, admin token)."""
     token, port = secrets.token_urlsafe(24), free_port()
     env = {**os.environ, "ARENA_DATABASE_URL": database_url, "ARENA_DATA_DIR": str(folder),
            "ARENA_ADMIN_BOOTSTRAP_TOKEN": token, "ARENA_BROKER_URL": "filesystem://",
@@ -171,7 +172,7 @@ def server(database_url: str, folder: Path) -> Iterator[tuple[str, str]]:
     log = (folder / "server.log").open("ab")
     nice = int(os.environ.get("ARENA_LOAD_SERVER_NICE", "0"))
     process = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(folder / "lag.json")],
-                               env=env, stdout=log, stderr=log, cwd=ROOT,
+                               env=env, stdout=log, stderr=log, cwd=tree,
                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
     base = f"http://127.0.0.1:{port}"
     SERVER_PIDS[base] = process.pid

@@ -57,6 +57,9 @@ HEAVY_ROWS = 1_000
 """A board read asking for more entries than this (or for all, the default) is heavy."""
 HOLD_WEIGHT = 0.2
 """Weight of the newest hold time in a lane's running average."""
+REPEAT_DELAY_MAX_S = 5.0
+"""The longest a connection's early return after a 503 waits for its own 503 (see `_refuse`):
+well within a client's time-out (60 s is common)."""
 
 
 @dataclass
@@ -120,6 +123,10 @@ class AdmissionMiddleware:
         self.internal = Lane(internal_limit)
         self.shed = 0
         """Requests answered 503 so far (a benchmark reads it to see shedding happen)."""
+        self.delayed = 0
+        """Of them, answered only when their connection's Retry-After was due (`_refuse`)."""
+        self._due: dict[object, float] = {}
+        """When each refused connection (the client's address and port) was told to return."""
 
     @property
     def waiting(self) -> int:
@@ -141,12 +148,14 @@ class AdmissionMiddleware:
         lanes = [self.heavy, self.general] if _is_heavy(scope, path) else [self.general]
         entered: list[tuple[Lane, float]] = []
         try:
-            for lane in lanes:
+            for lane in lanes[1:]:  # judged on arrival too: a whole-board read refused by the
+                self._judge(lane)  # general lane only after its wait for a heavy slot (up to
+            for lane in lanes:  # max_wait_s) had its 503 after that wait
                 entered.append((lane, await self._enter(lane, shed=True)))
         except Busy as busy:
             for lane, _ in reversed(entered):
                 lane.release(None)
-            await self._refuse(send, busy)
+            await self._refuse(scope, send, busy)
             return
         except BaseException:  # cancelled while waiting (shutdown, a disconnect): the whole-
             for lane, _ in reversed(entered):  # board slot already taken goes back, or two
@@ -162,17 +171,8 @@ class AdmissionMiddleware:
         """Take a slot of `lane` (waiting for it if worth it); the time it was taken."""
         if lane.slots is None:
             lane.slots = asyncio.Semaphore(lane.limit)
-        if shed and lane.slots.locked():
-            expected = lane.expected_wait_s()
-            if lane.waiting >= self.max_waiting:
-                raise Busy(f"{lane.waiting} requests are already waiting",
-                           self._retry_after(expected))
-            if expected > self.max_wait_s:
-                raise Busy(f"the expected wait is {expected:.0f} s",
-                           self._retry_after(expected))
-            if lane.waiting >= lane.limit and lane.wait_s > self.target_wait_s:
-                raise Busy(f"requests waited {lane.wait_s:.1f} s of late",
-                           self._retry_after(max(expected, lane.wait_s)))
+        if shed:
+            self._judge(lane)
         arrived = time.monotonic()
         lane.waiting += 1
         try:
@@ -190,12 +190,49 @@ class AdmissionMiddleware:
         lane.waited(admitted - arrived)
         return admitted
 
+    def _judge(self, lane: Lane) -> None:
+        """Raise Busy if a request arriving now at `lane` is refused before it waits."""
+        if lane.slots is None or not lane.slots.locked():
+            return
+        expected = lane.expected_wait_s()
+        if lane.waiting >= self.max_waiting:
+            raise Busy(f"{lane.waiting} requests are already waiting",
+                       self._retry_after(expected))
+        if expected > self.max_wait_s:
+            raise Busy(f"the expected wait is {expected:.0f} s",
+                       self._retry_after(expected))
+        if lane.waiting >= lane.limit and lane.wait_s > self.target_wait_s:
+            raise Busy(f"requests waited {lane.wait_s:.1f} s of late",
+                       self._retry_after(max(expected, lane.wait_s)))
+
     def _retry_after(self, expected_s: float) -> int:
         """Come back when the queue ahead should have drained: at least `retry_after_s`."""
         return max(self.retry_after_s, min(600, math.ceil(expected_s)))
 
-    async def _refuse(self, send: Send, busy: Busy) -> None:
+    async def _refuse(self, scope: Scope, send: Send, busy: Busy) -> None:
+        """Answer 503 with Retry-After: at once, unless this connection was refused before and
+        came back before its Retry-After; then when that was due (at most REPEAT_DELAY_MAX_S).
+
+        A client that ignores Retry-After and asks again at once was the whole overload at
+        1,000 readers: each refused request was parsed, routed and answered by the one event
+        loop, ~1,400 a second on 2 cores, and the workers' API and the uploads waited a turn of
+        that loop at every step (a heartbeat 0.3 -> 1.9 s p50). Held until it was told to come
+        back, such a connection sends one request per Retry-After (a sleeping coroutine, no
+        slot, no session); a client that honours Retry-After is never held."""
         self.shed += 1
+        now = time.monotonic()
+        client = scope.get("client")  # (host, port) of the TCP connection; port 0: an address
+        if not client or not client[1]:  # a proxy's headers gave (uvicorn's proxy_headers), which
+            client = None  # many clients may share: none of them is held for another
+        due = self._due.get(client) if client else None
+        if due is not None and due > now:
+            self.delayed += 1
+            await asyncio.sleep(min(due - now, REPEAT_DELAY_MAX_S))
+            now = time.monotonic()
+        if client:
+            if len(self._due) > 4 * (self.max_waiting + self.limit) + 1024:
+                self._due = {c: d for c, d in self._due.items() if d > now}
+            self._due[client] = now + busy.retry_after_s
         body = json.dumps({"error": {
             "code": "server.busy", "family": "platform",
             "message": f"the server is busy ({busy.why}); retry after {busy.retry_after_s} s"}})

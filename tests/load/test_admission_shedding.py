@@ -299,3 +299,58 @@ def test_a_board_reader_cancelled_waiting_for_a_general_slot_gives_back_its_heav
     # event loop running in this one, where asyncio.run() refuses to start.
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, scenario()).result(timeout=60)
+
+
+def test_a_connection_that_asks_again_before_its_retry_after_is_held_and_a_newcomer_is_not():
+    """Readers that ignore Retry-After and ask again at once on the same connection were the
+    whole overload at 1,000 readers (issue 38.5): the one event loop parsed and refused ~1,400
+    requests a second and the workers' API waited a turn of it at every step. A connection
+    refused with 503 that asks again before its Retry-After gets its next 503 only when that is
+    due (one request per Retry-After per connection); a newcomer is still refused at once. The
+    order of answers is asserted, not their timing: the early repeat is still unanswered when
+    a newcomer that arrived after it has its 503."""
+    inner = GatedApp()
+    middleware = AdmissionMiddleware(inner, limit=1, max_waiting=0, max_wait_s=120,
+                                     retry_after_s=30)  # held at most REPEAT_DELAY_MAX_S
+    for url in serve(middleware):
+        with ThreadPoolExecutor(2) as pool, httpx.Client(base_url=url, timeout=120) as ignoring:
+            held = pool.submit(httpx.get, f"{url}/slow", timeout=120)
+            wait_for(lambda: inner.inside == 1, "the slot taken")
+            first = ignoring.get("/slow")
+            assert first.status_code == 503 and int(first.headers["retry-after"]) == 30
+            repeat = pool.submit(ignoring.get, "/slow")  # the same keep-alive connection
+            wait_for(lambda: middleware.shed == 2, "the early repeat refused")
+            newcomer = httpx.get(f"{url}/slow", timeout=120)  # a connection of its own
+            assert newcomer.status_code == 503
+            assert not repeat.done(), "the early repeat was answered at once"
+            assert repeat.result().status_code == 503  # within REPEAT_DELAY_MAX_S
+            inner.gate.set()
+            assert held.result().status_code == 200
+    assert middleware.delayed == 1
+
+
+def test_a_whole_board_read_the_general_lane_would_refuse_is_refused_before_its_heavy_wait():
+    """The heavy lane drains fast (0.5 s) but the general lane's expected wait is far past the
+    bound: a whole-board read is judged by both on arrival and answered 503 at once. It waited
+    for a heavy slot first (up to the whole bound) and only then met the general lane's
+    refusal: a 503 on arrival's reasons, answered after a wait (issue 38.5's p95)."""
+    inner = BoardApp()
+    middleware = AdmissionMiddleware(inner, limit=1, heavy_limit=1, max_wait_s=120)
+    middleware.general.hold_s, middleware.heavy.hold_s = 1000.0, 0.5
+    for url in serve(middleware):
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                first = pool.submit(httpx.get, f"{url}{BOARD}", timeout=150)
+                wait_for(lambda: len(inner.reached) == 1, "the first whole-board read admitted")
+                second = pool.submit(httpx.get, f"{url}{BOARD}", timeout=150)
+                wait_for(lambda s=second: s.done() or middleware.heavy.waiting == 1,
+                         "an answer or a wait for the heavy slot")
+                assert second.done() and middleware.heavy.waiting == 0, "it waited first"
+                refused = second.result()
+                assert refused.status_code == 503
+                assert "expected wait" in refused.json()["error"]["message"]
+                inner.gate.set()
+                assert first.result().status_code == 200
+        finally:
+            inner.gate.set()
+    assert middleware.shed == 1 and len(inner.reached) == 1

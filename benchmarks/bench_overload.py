@@ -1,0 +1,306 @@
+"""Overload with a lean client (issue 38.5): 1,000 readers that ignore Retry-After, uploaders and
+the workers' API against the real server, measured per class of answer from one asyncio process
+of raw HTTP/1.1 sockets, run at nice 19 so that it does not take the server's share of the CPU.
+
+    .venv/bin/python benchmarks/bench_overload.py --postgres [--readers 1000] [--uploaders 30]
+        [--internal 4] [--seconds 40] [--quiet-seconds 10] [--trees A,B --rounds 2] [--json out]
+
+`load_platform.py`'s mixed form drives the same server from 1,000 httpx threads: on 2 cores
+that client took 0.7-1.4 cores, 3-5.5x the server's CPU, and the 503s' p95 (21-33 s) was
+mostly the client's own queue for the GIL. Here one event loop (uvloop when installed) writes
+each request as prepared bytes and reads the answer by its Content-Length; its CPU and the
+server's are both reported, with the server's share of the whole run.
+
+Each round: the server (as `arena serve` runs it, plus a probe of its loop's lag) is seeded like
+`load_platform.py` (10,000 finished submissions on one open phase); then `--quiet-seconds` with
+only the uploaders and the workers' probers (their quiet latency), then `--seconds` with the
+readers as well. Reported per phase and class: readers answered 200, readers answered 503 (on
+arrival / after the whole wait), uploads (201, or 429 from the upload gate), the workers' API
+(a heartbeat with a token no run has: its lane, the app and the run's lookup, answered 401),
+client time-outs and any other status. `--trees` runs the same rounds against other checkouts
+(a `git worktree` of an older commit), alternating, so that before and after meet the same host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import load_platform as lp  # noqa: E402
+
+REASONS = (("queue_full", b"already waiting"), ("expected_wait", b"the expected wait"),
+           ("measured_wait", b"s of late"))
+"""Why admission refused a reader on arrival (its 503's message), as the report splits them."""
+
+
+@dataclass
+class Tally:
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    other: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, seconds: float) -> None:
+        self.latencies.setdefault(kind, []).append(seconds)
+
+    def table(self, seconds: float) -> dict[str, dict[str, float]]:
+        rows = {}
+        groups = dict(self.latencies)
+        on_arrival = [v for k, values in groups.items() if k.startswith("read_503 ")
+                      for v in values]
+        if on_arrival:
+            groups["read_503"] = on_arrival  # every reason together
+        for kind, values in sorted(groups.items()):
+            ordered = sorted(values)
+            rows[kind] = {"n": len(ordered), "per_s": round(len(ordered) / seconds, 1),
+                          "p50_ms": round(1000 * statistics.median(ordered), 1),
+                          "p95_ms": round(1000 * ordered[int(0.95 * (len(ordered) - 1))], 1),
+                          "max_ms": round(1000 * ordered[-1], 1)}
+        return rows
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection; reconnects when the server closes it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, raw: bytes) -> tuple[int, bytes, bytes]:
+        """Send `raw`; (status, header block, body)."""
+        if self.writer is None or self.writer.is_closing():
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        self.writer.write(raw)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        lower = head.lower()
+        at = lower.find(b"content-length:")
+        length = int(lower[at + 15:lower.find(b"\r\n", at)]) if at >= 0 else 0
+        body = await self.reader.readexactly(length) if length else b""
+        if b"connection: close" in lower:
+            self.close()
+        return status, head, body
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+def get(path: str, token: str) -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {token}\r\n"
+            "accept: application/json\r\n\r\n").encode()
+
+
+def post(path: str, token: str, body: bytes, content_type: str) -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {token}\r\n"
+            f"content-type: {content_type}\r\ncontent-length: {len(body)}\r\n\r\n"
+            ).encode() + body
+
+
+def multipart(data: bytes) -> tuple[bytes, str]:
+    boundary = f"bench{random.getrandbits(64):016x}"
+    body = (f"--{boundary}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"s.zip\""
+            f"\r\ncontent-type: application/zip\r\n\r\n").encode() + data + (
+            f"\r\n--{boundary}--\r\n").encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[str],
+                internal: int, quiet_s: float, loaded_s: float, timeout_s: float,
+                internal_pause_s: float = 0.25, honour_retry_after: bool = False) -> dict:
+    """The quiet phase, then the loaded one; a Tally for each."""
+    host, port = base.removeprefix("http://").split(":")
+    tallies = {"quiet": Tally(), "loaded": Tally()}
+    phase = {"name": "quiet"}
+    stop, loaded = asyncio.Event(), asyncio.Event()
+    paths = [f"/api/v1/phases/{phase_id}/leaderboard", "/api/v1/phases", "/"]
+
+    async def one(conn: Connection, raw: bytes, classify) -> str:  # noqa: ANN001
+        tally = tallies[phase["name"]]
+        started = time.perf_counter()
+        try:
+            status, head, body = await asyncio.wait_for(conn.request(raw), timeout_s)
+        except TimeoutError:
+            conn.close()
+            tally.add("timeout", time.perf_counter() - started)
+            return "timeout"
+        except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+            conn.close()
+            key = f"broken {type(exc).__name__}"
+            tally.other[key] = tally.other.get(key, 0) + 1
+            await asyncio.sleep(0.05)
+            return key
+        kind = classify(status, head, body)
+        tally.add(kind, time.perf_counter() - started)
+        return kind
+
+    retry_after_s = 5.0  # the server's least Retry-After; the header's own value is read below
+
+    def read_kind(status: int, head: bytes, body: bytes) -> str:
+        nonlocal retry_after_s
+        lower = head.lower()
+        if status == 503 and b"retry-after:" in lower:
+            at = lower.find(b"retry-after:") + 12
+            retry_after_s = float(lower[at:lower.find(b"\r\n", at)])
+            if b"no slot freed" in body:
+                return "read_503_after_wait"
+            why = next((w for w, m in REASONS if m in body), "other")
+            return f"read_503 {why}"
+        return "read_200" if status == 200 else f"read_{status}"
+
+    def upload_kind(status: int, head: bytes, body: bytes) -> str:
+        return {201: "upload", 429: "upload_429"}.get(status, f"upload_{status}")
+
+    def internal_kind(status: int, head: bytes, body: bytes) -> str:
+        return "internal" if status == 401 else f"internal_{status}"
+
+    async def reader(token: str, slot: int) -> None:
+        rng = random.Random(slot)
+        conn = Connection(host, port)
+        await loaded.wait()
+        while not stop.is_set():
+            kind = await one(conn, get(rng.choice(paths), token), read_kind)
+            if honour_retry_after and kind == "read_503":
+                await asyncio.sleep(retry_after_s)
+        conn.close()
+
+    async def uploader(token: str, slot: int) -> None:
+        rng = random.Random(10_000 + slot)
+        conn = Connection(host, port)
+        while not stop.is_set():
+            body, ctype = multipart(lp.zip_bytes(f"{slot}-{rng.random()}"))
+            await one(conn, post(f"/api/v1/phases/{phase_id}/submissions", token, body, ctype),
+                      upload_kind)
+        conn.close()
+
+    async def prober() -> None:
+        conn = Connection(host, port)
+        raw = post("/internal/runs/1/heartbeat", "not-a-run-token", b"{}", "application/json")
+        while not stop.is_set():
+            await one(conn, raw, internal_kind)
+            await asyncio.sleep(internal_pause_s)
+        conn.close()
+
+    tasks = ([asyncio.create_task(prober()) for _ in range(internal)]
+             + [asyncio.create_task(uploader(t, i)) for i, t in enumerate(uploaders)]
+             + [asyncio.create_task(reader(t, i)) for i, t in enumerate(readers)])
+    await asyncio.sleep(quiet_s)
+    phase["name"] = "loaded"
+    loaded.set()
+    await asyncio.sleep(loaded_s)
+    stop.set()
+    await asyncio.wait(tasks, timeout=timeout_s + 5)
+    for task in tasks:
+        task.cancel()
+    return {name: {"seconds": s, "by_class": t.table(s), "other": t.other}
+            for (name, t), s in zip(tallies.items(), (quiet_s, loaded_s), strict=True)}
+
+
+def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
+    """Seed a server from `tree` and drive it; the client runs at nice 19 meanwhile."""
+    with tempfile.TemporaryDirectory(prefix="arena-overload-") as tmp:
+        folder = Path(tmp)
+        with lp.database(postgres, folder) as url, lp.server(url, folder, tree=tree) as (
+                base, admin):
+            phase_id = lp.create_phase(base, admin)
+            lp.bulk_insert(url, phase_id, 1000, args.submissions)
+            accounts = lp.make_tokens(base, admin, "reader", min(args.readers,
+                                                                  args.reader_accounts))
+            readers = [accounts[i % len(accounts)] for i in range(args.readers)]
+            uploaders = lp.make_tokens(base, admin, "uploader", args.uploaders)
+            pid = lp.SERVER_PIDS[base]
+            before = os.nice(0)
+            os.nice(19 - before)  # lowered for the drive; raising back needs root, see below
+            server_cpu, client_cpu = lp.cpu_seconds(pid), lp.cpu_seconds(os.getpid())
+            wall, load = time.perf_counter(), os.getloadavg()[0]
+            phases = runner()(drive(base, phase_id, readers, uploaders, args.internal,
+                                    args.quiet_seconds, args.seconds, args.client_timeout,
+                                    honour_retry_after=args.honour_retry_after))
+            wall = time.perf_counter() - wall
+            server_cpu = lp.cpu_seconds(pid) - server_cpu
+            client_cpu = lp.cpu_seconds(os.getpid()) - client_cpu
+            with contextlib.suppress(PermissionError):  # as root: the next round's server
+                os.nice(before - 19)  # starts at the caller's priority
+        lags = sorted(json.loads((folder / "lag.json").read_text() or "[]")) \
+            if (folder / "lag.json").exists() else []
+    return {"tree": str(tree), "honour_retry_after": args.honour_retry_after,
+            "load_average": [round(load, 1), round(os.getloadavg()[0], 1)],
+            "server_cpu_s": round(server_cpu, 1), "client_cpu_s": round(client_cpu, 1),
+            "wall_s": round(wall, 1), "server_cores": round(server_cpu / wall, 2),
+            "client_cores": round(client_cpu / wall, 2),
+            "loop_lag_p95_ms": round(1000 * lags[int(0.95 * (len(lags) - 1))], 1) if lags else None,
+            **phases}
+
+
+def runner():  # noqa: ANN201
+    try:
+        import uvloop
+
+        return uvloop.run
+    except ImportError:
+        return asyncio.run
+
+
+def brief(result: dict) -> str:
+    """One line per round: the figures the issue's aim is about."""
+    def cell(phase: str, kind: str) -> str:
+        row = result[phase]["by_class"].get(kind)
+        return "-" if row is None else f"{row['p50_ms'] / 1000:.2f}/{row['p95_ms'] / 1000:.2f}s" \
+            f" n={row['n']}"
+    loaded = result["loaded"]["by_class"]
+    return (f"{Path(result['tree']).name}: load {result['load_average']} server "
+            f"{result['server_cores']} core, client {result['client_cores']} | "
+            f"internal quiet {cell('quiet', 'internal')} loaded {cell('loaded', 'internal')} | "
+            f"upload quiet {cell('quiet', 'upload')} loaded {cell('loaded', 'upload')} | "
+            f"read 200 {cell('loaded', 'read_200')} | 503 {cell('loaded', 'read_503')} | "
+            f"after wait {loaded.get('read_503_after_wait', {}).get('n', 0)} | "
+            + " ".join(f"{k[9:]} {cell('loaded', k)}" for k in loaded if k.startswith("read_503 "))
+            + " | "
+            f"time-outs {loaded.get('timeout', {}).get('n', 0)} | "
+            f"other {result['loaded']['other']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--submissions", type=int, default=10_000)
+    parser.add_argument("--readers", type=int, default=1000)
+    parser.add_argument("--reader-accounts", type=int, default=50)
+    parser.add_argument("--uploaders", type=int, default=30)
+    parser.add_argument("--internal", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=40)
+    parser.add_argument("--quiet-seconds", type=float, default=10)
+    parser.add_argument("--client-timeout", type=float, default=60)
+    parser.add_argument("--trees", default=str(ROOT),
+                        help="comma-separated checkouts to serve from, alternating")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--honour-retry-after", action="store_true",
+                        help="readers wait a 503's Retry-After before asking again")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results = []
+    for _ in range(args.rounds):
+        for tree in args.trees.split(","):
+            result = one_round(Path(tree).resolve(), args.postgres, args)
+            results.append(result)
+            print(brief(result), flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
