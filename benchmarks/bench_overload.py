@@ -140,7 +140,7 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
             return "timeout"
         except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
             conn.close()
-            key = f"broken {type(exc).__name__}"
+            key = f"{classify.__name__[:-5]} broken {type(exc).__name__}"
             tally.other[key] = tally.other.get(key, 0) + 1
             await asyncio.sleep(0.05)
             return key
@@ -174,7 +174,8 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
         await loaded.wait()
         while not stop.is_set():
             kind = await one(conn, get(rng.choice(paths), token), read_kind)
-            if honour_retry_after and kind == "read_503":
+            if honour_retry_after and kind.startswith("read_503"):
+                conn.close()  # idle past the server's keep-alive (5 s): a client reconnects
                 await asyncio.sleep(retry_after_s)
         conn.close()
 
@@ -237,12 +238,15 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
                 os.nice(before - 19)  # starts at the caller's priority
         lags = sorted(json.loads((folder / "lag.json").read_text() or "[]")) \
             if (folder / "lag.json").exists() else []
+        log = (folder / "server.log").read_text(errors="replace").splitlines()
     return {"tree": str(tree), "honour_retry_after": args.honour_retry_after,
             "load_average": [round(load, 1), round(os.getloadavg()[0], 1)],
             "server_cpu_s": round(server_cpu, 1), "client_cpu_s": round(client_cpu, 1),
             "wall_s": round(wall, 1), "server_cores": round(server_cpu / wall, 2),
             "client_cores": round(client_cpu / wall, 2),
             "loop_lag_p95_ms": round(1000 * lags[int(0.95 * (len(lags) - 1))], 1) if lags else None,
+            "loop_lag_max_ms": round(1000 * lags[-1], 1) if lags else None,
+            "server_log_tail": log[-20:],
             **phases}
 
 

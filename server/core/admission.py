@@ -58,7 +58,7 @@ HEAVY_ROWS = 1_000
 HOLD_WEIGHT = 0.2
 """Weight of the newest hold time in a lane's running average."""
 REPEAT_DELAY_MAX_S = 5.0
-"""The longest a connection's early return after a 503 waits for its own 503 (see `_refuse`):
+"""The longest a connection's early return after a 503 is held (see `_hold`):
 well within a client's time-out (60 s is common)."""
 
 
@@ -124,7 +124,7 @@ class AdmissionMiddleware:
         self.shed = 0
         """Requests answered 503 so far (a benchmark reads it to see shedding happen)."""
         self.delayed = 0
-        """Of them, answered only when their connection's Retry-After was due (`_refuse`)."""
+        """Requests held until their connection's Retry-After was due (`_hold`)."""
         self._due: dict[object, float] = {}
         """When each refused connection (the client's address and port) was told to return."""
 
@@ -146,21 +146,27 @@ class AdmissionMiddleware:
                 self.internal.release(started)
             return
         lanes = [self.heavy, self.general] if _is_heavy(scope, path) else [self.general]
-        entered: list[tuple[Lane, float]] = []
-        try:
-            for lane in lanes[1:]:  # judged on arrival too: a whole-board read refused by the
-                self._judge(lane)  # general lane only after its wait for a heavy slot (up to
-            for lane in lanes:  # max_wait_s) had its 503 after that wait
-                entered.append((lane, await self._enter(lane, shed=True)))
-        except Busy as busy:
-            for lane, _ in reversed(entered):
-                lane.release(None)
-            await self._refuse(scope, send, busy)
-            return
-        except BaseException:  # cancelled while waiting (shutdown, a disconnect): the whole-
-            for lane, _ in reversed(entered):  # board slot already taken goes back, or two
-                lane.release(None)  # such leaks would close the heavy lane for good
-            raise
+        held = False
+        while True:
+            entered: list[tuple[Lane, float]] = []
+            try:
+                for lane in lanes[1:]:  # judged on arrival too: a whole-board read refused by
+                    self._judge(lane)  # the general lane only after its wait for a heavy slot
+                for lane in lanes:  # (up to max_wait_s) had its 503 after that wait
+                    entered.append((lane, await self._enter(lane, shed=True)))
+                break
+            except Busy as busy:
+                for lane, _ in reversed(entered):
+                    lane.release(None)
+                if not held and await self._hold(scope):
+                    held = True  # came back before its Retry-After: judged again when due
+                    continue
+                await self._refuse(scope, send, busy)
+                return
+            except BaseException:  # cancelled while waiting (shutdown, a disconnect): the
+                for lane, _ in reversed(entered):  # whole-board slot already taken goes back,
+                    lane.release(None)  # or two such leaks would close the heavy lane for good
+                raise
         try:
             await self.app(scope, receive, send)
         finally:
@@ -209,27 +215,35 @@ class AdmissionMiddleware:
         """Come back when the queue ahead should have drained: at least `retry_after_s`."""
         return max(self.retry_after_s, min(600, math.ceil(expected_s)))
 
-    async def _refuse(self, scope: Scope, send: Send, busy: Busy) -> None:
-        """Answer 503 with Retry-After: at once, unless this connection was refused before and
-        came back before its Retry-After; then when that was due (at most REPEAT_DELAY_MAX_S).
+    async def _hold(self, scope: Scope) -> bool:
+        """Wait until this connection's Retry-After is due (at most REPEAT_DELAY_MAX_S), if it
+        was refused before and came back early; whether it did.
 
         A client that ignores Retry-After and asks again at once was the whole overload at
         1,000 readers: each refused request was parsed, routed and answered by the one event
-        loop, ~1,400 a second on 2 cores, and the workers' API and the uploads waited a turn of
-        that loop at every step (a heartbeat 0.3 -> 1.9 s p50). Held until it was told to come
-        back, such a connection sends one request per Retry-After (a sleeping coroutine, no
-        slot, no session); a client that honours Retry-After is never held."""
+        loop, ~1,000-1,400 a second on 2 cores, and the workers' API and the uploads waited a
+        turn of that loop at every step (a heartbeat 0.5 -> 1.7-4.5 s p50). Held until it was
+        told to come back, then judged as if it came then, such a connection sends one request
+        per Retry-After (a sleeping coroutine, no slot, no session); a client that honours
+        Retry-After, and any new connection, is never held. The connection is the client's
+        address and port; port 0 is an address a proxy's headers gave (uvicorn's
+        proxy_headers), which many clients may share: none of them is held for another."""
+        client = scope.get("client")
+        if not client or not client[1]:
+            return False
+        wait = self._due.get(client, 0.0) - time.monotonic()
+        if wait <= 0:
+            return False
+        self.delayed += 1
+        await asyncio.sleep(min(wait, REPEAT_DELAY_MAX_S))
+        return True
+
+    async def _refuse(self, scope: Scope, send: Send, busy: Busy) -> None:
+        """Answer 503 with Retry-After at once, and note when this connection may come back."""
         self.shed += 1
-        now = time.monotonic()
-        client = scope.get("client")  # (host, port) of the TCP connection; port 0: an address
-        if not client or not client[1]:  # a proxy's headers gave (uvicorn's proxy_headers), which
-            client = None  # many clients may share: none of them is held for another
-        due = self._due.get(client) if client else None
-        if due is not None and due > now:
-            self.delayed += 1
-            await asyncio.sleep(min(due - now, REPEAT_DELAY_MAX_S))
+        client = scope.get("client")
+        if client and client[1]:
             now = time.monotonic()
-        if client:
             if len(self._due) > 4 * (self.max_waiting + self.limit) + 1024:
                 self._due = {c: d for c, d in self._due.items() if d > now}
             self._due[client] = now + busy.retry_after_s
