@@ -138,13 +138,18 @@ class InternalClient:
                  sleep: Callable[[float], None] = time.sleep,
                  list_images: Callable[[], list[str] | None] | None = None,
                  pool_token: str | None = None,
-                 task_isolation: Callable[[], str | None] | None = None) -> None:
+                 task_isolation: Callable[[], str | None] | None = None,
+                 host_lock: bool = False) -> None:
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
         self._attempts, self._backoff_s, self._sleep = attempts, backoff_s, sleep
         self._list_images = list_images
         self._pool_token = pool_token
         self._task_isolation = task_isolation or (lambda: None)
         """The start-up probe's finding, sent with claims, heartbeats, job requests (issue 34)."""
+        self._host_lock = host_lock
+        """Sent with claims and job requests: this worker's runs hold the host lock
+        (worker/host_lock.py), so a run marked `exclusive_host` has the host alone. Without it
+        the server hands this worker no run of a phase with secret test data."""
         self.pool_revoked = False
 
     def request_job(self, worker: str, host: str, gpus: list[str],
@@ -159,6 +164,8 @@ class InternalClient:
             ServerRejectedError: another 4xx."""
         url = "/internal/pool/jobs"
         body: dict[str, Any] = {"worker": worker, "host": host, "gpus": gpus, "images": images}
+        if self._host_lock:
+            body["host_lock"] = True
         if (isolation := self._task_isolation()) is not None:
             body["task_isolation"] = isolation
         try:
@@ -190,7 +197,7 @@ class InternalClient:
         `list_images`), which the server checks a phase's image against.
         """
         images = self._list_images() if self._list_images is not None else None
-        body = ClaimBody(worker=worker, images=images,
+        body = ClaimBody(worker=worker, images=images, host_lock=self._host_lock,
                          task_isolation=self._task_isolation()).to_json()  # type: ignore[arg-type]
         response = self._call("POST", f"/internal/runs/{run_id}/claim", token, json=body)
         return None if response is None else ClaimedRun.model_validate(response.json())

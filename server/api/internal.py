@@ -67,12 +67,17 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 
 @router.post("/runs/{run_id}/claim", response_model=ClaimedRun, responses=_CONFLICT)
 def claim(run: RunAuth, body: ClaimRequest, session: WriteSessionDep, now: NowDep,
-          policy: Policy, settings: SettingsDep, pool: CallerPool) -> ClaimedRun:
+          policy: Policy, settings: SettingsDep, pool: CallerPool,
+          queue: Annotated[JobQueue, Depends(get_queue)]) -> ClaimedRun:
     """Take the run's lease; everything the worker needs to evaluate it comes back. A worker
-    whose own resources fail sends `unhealthy` instead: recorded, nothing claimed, 409."""
+    whose own resources fail sends `unhealthy` instead: recorded, nothing claimed, 409. A run
+    of a phase with secret test data goes only to a claim saying `host_lock` (the worker holds
+    its host alone for it); another claim gets 409 `worker.no_host_lock`, and the run is
+    offered again, after a pause, to the next worker."""
     claimed = worker_calls.claim(session, run.id, body.worker, body.gpus, body.images, now,
                                  policy, unhealthy=body.unhealthy, pool_id=pool,
-                                 task_isolation=body.task_isolation)
+                                 task_isolation=body.task_isolation, host_lock=body.host_lock,
+                                 requeue=worker_calls.Requeue(queue, settings.default_queue))
     run, submission, phase = claimed.run, claimed.submission, claimed.phase
     data, rules = PhaseData.model_validate(phase.data or {}), rules_of(phase)
     return ClaimedRun(
@@ -159,7 +164,8 @@ def pool_job(request: Request, body: PoolJobRequest, session: WriteSessionDep, n
                                 f"{pool_jobs.POOL_HEADER}; shared workers take jobs from the "
                                 "broker")
     job = pool_jobs.next_job(session, pool, token, body.worker, body.host, body.gpus,
-                             body.images, now, task_isolation=body.task_isolation)
+                             body.images, now, task_isolation=body.task_isolation,
+                             host_lock=body.host_lock)
     if job is None:
         return Response(status_code=204)
     return PoolJobOut(run_id=job[0], run_token=job[1])

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from server.models.base import Base, UTCDateTime, utcnow
@@ -50,3 +50,7 @@ class Worker(Base):
     task_isolation: Mapped[str | None] = mapped_column(String(16))
     """What its start-up probe found (issue 34): `own` namespaces per test task, or `shared`
     (its host refuses them: every run falls back); None: not reported."""
+    host_lock: Mapped[bool | None] = mapped_column(Boolean)
+    """Whether its last claim or job request said it runs a secret phase's run alone on its
+    host (worker/host_lock.py); False: it gets no such run (an older worker); None: not heard
+    from since the column was added."""

@@ -90,6 +90,10 @@ class WorkerOut(BaseModel):
                                        "found, sent with its calls (issue 34): 'own' namespaces "
                                        "per test task, or 'shared' (its host refuses them: "
                                        "every run falls back); null: not reported")
+    host_lock: bool | None = Field(default=None, description="whether it runs a secret "
+                                   "phase's run alone on its host, as its last claim said; "
+                                   "false: it is given no run of a phase with secret test data "
+                                   "(upgrade it); null: no claim since the platform asked")
 
 
 class AuditOut(BaseModel):

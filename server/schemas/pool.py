@@ -40,6 +40,10 @@ class PoolWorkerOut(BaseModel):
     task_isolation: TaskIsolation | None = Field(
         default=None, description="its start-up probe (issue 34): 'own' namespaces per test "
         "task, or 'shared' (its host refuses them: every run falls back); null: not reported")
+    host_lock: bool | None = Field(
+        default=None, description="whether it runs a secret phase's run alone on its host, as "
+        "its last call said; false: it is handed no run of a phase with secret test data "
+        "(upgrade it); null: not heard from since the platform asked")
 
 
 class PoolQueueOut(BaseModel):
@@ -113,6 +117,9 @@ class PoolJobRequest(BaseModel):
     task_isolation: TaskIsolation | None = Field(
         default=None, description="what its start-up probe found (issue 34): 'own' namespaces "
         "per test task, or 'shared' (its host refuses them); null: not known yet")
+    host_lock: bool = Field(
+        default=False, description="it runs a run marked exclusive_host alone on its host "
+        "(worker/host_lock.py); without it, it is handed no run of a phase with secret test data")
 
 
 class PoolJobOut(BaseModel):

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from server.core.errors import AuthRequiredError, ForbiddenError
 from server.core.security import hash_token, new_token
-from server.models import PoolCredential, PoolOffer, PoolPhase, Run, Submission
+from server.models import Phase, PoolCredential, PoolOffer, PoolPhase, Run, Submission
 from server.services.run_transitions import guarded_update
 from server.services.workers import record_worker
 from submission_api.contract.states import RunState
@@ -94,9 +94,15 @@ def pool_run_ids(session: Session, run_ids: list[int]) -> set[int]:
 
 def next_job(session: Session, pool_id: int, token: str, worker: str, host: str | None,
              gpus: list[Any] | None, images: list[str] | None,
-             now: datetime, task_isolation: str | None = None) -> tuple[int, str] | None:
+             now: datetime, task_isolation: str | None = None,
+             host_lock: bool = False) -> tuple[int, str] | None:
     """Hand worker `worker` of pool `pool_id` the oldest queued run of the pool's phases with a
     fresh run token, or None; either way the call is the worker's heartbeat. Committed.
+
+    A worker that does not say it holds its host alone for a secret phase's run (`host_lock`;
+    one older than the host lock ignores `exclusive_host`) is handed no run of a phase with
+    secret test data: it gets the oldest other run, or none, and those runs wait for a worker
+    that says so.
 
     The run stays queued (the worker claims it next, as any worker does); it is not handed to
     another worker for `OFFER_WINDOW_S`. Two workers asking at once get different runs: the
@@ -109,11 +115,14 @@ def next_job(session: Session, pool_id: int, token: str, worker: str, host: str 
         .outerjoin(PoolOffer, offered)
         .where(PoolPhase.pool_id == pool_id, Run.state == RunState.QUEUED,
                Run.cancel_requested_at.is_(None),
-               or_(PoolOffer.run_id.is_(None), PoolOffer.available_at <= now))
+               or_(PoolOffer.run_id.is_(None), PoolOffer.available_at <= now),
+               *([] if host_lock else
+                 [Submission.phase_id.not_in(secret_phase_ids(session, pool_id))]))
         .order_by(Run.id).limit(1).with_for_update(of=Run, skip_locked=True)
     ).scalar_one_or_none()
     record_worker(session, worker, now, run_id=None, stage=None, gpus=gpus, images=images,
-                  pool_id=pool_id, host=host, task_isolation=task_isolation)
+                  pool_id=pool_id, host=host, task_isolation=task_isolation,
+                  host_lock=host_lock)
     _touch_credential(session, token, now)
     job = None
     if pick is not None:
@@ -124,6 +133,16 @@ def next_job(session: Session, pool_id: int, token: str, worker: str, host: str 
             job = (pick, run_token)
     session.commit()
     return job
+
+
+def secret_phase_ids(session: Session, pool_id: int) -> list[int]:
+    """The pool's phases whose test data are secret: their runs need a worker that holds its
+    host alone (`host_lock`)."""
+    from server.services.secrecy import test_data_level  # secrecy imports this module's users
+
+    phases = session.execute(select(Phase).join(PoolPhase, PoolPhase.phase_id == Phase.id)
+                             .where(PoolPhase.pool_id == pool_id)).scalars()
+    return [phase.id for phase in phases if test_data_level(phase) == "secret"]
 
 
 def hold_offer(session: Session, run_id: int, until: datetime, worker: str | None = None,

@@ -205,7 +205,8 @@ def pool_workers(session: Session, pool_id: int, now: datetime) -> list[dict[str
         rows.append({"name": w.name, "host": w.host, "gpus": w.gpus or [],
                      "images": w.images or [], "last_seen_at": w.last_seen_at,
                      "current_run_id": held.get(w.name), "health": health,
-                     "unhealthy": w.unhealthy, "task_isolation": w.task_isolation})
+                     "unhealthy": w.unhealthy, "task_isolation": w.task_isolation,
+                     "host_lock": w.host_lock})
     return rows
 
 

@@ -224,6 +224,12 @@ RETRY_NOTE = "A platform fault; it will be retried, not charged to your quota"
 """How a run put back in the queue after a platform fault reads to its owner (issue 32.5: it
 read "the run failed during meta-testing"); `secrecy.redact_message` keeps this note alone."""
 
+WAITING_FOR_HOST_LOCK = (
+    "Waiting for a worker that runs it alone on its host (this phase's test data are secret); "
+    "a worker that cannot was offered it and left it queued")
+"""How a queued run of a secret phase reads once a worker without the host lock was offered it
+(`worker_calls.offer_again`), until a worker claims it; `secrecy.redact_message` keeps it."""
+
 
 def requeue_or_fail(session: Session, run: Run, guard: list[Any], error: str, now: datetime,
                      policy: LeasePolicy) -> str | None:

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from server.core.errors import ConflictError
 from server.models import TERMINAL_STATES, AuditLog, Phase, Run, Submission, User
 from server.schemas.submission import coarse_progress
-from server.services.runs import RETRY_NOTE
+from server.services.runs import RETRY_NOTE, WAITING_FOR_HOST_LOCK
 from server.services.tenancy import organizes_phase
 from submission_api.contract.reasons import (
     BETWEEN_TASKS,
@@ -124,6 +124,8 @@ def redact_message(reason: str | None, message: str | None,
         return message
     if reason is None and message.startswith(RETRY_NOTE):  # queued again: the platform's own
         return f"{RETRY_NOTE}."
+    if reason is None and message == WAITING_FOR_HOST_LOCK:  # queued: the platform's own words
+        return message
     if reason == FailureReason.PLATFORM_ERROR:
         return "The platform failed running this run; it is not charged to your quota."
     if reason in TRUSTED_REASONS or _from_meta_train(reason, stage):

@@ -18,13 +18,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.core.errors import ConflictError, StaleLeaseError
+from server.core.security import hash_token, new_token
 from server.models import Phase, Run, Submission
 from server.services import runs as run_service
 from server.services.pool_jobs import hold_offer, run_pool
 from server.services.progress import record_progress
 from server.services.queue import JobQueue, enqueue_quietly
+from server.services.run_transitions import guarded_update
+from server.services.runs import WAITING_FOR_HOST_LOCK
+from server.services.secrecy import test_data_level
 from server.services.workers import record_unhealthy, record_worker
 from submission_api.contract.caps import MESSAGE_CAP, cap_head
+from submission_api.contract.states import RunState
 from submission_api.contract.wire import FinishBody, HeartbeatBody, ReleaseBody
 
 
@@ -51,27 +56,89 @@ class Claimed:
 def claim(session: Session, run_id: int, worker: str, gpus: list[Any] | None,
           images: list[str] | None, now: datetime, policy: run_service.LeasePolicy,
           unhealthy: str | None = None, pool_id: int | None = None,
-          task_isolation: str | None = None) -> Claimed:
+          task_isolation: str | None = None, host_lock: bool = False,
+          requeue: Requeue | None = None) -> Claimed:
     """Take the run's lease for `worker` (of pool `pool_id`, None: a shared worker) and record
     the worker; committed.
 
     Raises:
         ConflictError: (`worker.unhealthy`, 409) when the worker withholds its claim because its
             own resources fail: only its reason is recorded, the run stays queued.
+        ConflictError: (`worker.no_host_lock`, 409) when the run's phase has secret test data
+            and the worker does not say it holds its host alone for such a run (`host_lock`):
+            nothing is leased, and the run is offered again after a pause (`offer_again`).
     """
     if unhealthy is not None:
         record_unhealthy(session, worker, unhealthy, now, pool_id=pool_id)
         raise ConflictError(f"worker {worker!r} reports itself unhealthy and claims nothing: "
                             f"{unhealthy[:200]}", code="worker.unhealthy")
+    if not host_lock and needs_host_alone(session, run_id):
+        offer_again(session, run_id, worker, now, policy, pool_id, requeue)
+        raise ConflictError(
+            f"run {run_id} is of a phase with secret test data: it runs only on a worker that "
+            f"holds its host alone for it, and worker {worker!r} does not say so (no "
+            "'host_lock' in its claim: a worker older than the host lock); nothing was "
+            "claimed, the run waits for such a worker — upgrade this one",
+            code="worker.no_host_lock")
     run = run_service.claim_run(session, run_id, worker, now, policy)
     record_worker(session, worker, now, run_id=run.id, stage="preparing", claimed=True,
-                  gpus=gpus, images=images, pool_id=pool_id, task_isolation=task_isolation)
+                  gpus=gpus, images=images, pool_id=pool_id, task_isolation=task_isolation,
+                  host_lock=host_lock)
+    if run.message == WAITING_FOR_HOST_LOCK:  # it waited for this worker: no longer true
+        run.message = None
     submission = session.get_one(Submission, run.submission_id)
     phase = session.get_one(Phase, submission.phase_id)
     expires = run.lease_expires_at
     assert expires is not None  # claim_run has just set it
     session.commit()
     return Claimed(run, submission, phase, expires)
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """Where a run goes back to the broker: the job queue and the deployment's default line."""
+
+    queue: JobQueue
+    default_queue: str
+
+
+def needs_host_alone(session: Session, run_id: int) -> bool:
+    """Whether run `run_id` must run alone on its worker's host: its phase's test data are
+    secret (the claim then says `exclusive_host`; worker/host_lock.py)."""
+    phase = session.execute(
+        select(Phase).join(Submission, Submission.phase_id == Phase.id)
+        .join(Run, Run.submission_id == Submission.id).where(Run.id == run_id)
+    ).scalar_one_or_none()
+    return phase is not None and test_data_level(phase) == "secret"
+
+
+def offer_again(session: Session, run_id: int, worker: str, now: datetime,
+                policy: run_service.LeasePolicy, pool_id: int | None,
+                requeue: Requeue | None) -> None:
+    """A worker without the host lock was handed a secret phase's queued run: record that it
+    cannot hold its host alone (the workers page shows it), note on the run why it still waits,
+    and offer it again after `policy.release_backoff_s` with a fresh token (so that a repeated
+    delivery of the old job is dropped, never multiplied): to the pool's workers (a pool run's
+    offer is held until then) or through the broker. Neither an attempt nor a platform failure
+    is counted. A run that is not queued (leased, finished, cancelled) is left as it is."""
+    record_worker(session, worker, now, run_id=None, stage=None, pool_id=pool_id,
+                  host_lock=False)
+    token, served_by = new_token(), run_pool(session, run_id)
+    queued = guarded_update(session, run_id,
+                            [Run.state == RunState.QUEUED, Run.cancel_requested_at.is_(None)],
+                            {"run_token_hash": hash_token(token),
+                             "message": WAITING_FOR_HOST_LOCK})
+    later = now + timedelta(seconds=policy.release_backoff_s)
+    if queued and served_by is not None:
+        hold_offer(session, run_id, later)
+    phase_queue = session.execute(
+        select(Phase.queue).join(Submission, Submission.phase_id == Phase.id)
+        .join(Run, Run.submission_id == Submission.id).where(Run.id == run_id)
+    ).scalar_one_or_none()
+    session.commit()
+    if queued and served_by is None and requeue is not None:
+        enqueue_quietly(requeue.queue, [(run_id, token, phase_queue or requeue.default_queue)],
+                        countdown_s=policy.release_backoff_s)
 
 
 def heartbeat(session: Session, run: Run, body: HeartbeatBody, now: datetime,

@@ -45,11 +45,12 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
                   gpus: list[Any] | None = None, images: list[str] | None = None,
                   fault: str | None = None, unhealthy: str | None = None,
                   pool_id: int | None = None, host: str | None = None,
-                  task_isolation: str | None = None) -> None:
+                  task_isolation: str | None = None, host_lock: bool | None = None) -> None:
     """Note that worker `name` (of pool `pool_id`; None: a shared worker) was heard from,
     holding `run_id` at `stage` (None: idle), with the images it reported, the details of a
     platform fault it released a run for, why it stopped claiming (`unhealthy`; a claim
-    that goes through clears it) and what its start-up isolation probe found (issue 34)."""
+    that goes through clears it), what its start-up isolation probe found (issue 34) and
+    whether it holds its host alone for a secret phase's run (`host_lock`)."""
     if not name:
         return
     worker = _row(session, name[:200], now, pool_id)
@@ -68,6 +69,8 @@ def record_worker(session: Session, name: str | None, now: datetime, *,
         worker.images = sorted(set(images))
     if task_isolation is not None:
         worker.task_isolation = task_isolation
+    if host_lock is not None:
+        worker.host_lock = host_lock
     if fault is not None:
         worker.last_fault, worker.last_fault_at = storable_text(fault), now
     session.flush()
@@ -131,7 +134,8 @@ def list_workers(session: Session, now: datetime, silent_after_s: int,
             "gpus": w.gpus or [], "runs_claimed": w.runs_claimed, "silent": silent,
             "images": w.images, "last_fault": w.last_fault, "last_fault_at": w.last_fault_at,
             "unhealthy": w.unhealthy, "unhealthy_at": w.unhealthy_at, "pool_id": w.pool_id,
-            "isolation": isolation.get(w.name), "task_isolation": w.task_isolation})
+            "isolation": isolation.get(w.name), "task_isolation": w.task_isolation,
+            "host_lock": w.host_lock})
     return mark_shared_names(listed)
 
 

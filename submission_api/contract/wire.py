@@ -65,8 +65,15 @@ class ClaimBody:
     task_isolation: TaskIsolation | None = None
     """Optional: what the worker's start-up probe found (issue 34): `own` namespaces per test
     task on its host, or `shared` (the host refuses them; every run falls back)."""
+    host_lock: bool = False
+    """The worker runs a claim marked `exclusive_host` alone on its host (worker/host_lock.py).
+    A worker that does not say so (one older than the host lock ignores `exclusive_host`) is
+    never given a run of a phase with secret test data: that claim answers 409
+    `worker.no_host_lock` and the run waits for a worker that says so."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.host_lock, bool):
+            raise ValueError(f"host_lock is {self.host_lock!r}; expected true or false")
         _check_isolation(self.task_isolation)
         _check_length("worker", self.worker, WORKER_NAME_CAP, least=1)
         _check_length("unhealthy", self.unhealthy, UNHEALTHY_CAP, least=1)
@@ -76,7 +83,10 @@ class ClaimBody:
             _check_length("an image name", image, IMAGE_NAME_CAP)
 
     def to_json(self) -> dict[str, Any]:
-        return _json(self)
+        body = _json(self)
+        if not self.host_lock:  # the default, as a worker older than the field sends it
+            del body["host_lock"]
+        return body
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def finish_run(env: InProcess, run_id: int) -> None:
     token = next(t for r, t, _ in env.queue.jobs if r == run_id)
     bearer = {"Authorization": f"Bearer {token}"}
     claimed = env.client.post(f"/internal/runs/{run_id}/claim", headers=bearer,
-                              json={"worker": "authz"})
+                              json={"worker": "authz", "host_lock": True})  # secret runs too
     assert claimed.status_code == 200, claimed.text
     records = [TaskRecord(id=i, dataset="d", group="test", n_ways=2, n_shots=1 + i % 2,
                           score=0.25 * i, accuracy=0.5, worst_class_accuracy=0.4)

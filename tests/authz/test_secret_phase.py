@@ -52,7 +52,7 @@ def _finish(env: InProcess, run_id: int, *, failed: bool = False, score: float =
     token = next(t for r, t, _ in env.queue.jobs if r == run_id)
     bearer = {"Authorization": f"Bearer {token}"}
     claimed = env.client.post(f"/internal/runs/{run_id}/claim", headers=bearer,
-                              json={"worker": "secret"})
+                              json={"worker": "secret", "host_lock": True})
     assert claimed.status_code == 200, claimed.text
     body: dict = {"fencing_token": claimed.json()["fencing_token"],
                   **(_logs() if logs is None else logs)}

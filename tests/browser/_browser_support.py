@@ -140,7 +140,8 @@ class FakeWorker:
                                      if j[0] not in self.arena.done)
         self.arena.done.add(run_id)
         self.run_id, self.token = run_id, token
-        self.fencing = self._post("claim", {"worker": self.name})["fencing_token"]
+        self.fencing = self._post("claim", {"worker": self.name, "host_lock": True})[  # a final's
+            "fencing_token"]
         return run_id
 
     def heartbeat(self, stage: str = "running", progress: dict | None = None) -> None:

@@ -86,7 +86,8 @@ class Arena:
         claimed = []
         for i, (run_id, token, _) in enumerate(jobs):
             answer = self.client.post(f"/internal/runs/{run_id}/claim",
-                                      json={"worker": f"gpu-{i}", "gpus": [i]},
+                                      json={"worker": f"gpu-{i}", "gpus": [i],
+                                            "host_lock": True},  # the final's runs are secret
                                       headers={"Authorization": f"Bearer {token}"})
             assert answer.status_code == 200, answer.text
             claimed.append((run_id, token, answer.json()["fencing_token"]))

@@ -236,7 +236,8 @@ def build_runtime(settings: WorkerSettings, slot: int) -> Runtime:
                             attempts=settings.http_attempts, backoff_s=settings.http_backoff_s,
                             list_images=make_image_lister(settings),
                             pool_token=settings.pool_token,
-                            task_isolation=reported_task_isolation)
+                            task_isolation=reported_task_isolation,
+                            host_lock=True)  # every run holds `build_host_lock`'s lock below
     execute, engine_check = build_sandbox(settings)
     return Runtime(
         client=client, execute=execute, engine_check=engine_check, prepare_run=prepare_run,

@@ -24,7 +24,7 @@ def _released(env, **phase_fields) -> tuple[int, dict]:
     assert answer.status_code == 201, answer.text
     submission_id = answer.json()["id"]
     run_id, token = env.queue.jobs[-1][:2]
-    fencing = claim(env, run_id, token).json()["fencing_token"]
+    fencing = claim(env, run_id, token, host_lock=True).json()["fencing_token"]
     released = call(env, run_id, token, "release",
                     {"fencing_token": fencing, "error": "the worker was stopped"})
     assert released.json()["requeued"], released.text

@@ -11,7 +11,7 @@ def _claim(env, run_id: int) -> tuple[dict, int]:
     token = next(t for r, t, _q in env.queue.jobs if r == run_id)
     bearer = {"Authorization": f"Bearer {token}"}
     claimed = env.client.post(f"/internal/runs/{run_id}/claim", headers=bearer,
-                              json={"worker": "w1"})
+                              json={"worker": "w1", "host_lock": True})  # a secret run's too
     assert claimed.status_code == 200, claimed.text
     return bearer, claimed.json()["fencing_token"]
 

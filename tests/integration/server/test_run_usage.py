@@ -30,7 +30,8 @@ def finish_failed_run(env, phase, user, **fields):
     submission_id = env.submit(phase.id, user).json()["id"]
     run_id, token, _ = env.queue.jobs[-1]
     auth = {"Authorization": f"Bearer {token}"}
-    fencing = env.client.post(f"/internal/runs/{run_id}/claim", json={"worker": "w"},
+    fencing = env.client.post(f"/internal/runs/{run_id}/claim",  # a secret run's too
+                              json={"worker": "w", "host_lock": True},
                               headers=auth).json()["fencing_token"]
     answer = env.client.post(f"/internal/runs/{run_id}/finish", headers=auth, json={
         "fencing_token": fencing, "state": "failed", "reason": "crashed",

@@ -27,8 +27,10 @@ def call(env, run_id: int, token: str, action: str, body: dict | None = None):
                            headers={"Authorization": f"Bearer {token}"})
 
 
-def claim(env, run_id, token, worker="w1"):
-    return call(env, run_id, token, "claim", {"worker": worker})
+def claim(env, run_id, token, worker="w1", host_lock=False):
+    """`host_lock`: the worker holds its host alone for a secret phase's run (needed for one)."""
+    return call(env, run_id, token, "claim",
+                {"worker": worker} | ({"host_lock": True} if host_lock else {}))
 
 
 def finish_body(fencing: int, score: float = 0.6, **kw) -> dict:

@@ -252,6 +252,7 @@ def test_the_owner_sees_their_pool_and_nothing_of_another(env):
     assert body["workers"][0] | {"last_seen_at": None} == {
         "name": "wa", "host": "wa.lab", "gpus": ["A100"], "images": ["arena-sandbox:latest"],
         "last_seen_at": None, "current_run_id": job[0], "health": "live", "unhealthy": None,
+        "host_lock": False,
         "task_isolation": None}
     assert body["queue"]["queued"] == 0 and body["phases"] == [
         {"id": a.phase_id, "name": "dev"}]

@@ -74,10 +74,11 @@ def test_the_claim_of_a_secret_phases_run_asks_for_an_exclusive_host(env):
     answers = {}
     for level in ("public", "feedback", "secret"):
         run_id, token = _job(env, env.phase(leaderboard={"test_data": level}).id)
-        claimed = call(env, run_id, token, "claim", {"worker": f"w-{level}"})
+        claimed = call(env, run_id, token, "claim",
+                       {"worker": f"w-{level}", "host_lock": level == "secret"})
         assert claimed.status_code == 200, claimed.text
         answers[level] = claimed.json()["exclusive_host"]
     run_id, token = _job(env, env.phase(name="final").id)  # secret by default
-    answers["final"] = call(env, run_id, token, "claim", {"worker": "w-final"}).json()[
-        "exclusive_host"]
+    answers["final"] = call(env, run_id, token, "claim",
+                            {"worker": "w-final", "host_lock": True}).json()["exclusive_host"]
     assert answers == {"public": False, "feedback": False, "secret": True, "final": True}

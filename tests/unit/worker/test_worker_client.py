@@ -194,3 +194,23 @@ def test_claim_naming_one_dataset_with_two_hashes_is_refused():
     data["data"]["meta_test"][0]["content_hash"] = "d" * 64
     with pytest.raises(ValidationError, match="two content hashes"):
         ClaimedRun.model_validate(data)
+
+
+def test_the_real_workers_claim_and_job_request_say_it_holds_its_host_alone(server, tmp_path):
+    """The worker's runtime (`wiring.build_runtime`) holds the host lock around every run, so
+    its claims and pool job requests say `host_lock`: the server gives a secret phase's run only
+    to such a worker (an older one ignores `exclusive_host`). A client built without it (as
+    above) sends no such field, as an older worker does."""
+    from worker.pipeline.wiring import build_runtime
+    from worker.settings import WorkerSettings
+
+    url, script = server
+    script.answers["/internal/runs/5/claim"] = [(200, json.dumps(CLAIM).encode())]
+    script.answers["/internal/pool/jobs"] = [(204, b"")]
+    runtime = build_runtime(WorkerSettings(name="gpu-host", executor="local", data_dir=tmp_path,
+                                           server_url=url, http_attempts=1), slot=0)
+    assert runtime.host_lock is not None
+    assert runtime.client.claim(5, "tok", "gpu-host/0") is not None
+    assert runtime.client.request_job("gpu-host/0", "gpu-host", [], []) is None
+    claim_body, job_body = (json.loads(seen[3]) for seen in script.seen)
+    assert claim_body["host_lock"] is True and job_body["host_lock"] is True
