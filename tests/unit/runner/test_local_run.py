@@ -1,5 +1,10 @@
 """`arena run` end to end on a tiny collection: the outputs a participant reads, every failure a
-submission can cause ending in a clear state, and NeurIPS'22 zips running unchanged."""
+submission can cause ending in a clear state, and NeurIPS'22 zips running unchanged.
+
+Each run costs seconds of CPU (a meta-train process and a meta-test side, each importing torch),
+so the runs of the same submission are made once per module (`centroid_runs`, `fault_runs`) and
+the tests that read different facts of one run share it; each still reads the run it checks.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from submission_api.protocols import ProtocolParams
-from submission_api.runner.local import run_local
+from submission_api.runner.local import LocalRunResult, run_local
 
 QUICK = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": 3})
 
@@ -65,29 +70,47 @@ def run(tmp_path: Path, submission: Path, collection: Path, cache: Path, **kwarg
     )
 
 
-def test_a_finished_run_writes_scores_predictions_and_report(
-    tmp_path, tiny_collection, arena_cache
-):
-    result = run(tmp_path, write_submission(tmp_path / "sub"), tiny_collection, arena_cache)
+DEEP = Path("d" * 60) / ("e" * 60)
+"""A unix socket path holds 107 bytes; the task channel lives in the run's work folder, so the
+plain run's output folder is this deep below its temporary folder."""
+
+
+@pytest.fixture(scope="module")
+def centroid_runs(tmp_path_factory, tiny_collection, arena_cache) -> dict[str, LocalRunResult]:
+    """The centroid submission run three times: "plain" (seeds 0, into a folder deeper than a
+    socket path takes, its work folder removed), "other_seed" (seed 8, its work folder kept for
+    the test that tampers with it) and "other_phase" (phase seed 5)."""
+    root = tmp_path_factory.mktemp("centroid")
+    sub = write_submission(root / "sub")
+    runs = {"plain": ({}, root / "plain" / DEEP),
+            "other_seed": ({"seed": 8, "keep_work": True}, root / "other_seed"),
+            "other_phase": ({"phase_seed": 5}, root / "other_phase")}
+    return {name: run_local(sub, tiny_collection, out, protocol=QUICK, cache_dir=arena_cache,
+                            **kwargs)
+            for name, (kwargs, out) in runs.items()}
+
+
+def test_a_finished_run_writes_scores_predictions_and_report(centroid_runs):
+    result = centroid_runs["plain"]
+    out = result.output_dir
 
     assert result.state == "finished", result.message
-    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    scores = json.loads((out / "scores.json").read_text())
     assert scores["n_tasks"] == 6  # 3 tasks x 2 meta-test datasets
     assert {"score", "ci95", "n_tasks", "duration_s", "tasks"} <= set(scores)
     assert {"dataset", "ways", "shots", "score"} <= set(scores["tasks"][0])
     assert scores["score"] > 0.1  # raw-pixel centroids beat chance on the synthetic domains
-    assert len(list((tmp_path / "out" / "predictions").glob("task_*.npy"))) == 6
-    html = (tmp_path / "out" / "detailed_results.html").read_text()
+    assert len(list((out / "predictions").glob("task_*.npy"))) == 6
+    html = (out / "detailed_results.html").read_text()
     assert "data:image/png;base64," in html
-    assert (tmp_path / "out" / "logs" / "meta_train" / "performance.csv").exists()
+    assert (out / "logs" / "meta_train" / "performance.csv").exists()
 
 
-def test_test_tasks_depend_on_the_phase_seed_only(tmp_path, tiny_collection, arena_cache):
-    sub = write_submission(tmp_path / "sub")
-    first = run(tmp_path / "a", sub, tiny_collection, arena_cache, seed=7).scores
-    other_run = run(tmp_path / "b", sub, tiny_collection, arena_cache, seed=8).scores
-    other_phase = run(tmp_path / "c", sub, tiny_collection, arena_cache, seed=7,
-                      phase_seed=5).scores
+def test_test_tasks_depend_on_the_phase_seed_only(centroid_runs):
+    first = centroid_runs["plain"].scores
+    other_run = centroid_runs["other_seed"].scores
+    other_phase = centroid_runs["other_phase"].scores
+    assert first is not None and other_run is not None and other_phase is not None
 
     def shapes(scores: dict) -> list[tuple[int, int]]:
         return [(t["ways"], t["shots"]) for t in scores["tasks"]]
@@ -97,23 +120,31 @@ def test_test_tasks_depend_on_the_phase_seed_only(tmp_path, tiny_collection, are
     assert shapes(first) != shapes(other_phase)
 
 
-@pytest.mark.parametrize(
-    ("meta_fit_extra", "predict_suffix", "reason", "words"),
-    [
-        ("raise RuntimeError('boom in meta_fit')", "", "meta_fit_error", "boom in meta_fit"),
-        ("pass", " + float('nan')", "bad_predictions", "NaN"),
-        ("pass", "[:1]", "bad_predictions", "expected"),
-        ("pass", ".tolist() and [object()]", "predict_error", "numeric"),
-        # The worker's verdict (tests/unit/contract/test_verdicts.py): the stage it ended in.
-        ("import os; os._exit(3)", "", "meta_fit_error", "meta_fit ended the process with exit "
-         "code 3"),
-    ],
-)
+FAULTS = [
+    ("raise RuntimeError('boom in meta_fit')", "", "meta_fit_error", "boom in meta_fit"),
+    ("pass", " + float('nan')", "bad_predictions", "NaN"),
+    ("pass", "[:1]", "bad_predictions", "expected"),
+    ("pass", ".tolist() and [object()]", "predict_error", "numeric"),
+    # The worker's verdict (tests/unit/contract/test_verdicts.py): the stage it ended in.
+    ("import os; os._exit(3)", "", "meta_fit_error", "meta_fit ended the process with exit "
+     "code 3"),
+]
+
+
+@pytest.fixture(scope="module")
+def fault_runs(tmp_path_factory, tiny_collection, arena_cache) -> list[LocalRunResult]:
+    """One run per entry of FAULTS (a submission broken in meta_fit or in predict), in order."""
+    root = tmp_path_factory.mktemp("faults")
+    return [run(root / str(i), write_submission(root / str(i) / "sub", suffix, extra),
+                tiny_collection, arena_cache)
+            for i, (extra, suffix, _, _) in enumerate(FAULTS)]
+
+
+@pytest.mark.parametrize(("meta_fit_extra", "predict_suffix", "reason", "words"), FAULTS)
 def test_participant_faults_end_failed_with_a_clear_reason(
-    tmp_path, tiny_collection, arena_cache, meta_fit_extra, predict_suffix, reason, words
+    fault_runs, meta_fit_extra, predict_suffix, reason, words
 ):
-    sub = write_submission(tmp_path / "sub", predict_suffix, meta_fit_extra)
-    result = run(tmp_path, sub, tiny_collection, arena_cache)
+    result = fault_runs[FAULTS.index((meta_fit_extra, predict_suffix, reason, words))]
 
     assert (result.state, result.reason) == ("failed", reason)
     assert words in result.message
@@ -136,36 +167,34 @@ def test_an_endless_meta_fit_is_stopped_at_the_time_limit(tmp_path, tiny_collect
     assert (result.state, result.reason) == ("timed_out", "time_limit")
 
 
-def test_predictions_are_read_from_the_trusted_side_only(tmp_path, tiny_collection, arena_cache):
+def test_predictions_are_read_from_the_trusted_side_only(centroid_runs):
     # Whatever lies in output/predictions (meta-train could write there) is never scored.
-    result = run(tmp_path, write_submission(tmp_path / "sub"), tiny_collection, arena_cache,
-                 keep_work=True)
-    assert result.state == "finished"
-    answers = tmp_path / "out" / ".work" / "answers"
-    (tmp_path / "out" / "predictions" / "task_00000.npy").write_bytes(b"garbage")
+    # The one test that tampers with a run's folders: "other_seed" (keep_work) is its own.
+    result = centroid_runs["other_seed"]
+    assert result.state == "finished" and result.scores is not None
+    out = result.output_dir
+    answers = out / ".work" / "answers"
+    (out / "predictions" / "task_00000.npy").write_bytes(b"garbage")
 
     from submission_api.runner.scorer import ParticipantFailure, score_output
 
-    assert score_output(tmp_path / "out", answers).summary["mean"] == result.scores["mean"]
+    assert score_output(out, answers).summary["mean"] == result.scores["mean"]
     # Defence in depth: even the trusted folder is read without following links.
     prediction = answers / "predictions" / "task_00000.npy"
     prediction.unlink()
     prediction.symlink_to(answers / "query_labels.npy")
     with pytest.raises(ParticipantFailure, match="link"):
-        score_output(tmp_path / "out", answers)
+        score_output(out, answers)
 
 
-def test_the_work_folder_is_removed_after_success_and_failure(
-    tmp_path, tiny_collection, arena_cache
-):
-    finished = run(tmp_path / "a", write_submission(tmp_path / "sub"), tiny_collection,
-                   arena_cache)
-    failed = run(tmp_path / "b", write_submission(tmp_path / "bad", meta_fit_extra="1 / 0"),
-                 tiny_collection, arena_cache)
+def test_the_work_folder_is_removed_after_success_and_failure(centroid_runs, fault_runs):
+    finished = centroid_runs["plain"]
+    failed = fault_runs[0]  # raised in meta_fit
 
     assert (finished.state, failed.state) == ("finished", "failed")
-    assert not (tmp_path / "a" / "out" / ".work").exists()
-    assert not (tmp_path / "b" / "out" / ".work").exists()
+    assert (centroid_runs["other_seed"].output_dir / ".work").is_dir()  # kept when asked to
+    assert not (finished.output_dir / ".work").exists()
+    assert not (failed.output_dir / ".work").exists()
 
 
 def test_a_neurips22_zip_with_its_own_api_copy_runs_unchanged(
@@ -238,12 +267,8 @@ def test_a_missing_model_py_is_named_with_where_it_was_looked_for(
     assert f"model.py is missing: looked for {tmp_path / 'empty' / 'model.py'}" in result.message
 
 
-def test_an_output_folder_deeper_than_a_socket_path_takes_still_runs(
-    tmp_path, tiny_collection, arena_cache
-):
-    # A unix socket path holds 107 bytes; the task channel lives in the run's work folder.
-    deep = tmp_path / ("d" * 60) / ("e" * 60)
-    assert len(str(deep / "work" / "channel" / "control.sock")) > 107
-    result = run_local(write_submission(tmp_path / "sub"), tiny_collection, deep,
-                       protocol=QUICK, cache_dir=arena_cache)
+def test_an_output_folder_deeper_than_a_socket_path_takes_still_runs(centroid_runs):
+    result = centroid_runs["plain"]  # its output folder is DEEP below its temporary folder
+    assert str(result.output_dir).endswith(str(DEEP))
+    assert len(str(result.output_dir / "work" / "channel" / "control.sock")) > 107
     assert result.state == "finished", result.message
