@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -28,14 +29,50 @@ CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 STOPPED = "the worker evaluating this run was stopped by its operator"
 
 
+HELD = "time.sleep(600)"
+"""What a run that a test stops, releases or kills does in meta-fit: it is still running when
+its test gets to it, however late (its phase's limit is 900 s; the tests cancel it)."""
+
+
 @pytest.fixture(scope="module")
-def phase(platform: Platform, tiny_collection: Path, arena_cache: Path) -> dict:
+def fleet(platform: Platform, tiny_collection: Path, arena_cache: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Every test's worker(s), started at once, each test's on a queue and a phase of its own
+    (a worker only ever takes its own test's runs), with the test's runs queued before: the
+    start-ups and first runs overlap instead of following each other test by test."""
     organizer = platform.create_user("ops-organizer", "organizer")
+    alice = platform.create_user("ops-alice")
     data = platform.register_collection(tiny_collection, arena_cache)
-    return {"id": platform.create_phase(organizer, data,
-                                        protocol={"name": "cross-domain",
-                                                  "tasks_per_dataset": 2}),
-            "alice": platform.create_user("ops-alice")}
+    folder = tmp_path_factory.mktemp("ops")
+    runs = {"ops-idle": [], "ops-info": ["pass"], "ops-ctrlc": [HELD], "ops-term": [HELD],
+            "ops-twin": [HELD, HELD]}
+    fleet: dict = {"alice": alice, "sids": {}, "workers": {}}
+    for name, meta_fits in runs.items():
+        queue = f"{platform.queue}-{name}"
+        phase = platform.create_phase(organizer, data, queue=queue, time_limit_s=900,
+                                      protocol={"name": "cross-domain",
+                                                "tasks_per_dataset": 2})
+        fleet["sids"][name] = [
+            platform.submit(alice, phase, make_model_zip(folder / f"{name}{i}", meta_fit=code))
+            for i, code in enumerate(meta_fits)]
+        env = {"ARENA_WORKER_QUEUES": f'["{queue}"]', "ARENA_WORKER_MAX_TIME_LIMIT_S": "900"}
+        fleet["workers"][name] = [platform.start_worker(name, **env)]
+        if name == "ops-twin":
+            fleet["workers"][name].append(platform.start_worker(
+                name, **env, ARENA_WORKER_DATA_DIR=str(folder / "twin2")))
+    yield fleet
+    _remove_orphans(platform)
+
+
+def _remove_orphans(platform: Platform) -> None:
+    """The sandboxes a SIGKILLed worker left sleeping in meta-fit (nobody times them)."""
+    import docker
+    from worker.pipeline.execute import compute_deployment_id
+
+    prefix = f"arena-{compute_deployment_id(platform.base_url)}-run-"
+    for container in docker.from_env().containers.list(all=True, filters={"name": prefix}):
+        if container.name.startswith(prefix):
+            container.remove(force=True)
 
 
 def _dashboard(platform: Platform) -> str:
@@ -61,8 +98,8 @@ def _stop(platform: Platform, worker) -> None:  # noqa: ANN001 - subprocess.Pope
         platform.kill_worker(worker)
 
 
-def test_an_idle_worker_is_on_the_dashboard(platform, phase):
-    worker = platform.start_worker("ops-idle")
+def test_an_idle_worker_is_on_the_dashboard(platform, fleet):
+    [worker] = fleet["workers"]["ops-idle"]
     try:
         wait_until(lambda: "worker.ready" in _log(platform, "ops-idle"), 120, "the worker")
         page = wait_until(lambda: (p := _dashboard(platform)) and "ops-idle" in p and p, 60,
@@ -72,12 +109,10 @@ def test_an_idle_worker_is_on_the_dashboard(platform, phase):
         _stop(platform, worker)
 
 
-def test_a_finished_run_logs_at_info_and_never_its_token(platform, phase, tmp_path):
-    worker = platform.start_worker("ops-info")
+def test_a_finished_run_logs_at_info_and_never_its_token(platform, fleet):
+    [worker], [sid] = fleet["workers"]["ops-info"], fleet["sids"]["ops-info"]
     try:
-        archive = make_model_zip(tmp_path / "quick")
-        sid = platform.submit(phase["alice"], phase["id"], archive)
-        assert platform.wait_terminal(phase["alice"], sid)["state"] == "finished"
+        assert platform.wait_terminal(fleet["alice"], sid)["state"] == "finished"
         log = wait_until(lambda: (t := _log(platform, "ops-info")) and "run.finished" in t and t,
                          30, "the run.finished line")
         assert re.search(r" INFO worker\.pipeline\.evaluate run\.finished .*score=", log), log
@@ -87,68 +122,62 @@ def test_a_finished_run_logs_at_info_and_never_its_token(platform, phase, tmp_pa
         _stop(platform, worker)
 
 
-def _running(platform: Platform, phase: dict, tmp_path: Path, name: str):  # noqa: ANN202
-    worker = platform.start_worker(name)
-    archive = make_model_zip(tmp_path / name, meta_fit="time.sleep(90)")
-    sid = platform.submit(phase["alice"], phase["id"], archive)
-    wait_until(lambda: platform.submission(phase["alice"], sid)["runs"][0]["state"] == "running",
+def _running(platform: Platform, fleet: dict, name: str):  # noqa: ANN202
+    [worker], [sid] = fleet["workers"][name], fleet["sids"][name]
+    wait_until(lambda: platform.submission(fleet["alice"], sid)["runs"][0]["state"] == "running",
                240, "the run to start")
     time.sleep(3)  # into meta-training
     return worker, sid
 
 
-def _released_by_the_worker(platform: Platform, phase: dict, sid: int) -> dict:
+def _released_by_the_worker(platform: Platform, fleet: dict, sid: int) -> dict:
     """The run once queued again; its message says the worker released it (a lapsed lease,
     which the reconciler finds after 15 s, says 'lease of ... expired')."""
-    run = wait_until(lambda: (r := platform.submission(phase["alice"], sid)["runs"][0])
+    run = wait_until(lambda: (r := platform.submission(fleet["alice"], sid)["runs"][0])
                      ["state"] == "queued" and r, 60, "the run to be queued again")
     assert STOPPED in run["message"] and "expired" not in run["message"], run
     return run
 
 
-def _cancel(platform: Platform, phase: dict, sid: int) -> None:
-    with platform.api(phase["alice"]) as api:
+def _cancel(platform: Platform, fleet: dict, sid: int) -> None:
+    with platform.api(fleet["alice"]) as api:
         api.post(f"/api/v1/submissions/{sid}/cancel")
 
 
-def test_a_second_ctrl_c_gives_the_run_back_at_once(platform, phase, tmp_path):
-    worker, sid = _running(platform, phase, tmp_path, "ops-ctrlc")
+def test_a_second_ctrl_c_gives_the_run_back_at_once(platform, fleet):
+    worker, sid = _running(platform, fleet, "ops-ctrlc")
     try:
         os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
         time.sleep(2)
         os.killpg(worker.pid, signal.SIGINT)
         worker.wait(timeout=60)
-        _released_by_the_worker(platform, phase, sid)
+        _released_by_the_worker(platform, fleet, sid)
         log = _log(platform, "ops-ctrlc")
         assert "run.released" in log and "Traceback" not in log, log[-3000:]
         rows = {w["name"].split("@")[0]: w for w in _workers(platform)}
         assert rows["ops-ctrlc/0"]["current_run_id"] is None  # nothing held once released
     finally:
         _stop(platform, worker)
-        _cancel(platform, phase, sid)
+        _cancel(platform, fleet, sid)
 
 
-def test_sigterm_gives_the_run_back_and_a_clean_stop(platform, phase, tmp_path):
-    worker, sid = _running(platform, phase, tmp_path, "ops-term")
+def test_sigterm_gives_the_run_back_and_a_clean_stop(platform, fleet):
+    worker, sid = _running(platform, fleet, "ops-term")
     try:
         os.killpg(worker.pid, signal.SIGTERM)  # docker stop, systemd: the whole group
         worker.wait(timeout=60)
-        _released_by_the_worker(platform, phase, sid)
+        _released_by_the_worker(platform, fleet, sid)
         log = _log(platform, "ops-term")
         assert "Traceback" not in log and "worker.stopping" in log, log[-3000:]
     finally:
         _stop(platform, worker)
-        _cancel(platform, phase, sid)
+        _cancel(platform, fleet, sid)
 
 
-def test_two_workers_with_one_name_hold_runs_as_two_owners(platform, phase, tmp_path):
-    first = platform.start_worker("ops-twin")
-    second = platform.start_worker("ops-twin", ARENA_WORKER_DATA_DIR=str(tmp_path / "twin2"))
-    sids = []
+def test_two_workers_with_one_name_hold_runs_as_two_owners(platform, fleet):
+    first, second = fleet["workers"]["ops-twin"]
+    sids = fleet["sids"]["ops-twin"]
     try:
-        for index in range(2):
-            archive = make_model_zip(tmp_path / f"twin{index}", meta_fit="time.sleep(60)")
-            sids.append(platform.submit(phase["alice"], phase["id"], archive))
         holders = wait_until(
             lambda: len(h := {w["name"]: w["current_run_id"] for w in _workers(platform)
                               if w["name"].startswith("ops-twin/") and w["current_run_id"]})
@@ -166,4 +195,4 @@ def test_two_workers_with_one_name_hold_runs_as_two_owners(platform, phase, tmp_
         _stop(platform, first)
         _stop(platform, second)
         for sid in sids:
-            _cancel(platform, phase, sid)
+            _cancel(platform, fleet, sid)
