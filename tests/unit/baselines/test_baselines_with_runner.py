@@ -30,9 +30,15 @@ def tiny_collection(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         )
 
 
+@pytest.fixture(scope="module")
+def compiled_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One dataset cache for both runs: the first compiles the collection, the second reads it."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.mark.parametrize("name", ["protonet", "finetune"])
 def test_baseline_finishes_a_local_run_and_is_scored(
-    name: str, tiny_collection: Path, tmp_path: Path
+    name: str, tiny_collection: Path, compiled_cache: Path, tmp_path: Path
 ) -> None:
     protocol = ProtocolParams(
         name="fixed", n_ways=3, n_shots=2, n_queries=3, tasks_per_dataset=TASKS_PER_DATASET
@@ -43,7 +49,7 @@ def test_baseline_finishes_a_local_run_and_is_scored(
         tmp_path / "out",
         protocol=protocol,
         seed=0,
-        cache_dir=tmp_path / "cache",
+        cache_dir=compiled_cache,
     )
     assert result.state == "finished", f"{result.reason}: {result.message}"
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
