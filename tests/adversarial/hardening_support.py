@@ -84,8 +84,10 @@ def leftover_sandboxes(server_url: str, run_ids: list[int]) -> list[str]:
     from worker.pipeline.execute import compute_deployment_id, container_prefix
 
     deployment = compute_deployment_id(server_url)
+    # ignore_removed: a container (another suite's, on a shared host) removed between the list
+    # and its inspection is gone, not an error (it was: 404 Not Found, under load).
     names = [c.name for c in docker.from_env().containers.list(
-        all=True, filters={"label": SANDBOX_LABEL})]
+        all=True, filters={"label": SANDBOX_LABEL}, ignore_removed=True)]
     return [n for n in names
             if any(n.startswith(container_prefix(deployment, r)) for r in run_ids)]
 
