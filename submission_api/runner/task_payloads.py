@@ -1,8 +1,8 @@
 """The trusted side's test tasks on their way to their processes: each task's sealed file, cut one
 task ahead in a thread of its own (`Payloads`), its hand-over to the supervisor and its process
-(`start_task`; the next task's, while the current one runs: `start_ahead`), and a task whose
-process has its socket and its images and waits for its release (`Started`). Used by
-`task_server`, which sends the release (`go`).
+(`start_task`; the next task's, while the current one runs: its socket at once, `hand_socket`,
+its images once cut, `finish_ahead`), and a task whose process has its socket and its images
+and waits for its release (`Started`). Used by `task_server`, which sends the release (`go`).
 """
 
 from __future__ import annotations
@@ -146,33 +146,43 @@ class Started:
             self.sock.close()
 
 
-def start_task(control: socket.socket, task: AnswerTask, payloads: Payloads, deadline: float,
-               ahead: bool = False) -> Started:
-    """Hand `task`'s socket to the supervisor on `control`, which starts its process (where
-    tasks have their own namespaces, from the standby made while the previous task ran), and
-    send its images on it. The process converts them, then waits for its release (`go`, sent by
-    `task_server`): nothing of the submission runs before.
+def hand_socket(control: socket.socket, task: AnswerTask) -> socket.socket:
+    """Hand a fresh socket for `task` to the supervisor on `control`, which starts the task's
+    process on it (where tasks have their own namespaces, takes the standby made while the
+    previous task ran); return our end. Its images follow on it (`send_images`): the hand-over
+    (supervisor, fork server, T, the task's process: four wake-ups, each a scheduling delay on
+    a loaded host) runs while the images are cut instead of after.
 
     Raises:
         ChannelError, OSError: the control connection failed (the meta-test side is gone).
     """
-    try:
-        payload = payloads.take(task)
-    except TaskDataError as error:
-        return Started(task, ahead=ahead, error=error)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with theirs:
             send_control(control, {"type": "task", "id": task.id}, [theirs.fileno()])
     except BaseException:  # the control connection: the run's failure, not the task's
         ours.close()
-        payload.close()
         raise
-    started = Started(task, ahead, ours)
+    return ours
+
+
+def send_images(started: Started, payloads: Payloads, deadline: float) -> Started:
+    """Cut `started`'s task (or take its cut made ahead) and send it on its socket. The process
+    converts nothing, then waits for its release (`go`, sent by `task_server`): nothing of the
+    submission runs before. A cut that fails sets `error` (nothing sent: the task may be cut
+    again on the same socket); a send that fails sets `problem`."""
+    task = started.task
     try:
-        ours.settimeout(max(0.01, deadline - time.monotonic()))
-        send_sealed(ours, {"type": "task", "id": task.id, "n_ways": task.n_ways,
-                           "n_shots": task.n_shots}, payload)
+        payload = payloads.take(task)
+    except TaskDataError as error:
+        started.error = error
+        return started
+    started.error = None
+    assert started.sock is not None
+    try:
+        started.sock.settimeout(max(0.01, deadline - time.monotonic()))
+        send_sealed(started.sock, {"type": "task", "id": task.id, "n_ways": task.n_ways,
+                                   "n_shots": task.n_shots}, payload)
     except (ChannelError, OSError) as error:
         started.problem = error
     finally:
@@ -180,10 +190,26 @@ def start_task(control: socket.socket, task: AnswerTask, payloads: Payloads, dea
     return started
 
 
-def start_ahead(control: socket.socket, following: list[AnswerTask], payloads: Payloads,
-                deadline: float) -> Started:
-    """In the cutting thread: start the next task, then cut the one after it."""
-    started = start_task(control, following[0], payloads, deadline, ahead=True)
-    if started.error is None and len(following) > 1:
-        payloads.cut_ahead(following[1])
+def start_task(control: socket.socket, task: AnswerTask, payloads: Payloads,
+               deadline: float) -> Started:
+    """Hand `task`'s socket to the supervisor, which starts its process, and send its images
+    on it (`hand_socket`, `send_images`).
+
+    Raises:
+        ChannelError, OSError: the control connection failed (the meta-test side is gone).
+    """
+    return send_images(Started(task, False, hand_socket(control, task)), payloads, deadline)
+
+
+def finish_ahead(started: Started, after: AnswerTask | None, payloads: Payloads,
+                 deadline: float) -> Started:
+    """In the cutting thread: send the next task's images on the socket already handed over
+    (`hand_socket`, while the current task runs), then cut the task after it."""
+    try:
+        send_images(started, payloads, deadline)
+    except BaseException:  # its process then sees the end of its socket
+        started.close()
+        raise
+    if started.error is None and after is not None:
+        payloads.cut_ahead(after)
     return started

@@ -49,8 +49,10 @@ from submission_api.runner.task_payloads import (
     Payloads,
     Started,
     TaskDataError,
+    finish_ahead,
+    hand_socket,
     result_or_none,
-    start_ahead,
+    send_images,
     start_task,
 )
 
@@ -262,8 +264,9 @@ class TaskServer:
         """Release one task and collect its predictions; False when the run must stop.
 
         `following`: the next task and the one after, where tasks are started ahead: once this
-        task is released, the next one is started in the cutting thread (its process converts
-        its images while this task runs) and the one after is cut there.
+        task is released, the next one's socket is handed over (its process is started) and its
+        images are sent from the cutting thread once cut, while this task runs; the one after
+        is cut there next.
 
         Whatever the task's process sends ends here in an answer or a `problem`, never in an
         exception (a hostile frame must not stop this thread: the run would hang to its time
@@ -273,9 +276,10 @@ class TaskServer:
         assert self._control is not None
         task = current.task
         if current.error is not None and current.ahead:
-            # cut again at its turn, its error then
-            current = start_task(self._control, task, payloads, self.deadline)
+            # cut again at its turn, its error then (its process has its socket already)
+            current = send_images(current, payloads, self.deadline)
         if current.error is not None:
+            current.close()
             raise current.error
         assert current.sock is not None
         answer: tuple[dict, list[np.ndarray]] | None = None
@@ -288,9 +292,13 @@ class TaskServer:
                 except (ChannelError, OSError) as error:
                     problem = error
             if problem is None:
-                if following:
-                    self._waiting = payloads.submit(start_ahead, self._control, following,
-                                                    payloads, self.deadline)
+                if following:  # its process is started now; its images follow when cut
+                    following_started = Started(following[0], True,
+                                                hand_socket(self._control, following[0]))
+                    self._waiting = payloads.submit(
+                        finish_ahead, following_started,
+                        following[1] if len(following) > 1 else None, payloads,
+                        self.deadline)
                 try:
                     answer = receive_message(ours, prediction_limit(task), self.deadline)
                 except (ChannelError, OSError) as error:
