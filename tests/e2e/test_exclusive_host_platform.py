@@ -1,10 +1,10 @@
 """A secret phase's run has its worker host alone (issue 34): a real Celery worker with two slots,
 a run of a secret phase and a run of another account's public phase submitted together, both in
 the Docker sandbox. Each prints the host clock when its meta-train begins and at every
-prediction, and sleeps 10 s in meta_fit: without the host lock both slots take their run at
-once and the spans overlap by seconds; with it, one starts only after the other ended. The
-secret run's isolation line says "exclusive host" to its organizers; the worker's start-up
-probe reached the workers API through its calls."""
+prediction, and sleeps 3 s in meta_fit: without the host lock both slots take their run at
+once and the spans overlap by seconds (the sleep and the meta-test after it); with it, one
+starts only after the other ended. The secret run's isolation line says "exclusive host" to its
+organizers; the worker's start-up probe reached the workers API through its calls."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from platform_support import Platform, make_model_zip
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
 HOOKS = {"top": "import time",
-         "meta_fit": 'print("SPAN-START", repr(time.time()), flush=True)\ntime.sleep(10)',
+         "meta_fit": 'print("SPAN-START", repr(time.time()), flush=True)\ntime.sleep(3)',
          "predict": 'print("SPAN-END", repr(time.time()), flush=True)'}
 
 
