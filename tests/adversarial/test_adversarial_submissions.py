@@ -3,8 +3,10 @@ worker in the Docker sandbox and judged outside it. Every attack is contained an
 documented state with a clear message; the host and the worker are unaffected; afterwards a
 normal submission scores exactly as it did before the batch.
 
-The whole batch is uploaded at once (a module fixture) so that the runs queue back to back on one
-worker with two slots; each test then reads one verdict.
+The whole batch is uploaded at once (a module fixture), right behind the normal submission, so
+that the runs queue back to back on one worker with two slots, the longest first; each test then
+reads one verdict. The two attacks that must leave a run finished as normal (the probes, links
+planted in the output folder) share one submission: the probes run first and see none of the links.
 """
 
 from __future__ import annotations
@@ -38,29 +40,34 @@ class Case:
     message_words: tuple[str, ...] = ()
     log_words: tuple[str, ...] = ()
     phase: str = "main"  # "hang": the phase with a short wall-clock limit
+    same_run_as: str | None = None  # read the verdict of that case's submission
 
 
+# In the order they are submitted: those that take longest first (the gigabyte of output, the
+# probes' waits and fills, the bombs, a time limit reached after meta-train), so that the last
+# runs to start are short ones.
 CASES = {
-    "probe_network_writes_secrets": Case({"meta_fit": probes.PROBE}, "finished", None,
-                                         log_words=("ARENA-PROBE",)),
+    "gigabyte_stdout_and_binary_stderr": Case({"meta_fit": probes.FLOODS}, "finished", None,
+                                              log_words=("==> stdout (truncated)", "FLOODS-DONE")),
+    "probe_network_writes_secrets": Case({"meta_fit": probes.PROBE + probes.SYMLINKS},
+                                         "finished", None, log_words=("ARENA-PROBE",)),
+    "symlinks_out_of_output": Case({}, "finished", None,
+                                   same_run_as="probe_network_writes_secrets"),
     "fork_bomb": Case({"meta_fit": probes.FORK_BOMB}, "failed", "meta_fit_error",
                       ("meta_fit", "fork bomb contained", "refused")),
     "memory_bomb": Case({"meta_fit": probes.MEMORY_BOMB}, "failed", "out_of_memory",
                         ("memory limit",)),
     "fill_output": Case({"meta_fit": probes.FILL_OUTPUT}, "failed", "bad_predictions",
                         ("output folder exceeded its size limit",), ("OUTPUT-FULL",)),
-    "gigabyte_stdout_and_binary_stderr": Case({"meta_fit": probes.FLOODS}, "finished", None,
-                                              log_words=("==> stdout (truncated)", "FLOODS-DONE")),
-    "endless_meta_fit": Case({"meta_fit": probes.ENDLESS}, "timed_out", "time_limit",
-                             ("limit", "and was stopped after"), phase="hang"),
-    "endless_fit": Case({"fit": probes.ENDLESS}, "timed_out", "time_limit",
-                        ("limit", "and was stopped after"), phase="hang"),
     "endless_predict": Case({"predict": probes.ENDLESS}, "timed_out", "time_limit",
                             ("limit", "and was stopped after"), phase="hang"),
+    "endless_fit": Case({"fit": probes.ENDLESS}, "timed_out", "time_limit",
+                        ("limit", "and was stopped after"), phase="hang"),
+    "endless_meta_fit": Case({"meta_fit": probes.ENDLESS}, "timed_out", "time_limit",
+                             ("limit", "and was stopped after"), phase="hang"),
     # Killing its own parent (the meta-train reaper) ends the participant's own sandbox.
     "signals_to_parent": Case({"meta_fit": probes.SIGNALS}, "failed", "meta_fit_error",
                               ("meta_fit", "exit code 137", "without reporting an error")),
-    "symlinks_out_of_output": Case({"meta_fit": probes.SYMLINKS}, "finished", None),
     "pickled_predictions": Case({"predict": probes.PICKLE.replace("MARKER", MARKER)}, "failed",
                                 "bad_predictions", ("test task 0", "not allowed")),
     "huge_predictions": Case({"predict": probes.HUGE}, "failed", "bad_predictions",
@@ -75,8 +82,10 @@ CASES = {
 @pytest.fixture(scope="module")
 def arena(hardened_platform: IsolatedPlatform, tiny_collection: Path, arena_cache: Path,
           tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Seed two phases, score a normal submission, then upload the whole hostile batch."""
+    """Seed two phases, upload a normal submission and right behind it the whole hostile batch;
+    once all are final, score the normal submission again."""
     platform = hardened_platform
+    worker = platform.start_worker("adv", ARENA_WORKER_CONCURRENCY="2")  # boots while we seed
     organizer = platform.create_user("organizer", "organizer")
     data = platform.register_collection(tiny_collection, arena_cache)
     resources = {"cpus": 1, "memory_mb": 1536, "gpus": 0}
@@ -84,19 +93,22 @@ def arena(hardened_platform: IsolatedPlatform, tiny_collection: Path, arena_cach
                                             resources=resources),
               "hang": platform.create_phase(organizer, data, protocol=PROTOCOL, time_limit_s=12,
                                             resources=resources)}
-    worker = platform.start_worker("adv", ARENA_WORKER_CONCURRENCY="2")
     mallory = platform.create_user("mallory")
     folder = tmp_path_factory.mktemp("zips")
     port = platform.base_url.rsplit(":", 1)[1]
 
     normal = make_model_zip(folder / "normal")
-    before = platform.wait_terminal(mallory, platform.submit(mallory, phases["main"], normal))
+    # First in the queue: it starts before any hostile run (the other slot takes the first).
+    before_id = platform.submit(mallory, phases["main"], normal)
     ids = {}
     for name, case in CASES.items():
-        hooks = {k: v.replace("SERVER_PORT", port) for k, v in case.hooks.items()}
-        archive = make_model_zip(folder / name, **hooks)
-        ids[name] = platform.submit(mallory, phases[case.phase], archive)
-    finals = platform.final_states(mallory, list(ids.values()), timeout_s=900)
+        if case.same_run_as is None:
+            hooks = {k: v.replace("SERVER_PORT", port) for k, v in case.hooks.items()}
+            archive = make_model_zip(folder / name, **hooks)
+            ids[name] = platform.submit(mallory, phases[case.phase], archive)
+    ids |= {name: ids[case.same_run_as] for name, case in CASES.items() if case.same_run_as}
+    finals = platform.final_states(mallory, [before_id, *set(ids.values())], timeout_s=900)
+    before = finals.pop(before_id)
     after = platform.wait_terminal(mallory, platform.submit(mallory, phases["main"], normal))
     return {"platform": platform, "token": mallory, "worker": worker, "ids": ids,
             "finals": finals, "before": before, "after": after}
