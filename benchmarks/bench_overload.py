@@ -225,7 +225,7 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
             uploaders = lp.make_tokens(base, admin, "uploader", args.uploaders)
             pid = lp.SERVER_PIDS[base]
             before = os.nice(0)
-            os.nice(19 - before)  # lowered for the drive; raising back needs root, see below
+            os.nice(args.client_nice - before)  # for the drive; raising back needs root
             server_cpu, client_cpu = lp.cpu_seconds(pid), lp.cpu_seconds(os.getpid())
             wall, load = time.perf_counter(), os.getloadavg()[0]
             phases = runner()(drive(base, phase_id, readers, uploaders, args.internal,
@@ -235,11 +235,12 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
             server_cpu = lp.cpu_seconds(pid) - server_cpu
             client_cpu = lp.cpu_seconds(os.getpid()) - client_cpu
             with contextlib.suppress(PermissionError):  # as root: the next round's server
-                os.nice(before - 19)  # starts at the caller's priority
+                os.nice(before - args.client_nice)  # starts at the caller's priority
         lags = sorted(json.loads((folder / "lag.json").read_text() or "[]")) \
             if (folder / "lag.json").exists() else []
         log = (folder / "server.log").read_text(errors="replace").splitlines()
     return {"tree": str(tree), "honour_retry_after": args.honour_retry_after,
+            "client_nice": args.client_nice,
             "load_average": [round(load, 1), round(os.getloadavg()[0], 1)],
             "server_cpu_s": round(server_cpu, 1), "client_cpu_s": round(client_cpu, 1),
             "wall_s": round(wall, 1), "server_cores": round(server_cpu / wall, 2),
@@ -292,6 +293,9 @@ def main() -> None:
     parser.add_argument("--trees", default=str(ROOT),
                         help="comma-separated checkouts to serve from, alternating")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--client-nice", type=int, default=19,
+                        help="the client's niceness while it drives (19: it never takes the "
+                             "server's CPU, but on a loaded host its own wake-ups lag)")
     parser.add_argument("--honour-retry-after", action="store_true",
                         help="readers wait a 503's Retry-After before asking again")
     parser.add_argument("--json", type=Path)
