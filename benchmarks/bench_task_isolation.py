@@ -90,9 +90,18 @@ def prepared(root: Path, collection_dir: Path, cache: Path, tasks: int, name: st
     return out
 
 
-def time_isolated(submission: Path, run: Path, tree: Path | None = None) -> float:
+def time_isolated(submission: Path, run: Path, tree: Path | None = None,
+                  own_session: bool = False) -> float:
     """Seconds per task of the isolated path (the supervisor's start excluded); `tree`: the
-    source tree whose meta-test side runs (another checkout, to compare designs)."""
+    source tree whose meta-test side runs (another checkout, to compare designs).
+
+    `own_session`: the meta-test side is launched in a session of its own, as `arena run`
+    launches it (`runner/limited.py`; the platform's container runs apart from the worker);
+    else in this benchmark's session. Where the kernel groups CPU time by session
+    (`sched_autogroup_enabled`), a loaded host shares its cores between sessions first: with
+    the flag the trusted side (this process: the cut, the shared loop's own work) no longer
+    shares one session's CPU with the supervisor, the fork server and the reapers. No
+    difference was measured at load 19-35 (docs/performance.md)."""
     scratch = run / "scratch"
     scratch.mkdir(exist_ok=True)
     env = with_huge_pages({  # as every launcher of the meta-test side sets it (runner/heap.py)
@@ -102,7 +111,8 @@ def time_isolated(submission: Path, run: Path, tree: Path | None = None) -> floa
     def launch(control: Path) -> int:
         command = meta_test_command(sys.executable, str(control), str(submission),
                                     str(run / "learner"), [str(scratch)], 0, 1)
-        return subprocess.run(command, env=env, check=False).returncode
+        return subprocess.run(command, env=env, check=False,
+                              start_new_session=own_session).returncode
 
     code, report = run_meta_test(run / "answers", run / "channel", 3600.0, launch)
     assert code == 0 and report.ok, report
@@ -194,10 +204,15 @@ def scale_child(collection_dir: str, cache: str, out: str, tasks: int) -> None:
 
 
 COMPARE_CHILD = """
-import json, sys
+import json, subprocess, sys
 from pathlib import Path
 import bench_task_isolation as bench
 submission, run = Path(sys.argv[1]), Path(sys.argv[2])
+# Both trees launch the meta-test side the same way (an older benchmark did not say how).
+launched = subprocess.run
+def run_in_session(*args, **kwargs):
+    return launched(*args, **{**kwargs, "start_new_session": sys.argv[3] == "own"})
+subprocess.run = run_in_session
 reports = []
 measured = bench.run_meta_test
 def recorded(*args, **kwargs):
@@ -206,26 +221,30 @@ def recorded(*args, **kwargs):
     return code, report
 bench.run_meta_test = recorded
 bench.time_isolated(submission, run)
-# Start-up included on both sides, as a tree that does not state it in its report measures it.
+# Start-up (the fork server's preload) left out where the report states it; included on both
+# sides otherwise, as a tree that does not state it measures it.
 isolated = reports[0].seconds / reports[0].n_tasks
+if hasattr(reports[0], "startup_s"):
+    isolated = (reports[0].seconds - reports[0].startup_s) / reports[0].n_tasks
 print(json.dumps({"isolated": isolated, "shared": bench.time_shared(submission, run)}))
 """
 
 
 def compare(submission: Path, root: Path, collection_dir: Path, cache: Path, tasks: int,
-            other: Path, rounds: int) -> None:
+            other: Path, rounds: int, own_session: bool = False) -> None:
     """Per-task cost of this tree's meta-test (task server and participant side) and `other`'s
     (a whole checkout: its benchmarks/ too), alternating on one task plan, each as a ratio to
     the shared loop measured right after it (the host's load drifts), the supervisor's start-up
-    included on both. Each tree runs whole in a child process of its own."""
+    left out of both where their reports state it. Each tree runs whole in a child process of
+    its own, and launches its meta-test side as `own_session` says."""
     run = prepared(root, collection_dir, cache, tasks, "compare")
     here = Path(__file__).resolve().parents[1]
     for round_ in range(rounds):
         for name, tree in (("other", other.resolve()), ("this", here)):
             env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
             done = subprocess.run([sys.executable, "-c", COMPARE_CHILD, str(submission),
-                                   str(run)], env=env, capture_output=True, text=True,
-                                  check=False, cwd=tree)
+                                   str(run), "own" if own_session else "same"], env=env,
+                                  capture_output=True, text=True, check=False, cwd=tree)
             if done.returncode:
                 raise SystemExit(f"the {name} tree failed:\n{done.stderr[-4000:]}")
             figures = json.loads(done.stdout.strip().splitlines()[-1])
@@ -247,6 +266,9 @@ def main() -> None:
                         "08e9140 submission_api | tar -x -C DIR`): its meta-test side is timed "
                         "on the same tasks, alternating with this one's, --rounds times")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--own-session", action="store_true",
+                        help="launch the meta-test side in a session of its own, as `arena "
+                             "run` does (by default, in this benchmark's session)")
     parser.add_argument("--per-task-only", action="store_true",
                         help="stop after the per-task rounds (no whole run, no scales)")
     parser.add_argument("--scale-child", nargs=4, help=argparse.SUPPRESS)
@@ -264,12 +286,13 @@ def main() -> None:
 
     if args.compare_tree:
         compare(submission, root, collection_dir, cache, args.tasks, args.compare_tree,
-                args.rounds)
+                args.rounds, args.own_session)
         return
     run = prepared(root, collection_dir, cache, args.tasks, "per-task")
     with busy_loops(args.busy):
         for round_ in range(args.rounds_per_task):  # interleaved: the host's load drifts
-            isolated, shared = time_isolated(submission, run), time_shared(submission, run)
+            isolated = time_isolated(submission, run, own_session=args.own_session)
+            shared = time_shared(submission, run)
             print(f"per task, {args.tasks} tasks, round {round_}: isolated "
                   f"{isolated * 1000:.1f} ms, shared process {shared * 1000:.1f} ms, isolation "
                   f"adds {(isolated - shared) * 1000:.1f} ms ({isolated / shared:.2f}x); load "
