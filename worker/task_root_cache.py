@@ -37,6 +37,7 @@ from worker.sandbox_config import (
     SANDBOX_UID,
     default_code_dir,
 )
+from worker.shutdown import WorkerStopped
 
 log = logging.getLogger(__name__)
 BASE = Path(os.environ.get("ARENA_TASK_ROOT_BASE", "/run/metadl-arena/task-roots"))
@@ -151,6 +152,8 @@ def for_image(client: Any, image: str, places: tuple[str, ...],
                     "image": image, "key": key, "seconds": round(time.monotonic() - began, 2),
                     "marker": json.loads((folder / MARKER).read_text()).get("folder")})
         return folder
+    except WorkerStopped:
+        raise  # the operator's stop: the run is released, not carried on without the copy
     except Exception as exc:  # noqa: BLE001 - the host's: runs copy for themselves instead
         log.warning("worker.task_root.not_made", extra={"image": image, "error": repr(exc)})
         return None

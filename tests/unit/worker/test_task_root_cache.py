@@ -7,7 +7,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from worker import task_root_cache
+from worker.shutdown import WorkerStopped
 
 
 def copy(base: Path, name: str, age_s: float) -> Path:
@@ -48,3 +51,32 @@ def test_the_code_digest_changes_with_the_code_not_with_its_bytecode(tmp_path: P
     assert task_root_cache.code_digest(tmp_path) == first
     (tmp_path / "module.py").write_text("A = 22\n")
     assert task_root_cache.code_digest(tmp_path) != first
+
+
+class _Client:
+    class images:  # noqa: N801 - docker-py's shape
+        @staticmethod
+        def get(image: str) -> object:
+            return type("Image", (), {"id": "sha256:" + "ab" * 32})()
+
+
+def test_a_stop_while_the_copy_is_made_reaches_the_run_and_a_failed_maker_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's SIGTERM raises `WorkerStopped` wherever the slot is: during the copy it was
+    logged as a failed maker and the run went on to its end instead of being released."""
+    monkeypatch.setattr(task_root_cache.os, "geteuid", lambda: 0)
+    (tmp_path / "code").mkdir()
+
+    def stopped(*args: object) -> None:
+        raise WorkerStopped("stopped")
+
+    monkeypatch.setattr(task_root_cache, "make", stopped)
+    with pytest.raises(WorkerStopped):
+        task_root_cache.for_image(_Client(), "img", (), tmp_path / "code", tmp_path / "base")
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("the copy's maker exited 1")
+
+    monkeypatch.setattr(task_root_cache, "make", broken)
+    assert task_root_cache.for_image(
+        _Client(), "img", (), tmp_path / "code", tmp_path / "base") is None
