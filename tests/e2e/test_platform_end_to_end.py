@@ -25,32 +25,98 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
 BASELINES = Path(__file__).resolve().parents[2] / "starting_kit" / "baselines"
 
+PROTOCOLS = {  # figure -> (protocol, extra meta-test datasets)
+    "id_ood": ({"name": "id-ood", "tasks_per_dataset": 2, "held_out_fraction": 0.4}, ()),
+    "wacc_gap": ({"name": "fewstab", "tasks_per_dataset": 2}, ("spurious",)),
+    "per_dataset": ({"name": "within-domain", "tasks_per_dataset": 2}, ("scripts",)),
+    # The tiny collection's other meta-test domain has 5 classes, each its own
+    # super-category: Meta-Dataset's bilevel rule refuses it (at least one with 5 classes).
+    "md_ci95": ({"name": "meta-dataset", "tasks_per_dataset": 2, "datasets": ["spectra"]}, ()),
+}
+
+
 @pytest.fixture(scope="module")
-def competition(platform: Platform, tiny_collection: Path, arena_cache: Path) -> dict:
+def competition(platform: Platform, tiny_collection: Path, arena_cache: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Every submission the module checks, queued before its first test: the worker runs them
+    back to back while the tests run `arena run` locally to compare (a test that submitted,
+    waited, then ran locally left the worker idle through each local run). One slot: a local
+    run beside two sandboxed ones starved the protonet run past its wall backstop at load 30.
+    The killed worker's run has a queue and workers of its own, so that killing one never
+    touches another test's run, and its waits (a 25 s meta-fit, a lapsed lease) overlap the
+    other runs."""
     organizer = platform.create_user("organizer", "organizer")
     data = platform.register_collection(tiny_collection, arena_cache)
     phase_id = platform.create_phase(organizer, data, protocol=PROTOCOL)
+    alice, bob = platform.create_user("alice"), platform.create_user("bob")
+    folder = tmp_path_factory.mktemp("submissions")
+    ids = {}
+
+    kill_queue = f"{platform.queue}-kill"
+    kill_phase = platform.create_phase(organizer, data, protocol=PROTOCOL, queue=kill_queue)
+    ids["slow"] = platform.submit(alice, kill_phase,
+                                  make_model_zip(folder / "slow", meta_fit="time.sleep(25)"))
+    killed = platform.start_worker("k1", ARENA_WORKER_QUEUES=f'["{kill_queue}"]')
+
+    protonet = quick_protonet(folder / "protonet")
+    ids["baseline"] = platform.submit(alice, phase_id,
+                                      build_submission_zip(protonet, folder / "protonet.zip"))
+    fingerprints = expected_label_fingerprints(tiny_collection, arena_cache, folder, phase_id)
+    scan = SCAN.format(sha=fingerprints["sha256"], raw=fingerprints["raw"])
+    ids["scanner"] = platform.submit(bob, phase_id, make_model_zip(folder / "scanner",
+                                                                   meta_fit=scan))
+    # Held-out images leave 15 per class in the tiny meta-train view: ask for fewer queries.
+    centroids = make_model_zip(folder / "centroids",
+                               config='{"train_config": {"query_images_per_class": 5}}')
+    phases = {}
+    for figure, (protocol, extra_test) in PROTOCOLS.items():
+        extra = platform.register_collection(tiny_collection, arena_cache, extra_test)
+        phases[figure] = platform.create_phase(organizer, extra, protocol=protocol)
+        ids[figure] = platform.submit(bob, phases[figure], centroids)
     platform.start_worker("w1")
-    return {"phase_id": phase_id, "organizer": organizer,
-            "alice": platform.create_user("alice"), "bob": platform.create_user("bob")}
+    return {"phase_id": phase_id, "organizer": organizer, "alice": alice, "bob": bob,
+            "ids": ids, "phases": phases, "protonet": protonet,
+            "centroids": folder / "centroids", "killed": killed, "kill_queue": kill_queue}
+
+
+def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, competition):
+    """First in the module: its run waits while the other tests' runs go on."""
+    token, submission_id = competition["alice"], competition["ids"]["slow"]
+    wait_until(lambda: platform.submission(token, submission_id)["state"] == "running", 300,
+               "the run to start")
+
+    platform.kill_worker(competition["killed"])
+    platform.start_worker("k2", ARENA_WORKER_QUEUES=f'["{competition["kill_queue"]}"]')
+    final = platform.wait_terminal(token, submission_id, timeout_s=400)
+
+    assert final["state"] == "finished", final
+    (run,) = final["runs"]
+    assert run["attempts"] >= 2
+    with platform.api(token) as api:
+        results = api.get(f"/api/v1/submissions/{submission_id}/results").raise_for_status().json()
+    tasks = results["runs"][0]["tasks"]
+    assert sorted(t["task_id"] for t in tasks) == list(range(6))  # each task scored once
+    import docker
+    from worker.pipeline.execute import compute_deployment_id, container_prefix
+
+    prefix = container_prefix(compute_deployment_id(platform.base_url), run["id"])
+    leftovers = docker.from_env().containers.list(all=True, filters={"name": prefix})
+    assert not [c.name for c in leftovers if c.name.startswith(prefix)]
 
 
 def test_a_baseline_uploaded_over_http_scores_as_arena_run_does(platform, competition, tmp_path,
                                                                tiny_collection, arena_cache):
-    protonet = quick_protonet(tmp_path / "protonet")
-    archive = build_submission_zip(protonet, tmp_path / "protonet.zip")
-    submission_id = platform.submit(competition["alice"], competition["phase_id"], archive)
-
-    final = platform.wait_terminal(competition["alice"], submission_id, timeout_s=600)
-    assert final["state"] == "finished", final
-
+    submission_id = competition["ids"]["baseline"]
     # Same submission, same seeds: the phase's secret test seed (staff can derive it; the
     # platform's server reads the same ARENA_* environment) and run 0's participant seed.
-    local = run_local(protonet, tiny_collection, tmp_path / "local",
+    local = run_local(competition["protonet"], tiny_collection, tmp_path / "local",
                       protocol=ProtocolParams.from_dict(PROTOCOL), seed=0,
                       phase_seed=phase_test_seed(competition["phase_id"]),
                       threads=1, cache_dir=arena_cache)
     assert local.state == "finished", local.message
+
+    final = platform.wait_terminal(competition["alice"], submission_id, timeout_s=600)
+    assert final["state"] == "finished", final
     with platform.api() as api:
         board = api.get(f"/api/v1/phases/{competition['phase_id']}/leaderboard").json()
     entry = next(e for e in board["entries"] if e["submission_id"] == submission_id)
@@ -117,14 +183,8 @@ print("LABEL-SCAN", scanned, "files; found:", found, "env:", secrets, flush=True
 """
 
 
-def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition, tmp_path,
-                                                          tiny_collection, arena_cache):
-    fingerprints = expected_label_fingerprints(tiny_collection, arena_cache, tmp_path,
-                                               competition["phase_id"])
-    scan = SCAN.format(sha=fingerprints["sha256"], raw=fingerprints["raw"])
-    archive = make_model_zip(tmp_path / "scanner", meta_fit=scan)
-    submission_id = platform.submit(competition["bob"], competition["phase_id"], archive)
-
+def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition):
+    submission_id = competition["ids"]["scanner"]
     final = platform.wait_terminal(competition["bob"], submission_id)
     assert final["state"] == "finished", final
     with platform.api(competition["bob"]) as api:
@@ -136,55 +196,16 @@ def test_the_sandbox_holds_no_query_labels_and_no_secrets(platform, competition,
     assert "found: [] env: []" in line
 
 
-def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, competition,
-                                                                     tmp_path):
-    archive = make_model_zip(tmp_path / "slow", meta_fit="time.sleep(25)")
-    token = competition["alice"]
-    submission_id = platform.submit(token, competition["phase_id"], archive)
-    wait_until(lambda: platform.submission(token, submission_id)["state"] == "running", 300,
-               "the run to start")
-
-    platform.kill_worker(platform.workers[0])
-    platform.start_worker("w2")
-    final = platform.wait_terminal(token, submission_id, timeout_s=400)
-
-    assert final["state"] == "finished", final
-    (run,) = final["runs"]
-    assert run["attempts"] >= 2
-    with platform.api(token) as api:
-        results = api.get(f"/api/v1/submissions/{submission_id}/results").raise_for_status().json()
-    tasks = results["runs"][0]["tasks"]
-    assert sorted(t["task_id"] for t in tasks) == list(range(6))  # each task scored once
-    import docker
-    from worker.pipeline.execute import compute_deployment_id, container_prefix
-
-    prefix = container_prefix(compute_deployment_id(platform.base_url), run["id"])
-    leftovers = docker.from_env().containers.list(all=True, filters={"name": prefix})
-    assert not [c.name for c in leftovers if c.name.startswith(prefix)]
-
-
-@pytest.mark.parametrize(
-    ("protocol", "extra_test", "figure"),
-    [
-        ({"name": "id-ood", "tasks_per_dataset": 2, "held_out_fraction": 0.4}, (), "id_ood"),
-        ({"name": "fewstab", "tasks_per_dataset": 2}, ("spurious",), "wacc_gap"),
-        ({"name": "within-domain", "tasks_per_dataset": 2}, ("scripts",), "per_dataset"),
-        # The tiny collection's other meta-test domain has 5 classes, each its own
-        # super-category: Meta-Dataset's bilevel rule refuses it (at least one with 5 classes).
-        ({"name": "meta-dataset", "tasks_per_dataset": 2, "datasets": ["spectra"]}, (),
-         "md_ci95"),
-    ],
-)
+@pytest.mark.parametrize("figure", list(PROTOCOLS))
 def test_each_protocol_runs_on_the_platform_as_it_does_locally(platform, competition, tmp_path,
                                                                tiny_collection, arena_cache,
-                                                               protocol, extra_test, figure):
-    data = platform.register_collection(tiny_collection, arena_cache, extra_test)
-    phase_id = platform.create_phase(competition["organizer"], data, protocol=protocol)
-    submission = tmp_path / "centroids"
-    # Held-out images leave 15 per class in the tiny meta-train view: ask for fewer queries.
-    archive = make_model_zip(submission,
-                             config='{"train_config": {"query_images_per_class": 5}}')
-    submission_id = platform.submit(competition["bob"], phase_id, archive)
+                                                               figure):
+    protocol, _ = PROTOCOLS[figure]
+    phase_id, submission_id = competition["phases"][figure], competition["ids"][figure]
+    local = run_local(competition["centroids"], tiny_collection, tmp_path / "local",
+                      protocol=ProtocolParams.from_dict(protocol), cache_dir=arena_cache,
+                      phase_seed=phase_test_seed(phase_id))
+    assert local.state == "finished", local.message
 
     final = platform.wait_terminal(competition["bob"], submission_id)
     if final["state"] != "finished":
@@ -195,9 +216,5 @@ def test_each_protocol_runs_on_the_platform_as_it_does_locally(platform, competi
         results = api.get(f"/api/v1/submissions/{submission_id}/results").raise_for_status().json()
     summary = results["runs"][0]["summary"]
     assert summary.get(figure) not in (None, {}, []), summary
-    local = run_local(submission, tiny_collection, tmp_path / "local",
-                      protocol=ProtocolParams.from_dict(protocol), cache_dir=arena_cache,
-                      phase_seed=phase_test_seed(phase_id))
-    assert local.state == "finished", local.message
     # The headline is the phase's ranking metric (NovelGen for id-ood, wAcc-A for fewstab).
     assert final["score"] == pytest.approx(local.scores["score"], abs=1e-9)
