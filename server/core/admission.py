@@ -27,6 +27,13 @@ slot) already waiting is refused at once while that measured wait passes `target
 emptied the queue, and slots then idled while the next request crawled through the starved
 loop to them (1.7-5x fewer reads served per second).
 
+A connection refused with 503 that asks again before its Retry-After is held until that is due
+(at most REPEAT_DELAY_MAX_S), then judged again (`_hold`): readers that ignore Retry-After had
+the one event loop refuse 520-980 requests a second, and the workers' API and the uploads waited
+a turn of it at every step (3.6-8.2x and 2.6-5.6x their latency beside uploads alone; held,
+1.1-1.9x and 1.1-1.7x, docs/performance.md). A whole-board read is judged by the general lane
+on arrival too, not only after its wait for a heavy slot.
+
 Lanes, so that a crowd of one kind cannot starve the others of threads, the GIL and the CPU:
 - `heavy`: whole-board reads (the leaderboard API without a small `limit`, its CSV), each ~1 s
   of CPU at 10,000 entries when not kept; at most `heavy_limit` (default: 2, or limit / 16) at
