@@ -57,7 +57,8 @@ class Tally:
     def table(self, seconds: float) -> dict[str, dict[str, float]]:
         rows = {}
         groups = dict(self.latencies)
-        on_arrival = [v for k, values in groups.items() if k.startswith("read_503 ")
+        on_arrival = [v for k, values in groups.items()
+                      if k.startswith("read_503 ") and not k.endswith(" connect")
                       for v in values]
         if on_arrival:
             groups["read_503"] = on_arrival  # every reason together
@@ -76,12 +77,17 @@ class Connection:
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
         self.reader: asyncio.StreamReader | None = None
+        self.connect_s: float | None = None
+        """How long the last request's new connection took to open (None: kept alive)."""
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(self, raw: bytes) -> tuple[int, bytes, bytes]:
         """Send `raw`; (status, header block, body)."""
+        self.connect_s = None
         if self.writer is None or self.writer.is_closing():
+            started = time.perf_counter()
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            self.connect_s = time.perf_counter() - started
         assert self.reader is not None
         self.writer.write(raw)
         head = await self.reader.readuntil(b"\r\n\r\n")
@@ -146,6 +152,8 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
             return key
         kind = classify(status, head, body)
         tally.add(kind, time.perf_counter() - started)
+        if conn.connect_s is not None:
+            tally.add(f"{kind.split()[0]} connect", conn.connect_s)
         return kind
 
     retry_after_s = 5.0  # the server's least Retry-After; the header's own value is read below
