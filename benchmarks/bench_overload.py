@@ -129,7 +129,8 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
                 internal: int, quiet_s: float, loaded_s: float, timeout_s: float,
                 internal_pause_s: float = 0.25, honour_retry_after: bool = False) -> dict:
     """The quiet phase, then the loaded one; a Tally for each."""
-    host, port = base.removeprefix("http://").split(":")
+    host, port_text = base.removeprefix("http://").split(":")
+    port = int(port_text)
     tallies = {"quiet": Tally(), "loaded": Tally()}
     phase = {"name": "quiet"}
     stop, loaded = asyncio.Event(), asyncio.Event()
