@@ -31,40 +31,44 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 RESET_DENTRIES = True  # isolation measured as deployed: the worker's dentry reset on (conftest)
 
 
-def test_linking_images_across_tasks_scores_at_chance_in_the_sandbox(
-        platform: Platform, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
+@pytest.fixture(scope="module")
+def attacks(platform: Platform, tiny_collection: Path, arena_cache: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Both attacks submitted before one worker starts: it runs them back to back (one slot,
+    so that neither run shares the host with the other), while each test waits for its own."""
     organizer = platform.create_user("organizer", "organizer")
     data = platform.register_collection(tiny_collection, arena_cache)
-    phase_id = platform.create_phase(organizer, data, time_limit_s=900,
-                                     protocol={"name": "cross-domain", "tasks_per_dataset": 30})
+    folder = tmp_path_factory.mktemp("attacks")
+    cross = platform.create_phase(organizer, data, time_limit_s=900,
+                                  protocol={"name": "cross-domain", "tasks_per_dataset": 30})
+    # 2-way 5-shot over per-run pools: a class's whole support pool in every task (one name
+    # across tasks), each query image in a third of its domain's 30 tasks.
+    fixed = platform.create_phase(organizer, data, time_limit_s=900, protocol={
+        "name": "fixed", "n_ways": 2, "n_shots": 5, "n_queries": 20, "tasks_per_dataset": 30,
+        "test_pools": "per_run"})
+    alice, mallory = platform.create_user("alice"), platform.create_user("cache-mallory")
+    linking = build_submission_zip(write_attack(folder / "attack"), folder / "attack.zip")
+    page_cache = build_submission_zip(write_page_cache_attack(folder / "cache-attack"),
+                                      folder / "cache-attack.zip")
+    ids = {"linking": platform.submit(alice, cross, linking),
+           "page_cache": platform.submit(mallory, fixed, page_cache)}
     platform.start_worker("isolation")
-    alice = platform.create_user("alice")
-    archive = build_submission_zip(write_attack(tmp_path / "attack"), tmp_path / "attack.zip")
+    return {"ids": ids, "alice": alice, "mallory": mallory}
 
-    final = platform.wait_terminal(alice, platform.submit(alice, phase_id, archive),
-                                   timeout_s=900)
+
+def test_linking_images_across_tasks_scores_at_chance_in_the_sandbox(platform: Platform,
+                                                                     attacks: dict):
+    final = platform.wait_terminal(attacks["alice"], attacks["ids"]["linking"], timeout_s=900)
 
     # A probe that reads the supervisor or reaches the channel raises: the run would fail.
     assert final["state"] == "finished", final
     assert abs(final["score"]) <= max(final.get("ci95") or 0.0, 0.02), final
 
 
-def test_keeping_memory_in_the_page_cache_scores_at_chance_in_the_sandbox(
-        platform: Platform, tmp_path: Path, tiny_collection: Path, arena_cache: Path):
-    organizer = platform.create_user("cache-organizer", "organizer")
-    data = platform.register_collection(tiny_collection, arena_cache)
-    # 2-way 5-shot over per-run pools: a class's whole support pool in every task (one name
-    # across tasks), each query image in a third of its domain's 30 tasks.
-    phase_id = platform.create_phase(organizer, data, time_limit_s=900, protocol={
-        "name": "fixed", "n_ways": 2, "n_shots": 5, "n_queries": 20, "tasks_per_dataset": 30,
-        "test_pools": "per_run"})
-    platform.start_worker("page-cache")
-    mallory = platform.create_user("cache-mallory")
-    archive = build_submission_zip(write_page_cache_attack(tmp_path / "attack"),
-                                   tmp_path / "attack.zip")
-
-    submission = platform.submit(mallory, phase_id, archive)
-    final = platform.wait_terminal(mallory, submission, timeout_s=900)
+def test_keeping_memory_in_the_page_cache_scores_at_chance_in_the_sandbox(platform: Platform,
+                                                                          attacks: dict):
+    mallory, submission = attacks["mallory"], attacks["ids"]["page_cache"]
+    final = platform.wait_terminal(mallory, submission, timeout_s=1800)
 
     assert final["state"] == "finished", final
     assert abs(final["score"]) <= max(final.get("ci95") or 0.0, 0.02), final
