@@ -116,6 +116,18 @@ class StageBudget:
         return min(b for b in (self.wall_s, self.cpu_s, self.backstop_s) if b is not None) <= 0
 
     @property
+    def spent(self) -> LimitHit | None:
+        """Which bound is used up, the participant's first (as `limit_hit` orders them): only
+        the backstop spent means the host's starvation ate the plain clock, not the run."""
+        if self.cpu_s is not None and self.cpu_s <= 0:
+            return LimitHit.CPU
+        if self.wall_s <= 0:
+            return LimitHit.WALL
+        if self.backstop_s is not None and self.backstop_s <= 0:
+            return LimitHit.BACKSTOP
+        return None
+
+    @property
     def server_s(self) -> float:
         """How long the task server may wait for the stage: its plain wall clock's bound."""
         return self.backstop_s if self.backstop_s is not None else self.wall_s

@@ -40,7 +40,7 @@ from worker.live_tail import LiveTail
 from worker.pipeline.errors import PlatformFault
 from worker.pipeline.progress import PROGRESS_FILE, make_readable
 from worker.pipeline.task_times import measure_task_times
-from worker.sandbox_clock import StageBudget
+from worker.sandbox_clock import LimitHit, StageBudget
 from worker.sandbox_result import SandboxResult
 
 log = logging.getLogger(__name__)
@@ -275,8 +275,9 @@ def run_two_stages(request: ExecutionRequest, cancel: threading.Event,
     if not train.ok or cancel.is_set():
         return train
     remaining = request.budget.after(train)
-    if remaining.exhausted:
-        return replace(train, timed_out=True)
+    if (spent := remaining.spent) is not None:  # the backstop alone: starved, never charged
+        starved = spent is LimitHit.BACKSTOP
+        return replace(train, timed_out=not starved, host_starved=starved, limit_hit=str(spent))
     make_readable(request.learner_dir)
     scratch_out = request.meta_test_output_dir
     scratch_out.mkdir(exist_ok=True)

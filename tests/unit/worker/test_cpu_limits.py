@@ -72,6 +72,21 @@ def test_the_stages_share_one_budget():
     assert StageBudget(10).after(result(wall_time_s=12, stall_s=8)).exhausted
 
 
+def test_a_stage_after_a_starved_one_runs_and_its_backstop_is_the_hosts_fault():
+    """Two stages that waited 36 and 38 s of their 40 for a core leave 54 s of the 60 s charged
+    wall clock but 10 s of the 90 s backstop. The next stage was refused (`backstop_s` below
+    `wall_time_s`: a platform_error seen at load 30-40); it runs, and a kill at its backstop is
+    the host's fault, not the participant's."""
+    budget = StageBudget(60, cpu_s=60, backstop_s=90)
+    left = budget.after(result(wall_time_s=40, cpu_s=2, stall_s=36))
+    left = left.after(result(wall_time_s=40, cpu_s=1, stall_s=38))
+    assert left.backstop_s is not None and left.backstop_s < left.wall_s and not left.exhausted
+    limits = SandboxLimits(wall_time_s=left.wall_s, cpu_time_s=left.cpu_s,
+                           backstop_s=left.backstop_s)
+    assert limit_hit(limits.wall_time_s, limits.cpu_time_s, limits.backstop_s,
+                     wall_s=left.backstop_s + 1, cpu_s=1, stall_s=0) is LimitHit.BACKSTOP
+
+
 # --- the verdict (decide_verdict, through the worker's record) --------------------------------
 
 def test_a_backstop_kill_is_the_platforms_and_never_charged(tmp_path: Path):

@@ -240,3 +240,27 @@ def test_a_run_that_ends_in_meta_train_says_all_of_its_log_is_meta_trains(tmp_pa
     train_log = format_meta_train_log(result, 4096)
     assert train_log is not None
     assert "ValueError in meta_fit" in train_log and "epoch 1" in train_log
+
+
+@pytest.mark.parametrize(("stall_s", "cpu_s", "starved"), [(269.0, 1.0, True), (0.0, 1.0, False)])
+def test_a_meta_train_that_spent_only_the_backstop_waiting_for_a_core_is_not_charged(
+        tmp_path: Path, stall_s: float, cpu_s: float, starved: bool):
+    """90 s limit, backstop 3x: meta-train ran 270 s of plain wall clock. When 269 s of it was a
+    wait for a core, only the backstop is spent (the host's fault: retried, never charged); it
+    was `timed_out`, charged to the participant. Without the wait it is theirs, as before."""
+    from worker.pipeline.execute import run_two_stages
+
+    request = replace(request_for(tmp_path), wall_backstop_factor=3.0)
+    stages: list[str] = []
+
+    def run_stage(stage, command, budget, bundle_dir, mounts, output_dir):
+        stages.append(stage)
+        return SandboxResult(exit_code=0, oom_killed=False, timed_out=False, wall_time_s=270.0,
+                             stdout="", stderr="", stall_s=stall_s, cpu_s=cpu_s)
+
+    paths = {"python": "python3", "submission": "/s", "bundle": "/b", "output": "/o",
+             "learner": "/l", "channel": "/c", "scratch": "/t", "sandboxed": "1"}
+    result = run_two_stages(request, threading.Event(), run_stage, paths)
+    assert stages == ["meta-train"]
+    assert (result.host_starved, result.timed_out) == (starved, not starved)
+    assert result.limit_hit == ("backstop" if starved else "wall")
