@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -84,16 +85,43 @@ def _detach(folder: Path) -> None:
 
 def _prune(base: Path, keep: Path) -> None:
     """At most `KEEP` copies: the least recently used go (an image change leaves old ones),
-    never one handed out in the last `IN_USE_S`."""
+    never one handed out in the last `IN_USE_S` nor one a slot's run has pinned (`_pin`)."""
     def used(path: Path) -> float:
         with contextlib.suppress(OSError):
             return Path(f"{path}.lock").stat().st_mtime
         return 0.0
 
     copies = sorted((p for p in base.iterdir() if p.is_dir() and p != keep), key=used)
-    for old in copies[:max(0, len(copies) - (KEEP - 1))]:
-        if time.time() - used(old) > IN_USE_S:
+    excess = len(copies) - (KEEP - 1)
+    for old in copies:
+        if excess <= 0:
+            break
+        if time.time() - used(old) <= IN_USE_S:
+            continue
+        with open(f"{old}.users", "a") as users:
+            try:  # a slot's run pins it (`_pin`) from its hand-out to the slot's next run
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
             _detach(old)
+            excess -= 1
+
+
+_PINS: dict[int, int] = {}
+"""Per slot (thread), the shared lock on the copy its current run was handed."""
+
+
+def _pin(folder: Path) -> None:
+    """Keep `folder` from `_prune` while this slot's run may bind it: a run outlives
+    `IN_USE_S` (meta-train first), and another image's or code's worker pruned its copy before
+    the meta-test container bound it ("bind source path does not exist"). Held until the
+    slot's next hand-out, so a slot pins one copy at most."""
+    fd = os.open(f"{folder}.users", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # waits out a prune under way: then the copy is made again
+    old = _PINS.pop(threading.get_ident(), None)
+    _PINS[threading.get_ident()] = fd
+    if old is not None:
+        os.close(old)
 
 
 def make(client: Any, image: str, folder: Path, code: Path,
@@ -142,6 +170,7 @@ def for_image(client: Any, image: str, places: tuple[str, ...],
         with open(f"{folder}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another slot may be making it now
             os.utime(lock.fileno())
+            _pin(folder)
             if not (_mounted(folder) and (folder / MARKER).is_file()
                     and os.statvfs(folder).f_flag & os.ST_RDONLY):  # else half-made
                 began = time.monotonic()

@@ -80,3 +80,20 @@ def test_a_stop_while_the_copy_is_made_reaches_the_run_and_a_failed_maker_does_n
     monkeypatch.setattr(task_root_cache, "make", broken)
     assert task_root_cache.for_image(
         _Client(), "img", (), tmp_path / "code", tmp_path / "base") is None
+
+
+def test_a_copy_pinned_by_a_slots_run_stays_however_long_ago_it_was_handed_out(
+        tmp_path: Path) -> None:
+    """A run binds its copy at meta-test, after meta-train: past `IN_USE_S` another image's
+    worker pruned it ("bind source path does not exist", the e2e helper's runs at load 30)."""
+    old = [copy(tmp_path, f"old{i}", 3600 - i) for i in range(3)]
+    task_root_cache._pin(old[0])  # this slot's run, handed out an hour ago, still running
+    new = copy(tmp_path, "new", 0)
+
+    task_root_cache._prune(tmp_path, new)
+
+    assert old[0].is_dir() and not old[1].is_dir()
+    task_root_cache._pin(new)  # the slot's next run: the old copy is no longer pinned
+    copy(tmp_path, "another", 3000)
+    task_root_cache._prune(tmp_path, new)
+    assert not old[0].is_dir() and old[2].is_dir()
