@@ -9,7 +9,7 @@ and the tiers themselves: each test is marked by the folder it lives in, so that
 - e2e: the whole platform or an HTTP client against it (tests/e2e, faults, load, adversarial);
 - browser: headless Chromium (tests/browser).
 
-Under pytest-xdist (`scripts/test.sh` runs `-n auto --maxprocesses 2`), a file is a unit of
+Under pytest-xdist (`scripts/test.sh` runs `-n 3`), a file is a unit of
 work that one worker runs whole (its module fixtures built once), the longest first; the files
 in `SERIAL_PATHS` form one unit together, run in order (docs/testing.md). Each worker has its
 own Redis database (`claim_redis_database`). Without xdist, or with `-n 0`, nothing changes.
