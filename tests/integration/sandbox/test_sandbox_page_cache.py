@@ -130,10 +130,17 @@ def test_a_runs_own_memory_pressure_cannot_evict_what_the_prefault_brought_in(do
     pairs = json.loads(in_container(docker_client, READ).strip().splitlines()[-1])
     evicted_own = sum(not a for a, _ in pairs) + sum(not b for _, b in pairs)
     # Pre-faulted: charged to the pre-fault's ended container; the same pressure evicts none.
-    in_container(docker_client, EVICT)
-    prefault_image(docker_client, IMAGE)
-    in_container(docker_client, PRESSURE, memory_mb=96)
-    pairs = json.loads(in_container(docker_client, READ).strip().splitlines()[-1])
+    # Read again (up to 3 times) when some are gone: another test process's dentry reset
+    # (`drop_caches` 2 frees unused inodes with their pages) or the host's reclaim in between
+    # evicts them (seen once with 3 xdist workers beside a fresh-machine run); a run's own
+    # pressure evicting them would do so every time.
+    for _ in range(3):
+        in_container(docker_client, EVICT)
+        prefault_image(docker_client, IMAGE)
+        in_container(docker_client, PRESSURE, memory_mb=96)
+        pairs = json.loads(in_container(docker_client, READ).strip().splitlines()[-1])
+        if all(a and b for a, b in pairs):
+            break
     assert all(a and b for a, b in pairs), pairs
     if evicted_own == 0:
         pytest.skip("this host's reclaim kept the container's own pages: the control could "
@@ -156,11 +163,19 @@ def test_a_later_run_cannot_read_what_an_earlier_run_touched_in_the_data(docker_
         os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     (bundle / "images.u8").chmod(0o644)
     write = WRITE.replace(COMMON_PATH, DATA_PATH)
-    in_container(docker_client, write, json.dumps(PATTERN), data=bundle)
-    assert decoded(docker_client, bundle) == PATTERN  # without the pre-fault: carried
-    fd = os.open(bundle / "images.u8", os.O_RDONLY)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
+
+    def evict() -> None:
+        fd = os.open(bundle / "images.u8", os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+    for _ in range(3):  # the control, read again when another process's reclaim came between
+        in_container(docker_client, write, json.dumps(PATTERN), data=bundle)
+        if (found := decoded(docker_client, bundle)) == PATTERN:
+            break
+        evict()
+    assert found == PATTERN  # without the pre-fault: carried
+    evict()
     in_container(docker_client, write, json.dumps(PATTERN), data=bundle)
     assert read_tree([bundle])["files"] == 1  # the worker, before the next run
     assert decoded(docker_client, bundle) is None
