@@ -113,7 +113,7 @@ class StageBudget:
 
     @property
     def exhausted(self) -> bool:
-        return min(b for b in (self.wall_s, self.cpu_s, self.backstop_s) if b is not None) <= 0
+        return self.spent is not None
 
     @property
     def spent(self) -> LimitHit | None:
