@@ -95,7 +95,11 @@ def remove_orphan_containers(docker_client: Any, deployment: str, runs_dir: Path
     """Force-remove sandbox containers of `deployment` that mount something from `runs_dir`."""
     prefix = f"arena-{deployment}-run-"
     removed = []
-    for container in docker_client.containers.list(all=True, filters={"label": SANDBOX_LABEL}):
+    # ignore_removed: the list holds every sandbox on the host (other workers', other test
+    # processes'); one removed between the list and its inspection is gone, not an error (it
+    # failed the whole sweep with a 404 at load 35).
+    for container in docker_client.containers.list(all=True, filters={"label": SANDBOX_LABEL},
+                                                   ignore_removed=True):
         if not container.name.startswith(prefix):
             continue
         sources = [m.get("Source", "") for m in container.attrs.get("Mounts") or []]
