@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import load_platform as lp  # noqa: E402
 
 REASONS = (("queue_full", b"already waiting"), ("expected_wait", b"the expected wait"),
-           ("measured_wait", b"s of late"))
+           ("measured_wait", b"s of late"), ("unmeasured", b"not measured yet"))
 """Why admission refused a reader on arrival (its 503's message), as the report splits them."""
 
 
@@ -62,6 +62,10 @@ class Tally:
                       for v in values]
         if on_arrival:
             groups["read_503"] = on_arrival  # every reason together
+        repeats = [v for k, values in groups.items() if k.startswith("read_503_repeat ")
+                   for v in values]
+        if repeats:  # early repeats (before their Retry-After), held by design: apart
+            groups["read_503_repeat"] = repeats
         for kind, values in sorted(groups.items()):
             ordered = sorted(values)
             rows[kind] = {"n": len(ordered), "per_s": round(len(ordered) / seconds, 1),
@@ -80,6 +84,11 @@ class Connection:
         self.connect_s: float | None = None
         """How long the last request's new connection took to open (None: kept alive)."""
         self.writer: asyncio.StreamWriter | None = None
+        self.port_used = 0
+        """The local port of the connection (the server's trace names connections by it)."""
+        self.marks: list[float] = []
+        """The last request's times (CLOCK_MONOTONIC, as the server's trace): connected,
+        written, its answer's head read."""
 
     async def request(self, raw: bytes) -> tuple[int, bytes, bytes]:
         """Send `raw`; (status, header block, body)."""
@@ -88,9 +97,13 @@ class Connection:
             started = time.perf_counter()
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
             self.connect_s = time.perf_counter() - started
+            self.port_used = (self.writer.get_extra_info("sockname") or ("", 0))[1]
         assert self.reader is not None
+        connected = time.monotonic()
         self.writer.write(raw)
+        self.marks = [connected, time.monotonic()]
         head = await self.reader.readuntil(b"\r\n\r\n")
+        self.marks.append(time.monotonic())
         status = int(head[9:12])
         lower = head.lower()
         at = lower.find(b"content-length:")
@@ -127,8 +140,11 @@ def multipart(data: bytes) -> tuple[bytes, str]:
 
 async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[str],
                 internal: int, quiet_s: float, loaded_s: float, timeout_s: float,
-                internal_pause_s: float = 0.25, honour_retry_after: bool = False) -> dict:
-    """The quiet phase, then the loaded one; a Tally for each."""
+                internal_pause_s: float = 0.25, honour_retry_after: bool = False,
+                trace: list | None = None) -> dict:
+    """The quiet phase, then the loaded one; a Tally for each. With `trace`, each loaded
+    reader's request is appended to it: [kind, local port, new connection, began, connected,
+    written, head read, done] (CLOCK_MONOTONIC, as the server's trace)."""
     host, port_text = base.removeprefix("http://").split(":")
     port = int(port_text)
     tallies = {"quiet": Tally(), "loaded": Tally()}
@@ -136,9 +152,11 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
     stop, loaded = asyncio.Event(), asyncio.Event()
     paths = [f"/api/v1/phases/{phase_id}/leaderboard", "/api/v1/phases", "/"]
 
-    async def one(conn: Connection, raw: bytes, classify) -> str:  # noqa: ANN001
+    async def one(conn: Connection, raw: bytes, classify, early: bool = False) -> str:  # noqa: ANN001
+        """One request; `early`: a reader's repeat on a connection refused before, sent
+        before its Retry-After (the server holds it until due: counted apart)."""
         tally = tallies[phase["name"]]
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.monotonic()
         try:
             status, head, body = await asyncio.wait_for(conn.request(raw), timeout_s)
         except TimeoutError:
@@ -152,9 +170,14 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
             await asyncio.sleep(0.05)
             return key
         kind = classify(status, head, body)
+        if early and kind.startswith("read_503 "):
+            kind = "read_503_repeat " + kind[9:]
         tally.add(kind, time.perf_counter() - started)
         if conn.connect_s is not None:
             tally.add(f"{kind.split()[0]} connect", conn.connect_s)
+        if trace is not None and phase["name"] == "loaded" and len(conn.marks) == 3:
+            trace.append([kind, conn.port_used, conn.connect_s is not None, began, *conn.marks,
+                          time.monotonic()])
         return kind
 
     retry_after_s = 5.0  # the server's least Retry-After; the header's own value is read below
@@ -181,8 +204,10 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
         rng = random.Random(slot)
         conn = Connection(host, port)
         await loaded.wait()
+        kind = ""
         while not stop.is_set():
-            kind = await one(conn, get(rng.choice(paths), token), read_kind)
+            kind = await one(conn, get(rng.choice(paths), token), read_kind,
+                             early=kind.startswith("read_503") and conn.writer is not None)
             if honour_retry_after and kind.startswith("read_503"):
                 conn.close()  # idle past the server's keep-alive (5 s): a client reconnects
                 await asyncio.sleep(retry_after_s)
@@ -224,8 +249,10 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
     """Seed a server from `tree` and drive it; the client runs at nice 19 meanwhile."""
     with tempfile.TemporaryDirectory(prefix="arena-overload-") as tmp:
         folder = Path(tmp)
-        with lp.database(postgres, folder) as url, lp.server(url, folder, tree=tree) as (
-                base, admin):
+        trace: list | None = [] if args.trace else None
+        with lp.database(postgres, folder) as url, lp.server(
+                url, folder, tree=tree, trace=folder / "trace.jsonl" if args.trace else None
+                ) as (base, admin):
             phase_id = lp.create_phase(base, admin)
             lp.bulk_insert(url, phase_id, 1000, args.submissions)
             accounts = lp.make_tokens(base, admin, "reader", min(args.readers,
@@ -239,7 +266,8 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
             wall, load = time.perf_counter(), os.getloadavg()[0]
             phases = runner()(drive(base, phase_id, readers, uploaders, args.internal,
                                     args.quiet_seconds, args.seconds, args.client_timeout,
-                                    honour_retry_after=args.honour_retry_after))
+                                    honour_retry_after=args.honour_retry_after,
+                                    trace=trace))
             wall = time.perf_counter() - wall
             server_cpu = lp.cpu_seconds(pid) - server_cpu
             client_cpu = lp.cpu_seconds(os.getpid()) - client_cpu
@@ -248,7 +276,9 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
         lags = sorted(json.loads((folder / "lag.json").read_text() or "[]")) \
             if (folder / "lag.json").exists() else []
         log = (folder / "server.log").read_text(errors="replace").splitlines()
-    return {"tree": str(tree), "honour_retry_after": args.honour_retry_after,
+        where = breakdown(trace, (folder / "trace.jsonl").read_text().splitlines()) \
+            if trace is not None and (folder / "trace.jsonl").exists() else None
+    return {"where_ms": where,"tree": str(tree), "honour_retry_after": args.honour_retry_after,
             "client_nice": args.client_nice,
             "load_average": [round(load, 1), round(os.getloadavg()[0], 1)],
             "server_cpu_s": round(server_cpu, 1), "client_cpu_s": round(client_cpu, 1),
@@ -258,6 +288,53 @@ def one_round(tree: Path, postgres: bool, args: argparse.Namespace) -> dict:
             "loop_lag_max_ms": round(1000 * lags[-1], 1) if lags else None,
             "server_log_tail": log[-20:],
             **phases}
+
+
+SEGMENTS = (("connect", "began", "connected"), ("to_accept", "connected", "accepted"),
+            ("to_read", "sent", "read"), ("to_app", "read", "app"),
+            ("admission", "app", "answered"), ("to_client", "written", "head"))
+"""A reader's request, in order: the client began (and opened a connection if new), its
+bytes were written; the server's loop accepted the connection, read the bytes, called the
+app (h11 had parsed them), the app started the answer (admission's decision for a 503) and
+handed its last byte to the socket; the client read the answer's head. `to_read` runs from
+the later of the write and the accept."""
+
+
+def breakdown(client: list[list], server_lines: list[str]) -> dict[str, dict]:
+    """Where each reader's request spent its time, per class of answer: p50/p95 (ms) of each
+    segment of SEGMENTS, joined on the client's port (the server's trace, `--trace`)."""
+    by_port: dict[int, dict[str, list]] = {}
+    for line in server_lines:
+        row = json.loads(line)
+        by_port.setdefault(row[1], {"c": [], "d": [], "r": []})[row[0]].append(row)
+    groups: dict[str, dict[str, list[float]]] = {}
+    unmatched = 0
+    for kind, port, new, began, connected, written, head, done in client:
+        rows = by_port.get(port, {"c": [], "d": [], "r": []})
+        request = next((r for r in rows["r"] if began <= r[3] <= done), None)
+        if request is None:
+            unmatched += 1
+            continue
+        app, answered, end = request[3], request[4], request[6]
+        read = max((d[2] for d in rows["d"] if d[2] <= app), default=app)
+        accepted = max((c[2] for c in rows["c"] if c[2] <= app), default=began)
+        times = {"began": began, "connected": connected if new else began,
+                 "accepted": accepted if new else began, "sent": max(written, accepted)
+                 if new else written, "read": read, "app": app, "answered": answered,
+                 "written": end or answered, "head": head}
+        name = kind.split()[0] + (" new" if new else "")
+        group = groups.setdefault(name, {})
+        for segment, start, stop in SEGMENTS:
+            group.setdefault(segment, []).append(times[stop] - times[start])
+        group.setdefault("total", []).append(head - began)
+    out: dict[str, dict] = {"unmatched": {"n": unmatched}}
+    for name, group in sorted(groups.items()):
+        out[name] = {"n": len(group["total"])}
+        for segment, values in group.items():
+            ordered = sorted(values)
+            out[name][segment] = [round(1000 * statistics.median(ordered)),
+                                  round(1000 * ordered[int(0.95 * (len(ordered) - 1))])]
+    return out
 
 
 def runner():  # noqa: ANN201
@@ -282,6 +359,7 @@ def brief(result: dict) -> str:
             f"upload quiet {cell('quiet', 'upload')} loaded {cell('loaded', 'upload')} | "
             f"read 200 {cell('loaded', 'read_200')} | 503 {cell('loaded', 'read_503')} | "
             f"after wait {loaded.get('read_503_after_wait', {}).get('n', 0)} | "
+            f"early repeats {cell('loaded', 'read_503_repeat')} | "
             + " ".join(f"{k[9:]} {cell('loaded', k)}" for k in loaded if k.startswith("read_503 "))
             + " | "
             f"time-outs {loaded.get('timeout', {}).get('n', 0)} | "
@@ -307,6 +385,8 @@ def main() -> None:
                              "server's CPU, but on a loaded host its own wake-ups lag)")
     parser.add_argument("--honour-retry-after", action="store_true",
                         help="readers wait a 503's Retry-After before asking again")
+    parser.add_argument("--trace", action="store_true",
+                        help="time each reader's request on both sides (see `breakdown`)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = []
@@ -315,6 +395,9 @@ def main() -> None:
             result = one_round(Path(tree).resolve(), args.postgres, args)
             results.append(result)
             print(brief(result), flush=True)
+            if result["where_ms"]:
+                for name, row in result["where_ms"].items():
+                    print(f"  where (p50/p95 ms) {name}: {row}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(results, indent=2))
 

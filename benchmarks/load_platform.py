@@ -126,12 +126,14 @@ def database(postgres: bool, folder: Path) -> Iterator[str]:
 
 
 SERVE = """
-import asyncio, json, sys, uvicorn
+import asyncio, json, sys, time, uvicorn
 from server.app import create_app
 from server.core.config import Settings
 from server.core.http_bounds import uvicorn_bounds
 settings = Settings()
 app, lags, probing = create_app(settings), [], []
+trace_path = sys.argv[3] if len(sys.argv) > 3 else ""
+trace, traced = [], [0]
 async def probe_lag():
     loop = asyncio.get_running_loop()
     while True:
@@ -140,15 +142,46 @@ async def probe_lag():
         lags.append(loop.time() - asked - 0.1)
         if len(lags) % 20 == 0:  # uvicorn re-raises SIGTERM after its shutdown: no atexit
             open(sys.argv[2], "w").write(json.dumps(lags))
+            if trace_path and len(trace) > traced[0]:
+                with open(trace_path, "a") as out:
+                    out.write("".join(json.dumps(r) + "\\n" for r in trace[traced[0]:]))
+                traced[0] = len(trace)
 async def probed(scope, receive, send):
     if not probing:
         probing.append(asyncio.get_running_loop().create_task(probe_lag()))
-    await app(scope, receive, send)
-uvicorn.run(probed, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
-            **uvicorn_bounds(settings.max_header_bytes))
+    if not trace_path or scope["type"] != "http":
+        await app(scope, receive, send)
+        return
+    row = ["r", (scope.get("client") or ("", 0))[1], scope["path"], time.monotonic(), 0, 0, 0]
+    async def timed(message):
+        if message["type"] == "http.response.start":
+            row[4], row[5] = time.monotonic(), message["status"]
+        await send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            row[6] = time.monotonic()
+    try:
+        await app(scope, receive, timed)
+    finally:
+        trace.append(row)
+bounds = uvicorn_bounds(settings.max_header_bytes)
+if trace_path:
+    class Traced(bounds["http"]):
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._trace_port = (transport.get_extra_info("peername") or ("", 0))[1]
+            trace.append(["c", self._trace_port, time.monotonic()])
+        def data_received(self, data):
+            trace.append(["d", self._trace_port, time.monotonic(), len(data)])
+            super().data_received(data)
+    bounds["http"] = Traced
+uvicorn.run(probed, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", **bounds)
 """
 """The server as `arena serve` runs it (server/cli.py: one process, the HTTP bounds), plus a
-probe of its event loop's lag (how late a 0.1 s sleep wakes), written to a file every 2 s."""
+probe of its event loop's lag (how late a 0.1 s sleep wakes), written to a file every 2 s.
+With a third argument, a trace file: per connection (the client's port) when the loop made it
+("c") and each read of its bytes ("d"), per request when the app was called, its response
+started (status) and its last byte was handed to the socket ("r"), CLOCK_MONOTONIC, appended
+every 2 s (see bench_overload's `--trace`)."""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -162,7 +195,8 @@ SERVER_PIDS: dict[str, int] = {}
 
 
 @contextmanager
-def server(database_url: str, folder: Path, tree: Path = ROOT) -> Iterator[tuple[str, str]]:
+def server(database_url: str, folder: Path, tree: Path = ROOT,
+           trace: Path | None = None) -> Iterator[tuple[str, str]]:
     """A uvicorn server process on 127.0.0.1 serving the checkout `tree` (another worktree for
     a side-by-side run); yields (base URL, admin token)."""
     token, port = secrets.token_urlsafe(24), free_port()
@@ -171,7 +205,8 @@ def server(database_url: str, folder: Path, tree: Path = ROOT) -> Iterator[tuple
            "ARENA_RECONCILE_INTERVAL_S": "0"}
     log = (folder / "server.log").open("ab")
     nice = int(os.environ.get("ARENA_LOAD_SERVER_NICE", "0"))
-    process = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(folder / "lag.json")],
+    process = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(folder / "lag.json"),
+                                *([str(trace)] if trace else [])],
                                env=env, stdout=log, stderr=log, cwd=tree,
                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
     base = f"http://127.0.0.1:{port}"
