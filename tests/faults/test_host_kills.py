@@ -33,10 +33,11 @@ TWO_TASKS = ProtocolParams.from_dict({"name": "fixed", "n_ways": 2, "n_shots": 1
                                       "n_queries": 2, "tasks_per_dataset": 1})
 TIME_LIMIT_S = 240.0
 """Beyond every deadline the fix adds (30 s): a run that reaches it hung."""
-REPORT_S = "10"
+REPORT_S = "5"
 """The supervisor's deadlines for T's reports (`forkserver.FORK_REPORT_S`, `EXIT_REPORT_S`, 30 s
 by default) in the tests that kill T and so wait one out: still far above a report's
-milliseconds (a standby's is one message), a third of the wait."""
+milliseconds (a standby's is one message; a fork's seconds on a loaded host), a sixth of the
+wait. Ten before: each test then waited 5 s longer for the same outcome."""
 
 
 def _short_report_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
