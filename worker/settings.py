@@ -73,6 +73,12 @@ class WorkerSettings(BaseSettings):
     no run reads names an earlier run looked up (issue 34; worker/dentry_reset.py). Needs root
     on the host with /proc/sys writable; without it the worker warns and records each run as
     not reset. Runs overlapping in concurrent slots are not separated by it."""
+    prefault: bool = True
+    """Before each run, read the sandbox image (again only when the host reclaimed pages since
+    its last read), the run's data and the platform's code into the page cache, so that no run
+    can leave bits in which of their pages are resident (issue 34; worker/prefault.py). Off
+    only where no run's isolation matters (test platforms that measure none): reading the
+    1 GB image took 8-12 s a run on a loaded host."""
     host_lock: Path | None = None
     """The host-wide lock every run holds (shared; a secret phase's run exclusively: it runs
     alone on the host; worker/host_lock.py). Unset: `data_dir/host.lock`; several workers on

@@ -201,7 +201,7 @@ def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | Non
     docker_client = connect_docker()
     if docker_client is not None:
         code_dir = sync_sandbox_code(settings.sandbox_code_dir)
-        executor = make_docker_executor(docker_client, code_dir,
+        executor = make_docker_executor(docker_client, code_dir, prefault=settings.prefault,
                                         reset_dentries=settings.reset_dentries)
         _check_isolation_once(docker_client, settings.default_image, code_dir)
         _check_dentry_reset_once(settings)
