@@ -65,6 +65,30 @@ def inprocess_app(root: Path, database_url: str | None = None, **overrides) -> I
                         admin={"Authorization": f"Bearer {admin_token}"})
 
 
+@contextmanager
+def cheap_password_hashing() -> Iterator[None]:
+    """argon2 at its smallest cost while the block runs, for suites that check who may do what
+    rather than how passwords are hashed (the authorization matrices sign people up and change
+    passwords on every world: at the real cost, 64 MiB and 3 passes, each hash was ~0.23 s of
+    CPU, most of tests/authz/test_authz_accounts.py's). Hashes are still argon2id, checked as
+    before; the real parameters are what tests/integration/server/test_accounts.py and
+    test_login_throttle.py see. The login's dummy hash is cached: it is dropped on the way in
+    and out, so no test outside the block meets one of the cheap parameters."""
+    from argon2 import PasswordHasher
+
+    from server.core import security
+    from server.services import passwords
+
+    real = security._hasher
+    security._hasher = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    passwords._dummy_hash.cache_clear()
+    try:
+        yield
+    finally:
+        security._hasher = real
+        passwords._dummy_hash.cache_clear()
+
+
 def zip_bytes(entries: list[tuple[str, bytes]] | None = None,
               compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     buf = io.BytesIO()
