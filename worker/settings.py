@@ -58,6 +58,9 @@ class WorkerSettings(BaseSettings):
     """First pause between attempts; doubled on each retry."""
     claim_retries: int = Field(default=5, ge=0)
     """Celery retries of a job whose claim could not reach the server."""
+    claim_backoff_s: float = Field(default=10.0, gt=0)
+    """First pause before such a job (or one this host was too unhealthy to claim: a full disk)
+    is tried again; doubled on each retry, at most 600 s."""
     default_image: str = "metadl-arena/sandbox:cpu"
     """Sandbox image for phases that name none (scripts/build_sandbox_image.sh builds it)."""
     executor: Literal["auto", "docker", "local"] = "auto"

@@ -34,9 +34,10 @@ def get_runtime() -> Runtime:
     return build_runtime(get_settings(), slot)
 
 
-def compute_claim_backoff(retries: int) -> float:
-    """Seconds before retrying a job whose claim could not reach the server."""
-    return min(CLAIM_BACKOFF_MAX_S, CLAIM_BACKOFF_S * 2**retries)
+def compute_claim_backoff(retries: int, first_s: float = CLAIM_BACKOFF_S) -> float:
+    """Seconds before retrying a job whose claim could not reach the server (`first_s`:
+    `WorkerSettings.claim_backoff_s`)."""
+    return min(CLAIM_BACKOFF_MAX_S, first_s * 2**retries)
 
 
 @shared_task(name=EVALUATE_RUN, bind=True, acks_late=True, reject_on_worker_lost=True,
@@ -49,6 +50,8 @@ def evaluate_run_job(self, run_id: RunId, run_token: str) -> None:  # noqa: ANN0
     except ServerUnavailableError as exc:
         retries = self.request.retries
         log.warning("run.claim.unreachable", extra={"run_id": run_id, "retries": retries})
-        raise self.retry(exc=exc, countdown=compute_claim_backoff(retries),
-                         max_retries=get_settings().claim_retries) from exc
+        settings = get_settings()
+        raise self.retry(exc=exc, countdown=compute_claim_backoff(retries,
+                                                                 settings.claim_backoff_s),
+                         max_retries=settings.claim_retries) from exc
     log.info("run.job.done", extra={"run_id": run_id, "result": str(result)})

@@ -67,3 +67,35 @@ def test_the_app_registers_the_job_under_its_wire_name(tmp_path: Path):
 def test_claim_backoff_doubles_up_to_a_ceiling():
     assert [compute_claim_backoff(n) for n in range(3)] == [10.0, 20.0, 40.0]
     assert compute_claim_backoff(30) == 600.0
+    assert [compute_claim_backoff(n, 2.0) for n in range(3)] == [2.0, 4.0, 8.0]
+
+
+def test_the_claim_backoff_is_a_setting(monkeypatch: pytest.MonkeyPatch):
+    assert WorkerSettings().claim_backoff_s == 10.0
+    monkeypatch.setenv("ARENA_WORKER_CLAIM_BACKOFF_S", "2")
+    assert WorkerSettings().claim_backoff_s == 2.0
+
+
+def test_a_job_whose_claim_failed_is_retried_after_the_settings_backoff(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from worker import tasks
+    from worker.client import ServerUnavailableError
+
+    def unreachable(*_args: object) -> None:
+        raise ServerUnavailableError("down")
+
+    retries: list[dict] = []
+
+    def retry(**options: object) -> Exception:
+        retries.append(options)
+        return RuntimeError("retried")
+
+    monkeypatch.setattr(tasks, "evaluate_run", unreachable)
+    monkeypatch.setattr(tasks, "get_runtime", lambda: None)
+    monkeypatch.setattr(tasks, "arm_stop_signal", lambda: None)
+    monkeypatch.setattr(tasks, "get_settings",
+                        lambda: make_settings(tmp_path, claim_backoff_s=2.0, claim_retries=3))
+    monkeypatch.setattr(tasks.evaluate_run_job, "retry", retry)
+    with pytest.raises(RuntimeError, match="retried"):
+        tasks.evaluate_run_job(7, "token")
+    assert retries[0]["countdown"] == 2.0 and retries[0]["max_retries"] == 3
