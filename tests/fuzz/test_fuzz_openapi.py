@@ -11,9 +11,17 @@ import os
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from inprocess_support import InProcess
+from inprocess_support import InProcess, cheap_password_hashing
 
 EXAMPLES = int(os.environ.get("ARENA_FUZZ_EXAMPLES", "12"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cheap_password_hashing():
+    """Generated sign-ups, logins and password changes hash with argon2: at its smallest cost
+    here, as what is checked is that no request gets a server error (inprocess_support)."""
+    with cheap_password_hashing():
+        yield
 
 
 @pytest.fixture(scope="module")
