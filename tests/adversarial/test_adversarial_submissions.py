@@ -5,8 +5,12 @@ normal submission scores exactly as it did before the batch.
 
 The whole batch is uploaded at once (a module fixture), right behind the normal submission, so
 that the runs queue back to back on one worker with two slots, the longest first; each test then
-reads one verdict. The two attacks that must leave a run finished as normal (the probes, links
-planted in the output folder) share one submission: the probes run first and see none of the links.
+reads one verdict. The three attacks that must leave a run finished as normal (a gigabyte of
+output, the probes, links planted in the output folder) share one submission: the flood first (the
+probes' report is then the last line of the log's kept tail), then the probes, which see none of
+the links. Each of them still fails its own checks: a report cut from the log fails the probes'
+tests, an uncapped log the flood's. The worker skips the image pre-fault before each run
+(`ARENA_WORKER_PREFAULT=0`): what is checked here is containment, not page-cache isolation.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from worker.sandbox_output import pick_mechanism
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
-PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
+PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 1}  # 2 test tasks: 1 per meta-test domain
 MARKER = uuid.uuid4().hex[:12]
 PWNED = Path(f"/tmp/arena-pwned-{MARKER}")
 
@@ -47,10 +51,14 @@ class Case:
 # probes' waits and fills, the bombs, a time limit reached after meta-train), so that the last
 # runs to start are short ones.
 CASES = {
-    "gigabyte_stdout_and_binary_stderr": Case({"meta_fit": probes.FLOODS}, "finished", None,
-                                              log_words=("==> stdout (truncated)", "FLOODS-DONE")),
-    "probe_network_writes_secrets": Case({"meta_fit": probes.PROBE + probes.SYMLINKS},
+    # The gigabyte first: the probes' report is then the last line of the stdout's kept tail (in
+    # the head, the log frame's cut took its first characters: no "ARENA-PROBE" left to find).
+    "probe_network_writes_secrets": Case({"meta_fit": probes.FLOODS + probes.PROBE
+                                          + probes.SYMLINKS},
                                          "finished", None, log_words=("ARENA-PROBE",)),
+    "gigabyte_stdout_and_binary_stderr": Case({}, "finished", None,
+                                              log_words=("==> stdout (truncated)", "FLOODS-DONE"),
+                                              same_run_as="probe_network_writes_secrets"),
     "symlinks_out_of_output": Case({}, "finished", None,
                                    same_run_as="probe_network_writes_secrets"),
     "fork_bomb": Case({"meta_fit": probes.FORK_BOMB}, "failed", "meta_fit_error",
@@ -85,7 +93,10 @@ def arena(hardened_platform: IsolatedPlatform, tiny_collection: Path, arena_cach
     """Seed two phases, upload a normal submission and right behind it the whole hostile batch;
     once all are final, score the normal submission again."""
     platform = hardened_platform
-    worker = platform.start_worker("adv", ARENA_WORKER_CONCURRENCY="2")  # boots while we seed
+    # Boots while we seed. No pre-fault of the 1 GB image before each run (8-12 s a run at
+    # load 35): these runs' checks are verdicts and containment, not page-cache isolation.
+    worker = platform.start_worker("adv", ARENA_WORKER_CONCURRENCY="2",
+                                   ARENA_WORKER_PREFAULT="0")
     organizer = platform.create_user("organizer", "organizer")
     data = platform.register_collection(tiny_collection, arena_cache)
     resources = {"cpus": 1, "memory_mb": 1536, "gpus": 0}
