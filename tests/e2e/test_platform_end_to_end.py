@@ -23,6 +23,14 @@ from submission_api.submission_zip import build_submission_zip
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
 PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 3}
+NO_PREFAULT = {"ARENA_WORKER_PREFAULT": "0"}
+"""Its workers skip the per-run pre-fault of the 1 GB image (each new worker process read it
+once, 7-9 s at load 35): no check here is about which pages are resident; the page-cache
+isolation is measured with it on (test_task_isolation_platform.py, test_sandbox_page_cache)."""
+SLOW_S = 10
+"""The killed run's meta-fit: long enough that the worker is killed while it runs (the test
+kills as soon as the run says `running`, before its containers start), and `attempts >= 2`
+fails if it ever finished first; its retry sleeps it again, on the module's critical path."""
 BASELINES = Path(__file__).resolve().parents[2] / "starting_kit" / "baselines"
 
 PROTOCOLS = {  # figure -> (protocol, extra meta-test datasets)
@@ -43,7 +51,7 @@ def competition(platform: Platform, tiny_collection: Path, arena_cache: Path,
     waited, then ran locally left the worker idle through each local run). One slot: a local
     run beside two sandboxed ones starved the protonet run past its wall backstop at load 30.
     The killed worker's run has a queue and workers of its own, so that killing one never
-    touches another test's run, and its waits (a 25 s meta-fit, a lapsed lease) overlap the
+    touches another test's run, and its waits (a `SLOW_S` meta-fit, a lapsed lease) overlap the
     other runs."""
     organizer = platform.create_user("organizer", "organizer")
     data = platform.register_collection(tiny_collection, arena_cache)
@@ -55,8 +63,8 @@ def competition(platform: Platform, tiny_collection: Path, arena_cache: Path,
     kill_queue = f"{platform.queue}-kill"
     kill_phase = platform.create_phase(organizer, data, protocol=PROTOCOL, queue=kill_queue)
     ids["slow"] = platform.submit(alice, kill_phase,
-                                  make_model_zip(folder / "slow", meta_fit="time.sleep(25)"))
-    killed = platform.start_worker("k1", ARENA_WORKER_QUEUES=f'["{kill_queue}"]')
+                                  make_model_zip(folder / "slow", meta_fit=f"time.sleep({SLOW_S})"))
+    killed = platform.start_worker("k1", ARENA_WORKER_QUEUES=f'["{kill_queue}"]', **NO_PREFAULT)
 
     protonet = quick_protonet(folder / "protonet")
     ids["baseline"] = platform.submit(alice, phase_id,
@@ -73,7 +81,7 @@ def competition(platform: Platform, tiny_collection: Path, arena_cache: Path,
         extra = platform.register_collection(tiny_collection, arena_cache, extra_test)
         phases[figure] = platform.create_phase(organizer, extra, protocol=protocol)
         ids[figure] = platform.submit(bob, phases[figure], centroids)
-    platform.start_worker("w1")
+    platform.start_worker("w1", **NO_PREFAULT)
     return {"phase_id": phase_id, "organizer": organizer, "alice": alice, "bob": bob,
             "ids": ids, "phases": phases, "protonet": protonet,
             "centroids": folder / "centroids", "killed": killed, "kill_queue": kill_queue}
@@ -86,7 +94,8 @@ def test_a_sigkilled_worker_run_is_retried_and_finished_exactly_once(platform, c
                "the run to start")
 
     platform.kill_worker(competition["killed"])
-    platform.start_worker("k2", ARENA_WORKER_QUEUES=f'["{competition["kill_queue"]}"]')
+    platform.start_worker("k2", ARENA_WORKER_QUEUES=f'["{competition["kill_queue"]}"]',
+                          **NO_PREFAULT)
     final = platform.wait_terminal(token, submission_id, timeout_s=400)
 
     assert final["state"] == "finished", final

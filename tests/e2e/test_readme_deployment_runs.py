@@ -71,8 +71,12 @@ def test_the_readme_deployment_blocks_run_as_printed(tmp_path, tiny_collection, 
 
         wait_until(lambda: answers() or server.poll() is not None, 90, "arena serve")
         assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+        # Not the printed worker's dentry reset: each one drops the whole host's unused inodes,
+        # so every other test process's worker reads its 1 GB image again on its next run (the
+        # reset is checked in test_sandbox_dentry_reset.py; test platforms run without it).
         worker_env = {**clean, "ARENA_WORKER_DATA_DIR": str(tmp_path / "worker"),
-                      "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3"}
+                      "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3",
+                      "ARENA_WORKER_RESET_DENTRIES": "0"}
         worker = _start(_here(worker_block, port, tmp_path / "srv"), tmp_path / "worker.log",
                         worker_env)
         platform = Platform(root=tmp_path, database_url="", base_url=base,
