@@ -9,23 +9,28 @@ the others wait their turn on a semaphore (a coroutine each, no connection, no t
 pool (`Settings.db_pool`: two connections per admitted request, a read and a write session,
 plus headroom) can never run dry.
 
-Waiting is bounded, and judged on arrival (issue 38.5). An unbounded queue turned 1,000
-readers into 60 s client time-outs for everyone; a bounded one that only timed waiters out
-still answered its 503s after the whole wait. Each lane keeps the average time a request holds
-its slot, so a newcomer that finds the lane full knows its expected wait, (waiting + 1) x hold
-time / slots: past `max_wait_s`, or with `max_waiting` already waiting, it is answered 503
-`server.busy` with Retry-After (the expected wait) at once, before any session or thread is
-spent on it. `max_wait_s` also bounds the actual wait of the ones that queue.
+Waiting is bounded, and judged on arrival (issue 38.5). An unbounded queue turned 1,000 readers
+into 60 s client time-outs for everyone; a bounded one that only timed waiters out still
+answered its 503s after the whole wait. A newcomer that finds its lane full is told its
+expected wait, its position in the queue times the lane's measured pace: the time from the
+queue's forming to now over the grants since (the last PACE_ROUNDS rounds of them;
+`Lane.pace_s`: bursts and gaps averaged, a stalled queue slower). It queues only if that wait,
+times WAIT_MARGIN (2), is within `max_wait_s`, and while fewer than `max_waiting` wait; else it
+is answered 503 `server.busy` with Retry-After (the expected wait) at once, before any session
+or thread is spent on it. `max_wait_s` bounds the actual wait of the ones that queue (one bound
+for a whole-board read's two lanes, judged once on arrival): one refused after it is one the
+estimate got wrong, counted in `late`. Until a lane has measured its pace it falls back on its
+hold time (`hold_s / limit` a place) and lets at most UNMEASURED_ROUNDS rounds (two requests
+per slot) wait: the first wave of 1,000 readers found nothing measured and 256 queued, served
+~15 a second, and the later ones were answered after the whole 20 s.
 
-The estimate from hold times misses what a starved event loop adds (a waiter wakes when the
-loop gets to it): at 1,000 readers on 2 loaded cores 10-17% of the 503s were waiters that timed
-out, each answered after the whole 20 s bound. So each lane also keeps the average time its
-requests actually waited (`wait_s`: 0 for one that found a slot free, the whole wait for one
-that timed out), and a newcomer that finds the lane full and a round of requests (one per
-slot) already waiting is refused at once while that measured wait passes `target_wait_s`
-(default a quarter of `max_wait_s`). The round is kept: refusing on the measured wait alone
-emptied the queue, and slots then idled while the next request crawled through the starved
-loop to them (1.7-5x fewer reads served per second).
+The hold time alone missed what a starved event loop adds (a waiter wakes when the loop gets to
+it): at 1,000 readers on 2 loaded cores 10-17% of the 503s were waiters that timed out. Each
+lane also keeps the average time its requests actually waited (`wait_s`), and a newcomer that
+finds the lane full and a round of requests (one per slot) already waiting is refused at once
+while that measured wait passes `target_wait_s` (default a quarter of `max_wait_s`). A round is
+kept: refusing on the measured wait alone emptied the queue, and slots then idled while the
+next request crawled through the starved loop to them (1.7-5x fewer reads served per second).
 
 A connection refused with 503 that asks again before its Retry-After is held until that is due
 (at most REPEAT_DELAY_MAX_S), then judged again (`_hold`): readers that ignore Retry-After had
@@ -52,7 +57,8 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -64,6 +70,16 @@ HEAVY_ROWS = 1_000
 """A board read asking for more entries than this (or for all, the default) is heavy."""
 HOLD_WEIGHT = 0.2
 """Weight of the newest hold time in a lane's running average."""
+WAIT_MARGIN = 2.0
+"""A newcomer queues only if its expected wait, times this, is within `max_wait_s`: the
+measured pace moves with the host's load, and a waiter the estimate got wrong is answered
+503 only after the whole bound."""
+UNMEASURED_ROUNDS = 2
+"""Until a lane has measured its pace, at most this many rounds (one request per slot) wait."""
+PACE_ROUNDS = 4
+"""A lane's pace is measured over its last grants, at most this many rounds of them: grants
+come in bursts (a few slots freed in one turn of the loop, then a gap), and a running average
+weighted per grant read ~0 right after a burst (835 waiters timed out in one run)."""
 REPEAT_DELAY_MAX_S = 5.0
 """The longest a connection's early return after a 503 is held (see `_hold`):
 well within a client's time-out (60 s is common)."""
@@ -80,15 +96,48 @@ class Lane:
     """Running average of the time a request held its slot (0 until one was released)."""
     wait_s: float = 0.0
     """Running average of the time a request waited for its slot, as it was measured."""
+    grants: deque[float] = field(default_factory=deque)
+    """When the last queued requests got their slot (at most PACE_ROUNDS rounds of them),
+    since the queue last formed: the lane's measured pace (`pace_s`)."""
+    since: float = 0.0
+    """When the queue formed, or the last grant dropped from `grants`."""
 
     def waited(self, took: float) -> None:
         self.wait_s = (1 - HOLD_WEIGHT) * self.wait_s + HOLD_WEIGHT * took
 
+    def queueing(self, now: float) -> None:
+        """A request starts to wait at `now`: a queue that forms measures its pace anew."""
+        if not self.waiting:
+            self.grants.clear()
+            self.since = now
+
+    def granted(self, now: float) -> None:
+        """A queued request got its slot at `now`."""
+        if not self.waiting:  # the last waiter: the queue is gone
+            self.grants.clear()
+            return
+        self.grants.append(now)
+        while len(self.grants) > PACE_ROUNDS * self.limit:
+            self.since = self.grants.popleft()
+
+    def pace_s(self, now: float) -> float:
+        """The time a place in the queue takes: from the queue's forming (or the last grant
+        dropped from the window) to `now`, over the grants since (at least one round of them;
+        0: not measured). The first round comes as one burst when the slots held on arrival
+        free together: measured from the burst alone it read ~0 (786 waiters timed out in one
+        run); a queue that has not moved since counts as slower."""
+        if len(self.grants) < self.limit:
+            return 0.0
+        return (now - self.since) / len(self.grants)
+
     def expected_wait_s(self) -> float:
-        """What a request arriving now would wait: nothing with a slot free."""
+        """What a request arriving now would wait: nothing with a slot free; else its position
+        in the queue times the lane's measured pace (`hold_s / limit` until that is
+        measured)."""
         if self.slots is None or not self.slots.locked():
             return 0.0
-        return self.hold_s * (self.waiting + 1) / self.limit
+        pace = self.pace_s(time.monotonic()) or self.hold_s / self.limit
+        return pace * (self.waiting + 1)
 
     def release(self, started: float | None) -> None:
         """Give the slot back; `started` None: the request was not served (refused or cancelled
@@ -112,8 +161,9 @@ class Busy(Exception):
 
 class AdmissionMiddleware:
     """Admit at most `limit` HTTP requests into `app` at once (`heavy_limit` of them whole-board
-    reads); a request whose expected wait passes `max_wait_s`, or that finds `max_waiting`
-    waiting, or that waits `max_wait_s`, is answered 503 with Retry-After."""
+    reads); a request whose expected wait (times WAIT_MARGIN) passes `max_wait_s`, or that
+    finds `max_waiting` waiting, is answered 503 with Retry-After at once; one that queued and
+    waits `max_wait_s` is answered so then (counted in `late`)."""
 
     def __init__(self, app: ASGIApp, limit: int, max_waiting: int | None = None,
                  max_wait_s: float = 20.0, internal_limit: int = 4,
@@ -132,6 +182,9 @@ class AdmissionMiddleware:
         """Requests answered 503 so far (a benchmark reads it to see shedding happen)."""
         self.delayed = 0
         """Requests held until their connection's Retry-After was due (`_hold`)."""
+        self.late = 0
+        """Requests admitted to a queue and refused after the whole `max_wait_s`: the ones
+        the expected wait got wrong."""
         self._due: dict[object, float] = {}
         """When each refused connection (the client's address and port) was told to return."""
 
@@ -156,11 +209,13 @@ class AdmissionMiddleware:
         held = False
         while True:
             entered: list[tuple[Lane, float]] = []
+            deadline = time.monotonic() + self.max_wait_s  # one bound for all its lanes
             try:
                 for lane in lanes[1:]:  # judged on arrival too: a whole-board read refused by
                     self._judge(lane)  # the general lane only after its wait for a heavy slot
-                for lane in lanes:  # (up to max_wait_s) had its 503 after that wait
-                    entered.append((lane, await self._enter(lane, shed=True)))
+                for at, lane in enumerate(lanes):  # (up to max_wait_s) had its 503 after
+                    entered.append((lane, await self._enter(  # that wait; judged then,
+                        lane, shed=True, deadline=deadline, judge=not at)))  # it waits on
                 break
             except Busy as busy:
                 for lane, _ in reversed(entered):
@@ -180,27 +235,39 @@ class AdmissionMiddleware:
             for lane, started in reversed(entered):
                 lane.release(started)
 
-    async def _enter(self, lane: Lane, shed: bool) -> float:
-        """Take a slot of `lane` (waiting for it if worth it); the time it was taken."""
+    async def _enter(self, lane: Lane, shed: bool, deadline: float = 0.0,
+                     judge: bool = True) -> float:
+        """Take a slot of `lane` (waiting for it if worth it, until `deadline` when shed: a
+        whole-board read's wait for a heavy slot counts in its bound); the time it was taken."""
         if lane.slots is None:
             lane.slots = asyncio.Semaphore(lane.limit)
-        if shed:
+        if shed and judge:
             self._judge(lane)
-        arrived = time.monotonic()
+        arrived, queued = time.monotonic(), lane.slots.locked()
+        if queued:
+            lane.queueing(arrived)
         lane.waiting += 1
         try:
             if shed:
-                await asyncio.wait_for(lane.slots.acquire(), timeout=self.max_wait_s)
+                await asyncio.wait_for(lane.slots.acquire(),
+                                       timeout=max(0.0, deadline - arrived))
             else:
                 await lane.slots.acquire()
-        except TimeoutError:
+        except BaseException as exc:
+            lane.waiting -= 1
+            if not lane.waiting:  # emptied without a grant (time-outs, cancels): the
+                lane.grants.clear()  # next queue measures its own pace
+            if not isinstance(exc, TimeoutError):
+                raise
             lane.waited(time.monotonic() - arrived)
+            self.late += 1
             raise Busy(f"no slot freed within {self.max_wait_s:g} s",
                        self._retry_after(lane.expected_wait_s())) from None
-        finally:
-            lane.waiting -= 1
+        lane.waiting -= 1
         admitted = time.monotonic()
         lane.waited(admitted - arrived)
+        if queued:
+            lane.granted(admitted)
         return admitted
 
     def _judge(self, lane: Lane) -> None:
@@ -211,8 +278,11 @@ class AdmissionMiddleware:
         if lane.waiting >= self.max_waiting:
             raise Busy(f"{lane.waiting} requests are already waiting",
                        self._retry_after(expected))
-        if expected > self.max_wait_s:
+        if expected * WAIT_MARGIN > self.max_wait_s:
             raise Busy(f"the expected wait is {expected:.0f} s",
+                       self._retry_after(expected))
+        if lane.waiting >= UNMEASURED_ROUNDS * lane.limit and not lane.pace_s(time.monotonic()):
+            raise Busy(f"the lane's pace is not measured yet ({lane.waiting} waiting)",
                        self._retry_after(expected))
         if lane.waiting >= lane.limit and lane.wait_s > self.target_wait_s:
             raise Busy(f"requests waited {lane.wait_s:.1f} s of late",

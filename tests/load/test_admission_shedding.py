@@ -359,3 +359,106 @@ def test_a_whole_board_read_the_general_lane_would_refuse_is_refused_before_its_
         finally:
             inner.gate.set()
     assert middleware.shed == 1 and len(inner.reached) == 1
+
+
+def test_a_lane_that_has_not_measured_its_pace_queues_two_rounds_and_refuses_the_rest_at_once():
+    """Nothing measured yet (no slot released, no queued request served): the expected wait is
+    unknown, and a burst queued up to `max_waiting`; at 1,000 readers the first wave's 256
+    waiters were served ~15 a second and the later ones answered 503 only after the whole
+    20 s bound (issue 38.5). Two rounds (two requests per slot) wait; the next newcomers are
+    answered 503 at once, before any wait, with Retry-After."""
+    inner = GatedApp()
+    middleware = AdmissionMiddleware(inner, limit=1, max_wait_s=120)  # 8 may wait
+    for url in serve(middleware):
+        try:
+            with ThreadPoolExecutor(5) as pool:
+                held = pool.submit(httpx.get, f"{url}/slow", timeout=150)
+                wait_for(lambda: inner.inside == 1, "the slot taken")
+                queued = [pool.submit(httpx.get, f"{url}/slow", timeout=150) for _ in range(2)]
+                wait_for(lambda: middleware.waiting == 2, "two requests waiting")
+                later = [pool.submit(httpx.get, f"{url}/slow", timeout=150) for _ in range(2)]
+                wait_for(lambda: middleware.shed == 2 or middleware.waiting > 2,
+                         "the later ones refused or queued")
+                assert middleware.waiting == 2, "a newcomer queued behind an unmeasured lane"
+                for refused in (f.result() for f in later):
+                    assert refused.status_code == 503
+                    assert "not measured" in refused.json()["error"]["message"]
+                    assert int(refused.headers["retry-after"]) >= 5
+                inner.gate.set()
+                assert [f.result().status_code for f in (held, *queued)] == [200, 200, 200]
+        finally:
+            inner.gate.set()
+    assert (middleware.shed, middleware.late) == (2, 0)
+
+
+def test_a_newcomer_is_refused_at_once_when_the_measured_pace_says_it_would_wait_too_long():
+    """The hold time says the lane drains fast (0.5 s a request) but queued requests have been
+    getting their slot only every 8 s (a starved event loop wakes each waiter late): with one
+    request waiting, a newcomer would wait ~16 s, past half the 20 s bound (the margin), so it
+    is answered 503 at once with Retry-After the expected wait; the old estimate (hold time)
+    queued it, and such waiters were answered 503 after the whole bound (issue 38.5)."""
+    inner = BoardApp()
+    middleware = AdmissionMiddleware(inner, limit=1, heavy_limit=1, max_wait_s=20)
+    middleware.general.hold_s = 0.5
+    for url in serve(middleware):
+        try:
+            with ThreadPoolExecutor(3) as pool:
+                first = pool.submit(httpx.get, f"{url}{BOARD}", timeout=120)
+                wait_for(lambda: len(inner.reached) == 1, "the first read admitted")
+                second = pool.submit(httpx.get, f"{url}/api/v1/phases", timeout=120)
+                wait_for(lambda: middleware.waiting == 1, "one request waiting")
+                middleware.general.since = time.monotonic() - 8.0  # formed 8 s ago, one grant
+                middleware.general.grants.append(time.monotonic() - 1.0)
+                newcomer = pool.submit(httpx.get, f"{url}/api/v1/phases", timeout=120)
+                wait_for(lambda n=newcomer: n.done() or middleware.waiting == 2,
+                         "an answer or a wait")
+                assert newcomer.done() and middleware.waiting == 1, "the newcomer was queued"
+                refused = newcomer.result()
+                assert refused.status_code == 503
+                assert "expected wait is 1" in refused.json()["error"]["message"]  # 16-19 s
+                assert int(refused.headers["retry-after"]) >= 16
+                inner.gate.set()
+                assert [first.result().status_code, second.result().status_code] == [200, 200]
+        finally:
+            inner.gate.set()
+    assert middleware.shed == 1
+
+
+def test_a_lane_measures_its_pace_over_its_last_rounds_of_grants_since_the_queue_formed():
+    """The pace is the time from the first of the last queued grants (at most PACE_ROUNDS
+    rounds) to now, over their number: a burst of grants then a gap is averaged (a running
+    average per grant read ~0 right after a burst, and 835 waiters timed out in one run), a
+    stalled queue counts as slower, fewer than a round of grants is no measure, and a queue
+    that empties measures anew."""
+    from server.core.admission import PACE_ROUNDS, Lane
+
+    lane = Lane(limit=2)
+    lane.queueing(99.0)  # the queue forms
+    lane.waiting = 5
+    lane.granted(100.0)
+    assert lane.pace_s(101.0) == 0.0  # one grant: less than a round
+    lane.granted(100.001)  # the first round: a burst, then nothing for 2 s
+    assert lane.pace_s(102.0) == pytest.approx(1.5)  # 3 s since it formed over 2, not ~0
+    assert lane.pace_s(110.0) == pytest.approx(5.5)  # no grant since: the stall counts
+    for at in range(20):
+        lane.granted(200.0 + at)
+    assert len(lane.grants) == PACE_ROUNDS * lane.limit and lane.since == 211.0
+    assert lane.pace_s(220.0) == pytest.approx(9.0 / 8)
+    lane.waiting = 0
+    lane.granted(221.0)  # the last waiter: the queue is gone, the next one measures anew
+    assert lane.pace_s(222.0) == 0.0
+    lane.queueing(230.0)
+    assert lane.since == 230.0 and not lane.grants
+
+    async def expected() -> float:
+        lane.slots = asyncio.Semaphore(0)  # every slot taken
+        lane.waiting, lane.hold_s = 2, 0.5
+        unmeasured = lane.expected_wait_s()  # the hold time's estimate: 0.25 s a place
+        lane.since = time.monotonic() - 30.0  # formed 30 s ago, two grants since
+        lane.grants.extend([time.monotonic() - 29.0, time.monotonic() - 28.0])
+        return unmeasured, lane.expected_wait_s()
+
+    with ThreadPoolExecutor(1) as pool:
+        unmeasured, measured = pool.submit(asyncio.run, expected()).result(timeout=60)
+    assert unmeasured == pytest.approx(0.75)
+    assert measured >= 3 * 15.0  # 30 s over 2 grants a place, 3 places
