@@ -197,34 +197,46 @@ def test_the_work_folder_is_removed_after_success_and_failure(centroid_runs, fau
     assert not (failed.output_dir / ".work").exists()
 
 
-def test_a_neurips22_zip_with_its_own_api_copy_runs_unchanged(
-    tmp_path, tiny_collection, arena_cache
-):
-    old_api = """
-        import numpy as np
-        from cdmetadl.ingestion.data_generator import Task
+OLD_API = """
+    import numpy as np
+    from cdmetadl.ingestion.data_generator import Task
 
-        class Predictor():
-            def predict(self, dataset_test):
-                raise NotImplementedError
-        class Learner():
-            def __init__(self):
-                pass
-        class MetaLearner():
-            def __init__(self, train_classes, total_classes, logger):
-                self.train_classes = train_classes
-                self.total_classes = total_classes
-                self.log = logger.log
-        """
+    class Predictor():
+        def predict(self, dataset_test):
+            raise NotImplementedError
+    class Learner():
+        def __init__(self):
+            pass
+    class MetaLearner():
+        def __init__(self, train_classes, total_classes, logger):
+            self.train_classes = train_classes
+            self.total_classes = total_classes
+            self.log = logger.log
+    """
+FLOOD = ("import sys\n        print('FIRST'); sys.stdout.write('x' * (8 << 20)); "
+         "print('LAST', flush=True)")
+
+
+@pytest.fixture(scope="module")
+def neurips22_flood_run(tmp_path_factory, tiny_collection, arena_cache) -> LocalRunResult:
+    """One run read by two tests: a NeurIPS'22 zip (its own copy of the 2022 api.py, its
+    config.json) whose meta_fit floods stdout with 8 MiB between two marks. Each test reads its
+    own fact of it: that the zip ran unchanged, and that the flood was kept to head and tail."""
+    root = tmp_path_factory.mktemp("neurips22")
     sub = write_submission(
-        tmp_path / "sub",
-        extra_files={"api.py": old_api, "config.json": '{"train_data_format": "task"}'},
+        root / "sub", meta_fit_extra=FLOOD,
+        extra_files={"api.py": OLD_API, "config.json": '{"train_data_format": "task"}'},
     )
     model = (
         (sub / "model.py").read_text().replace("from submission_api.api import", "from api import")
     )
     (sub / "model.py").write_text(model)
-    result = run(tmp_path, sub, tiny_collection, arena_cache)
+    return run(root, sub, tiny_collection, arena_cache)
+
+
+def test_a_neurips22_zip_with_its_own_api_copy_runs_unchanged(neurips22_flood_run):
+    result = neurips22_flood_run
+    assert "from api import" in (result.output_dir.parent / "sub" / "model.py").read_text()
 
     assert result.state == "finished", result.message
 
@@ -246,14 +258,11 @@ def test_a_config_the_data_cannot_serve_is_an_invalid_submission(tmp_path, tiny_
     assert words in result.message
 
 
-def test_a_flood_of_output_is_kept_to_its_head_and_tail(tmp_path, tiny_collection, arena_cache):
-    flood = ("import sys\n        print('FIRST'); sys.stdout.write('x' * (8 << 20)); "
-             "print('LAST', flush=True)")
-    result = run(tmp_path, write_submission(tmp_path / "sub", meta_fit_extra=flood),
-                 tiny_collection, arena_cache)
+def test_a_flood_of_output_is_kept_to_its_head_and_tail(neurips22_flood_run):
+    result = neurips22_flood_run  # its meta_fit wrote FIRST, 8 MiB, then LAST
 
     assert result.state == "finished", result.message
-    kept = (tmp_path / "out" / "stdout.txt").read_text()
+    kept = (result.output_dir / "stdout.txt").read_text()
     assert len(kept) < 2 << 20  # 8 MiB went in
     assert "FIRST" in kept[:4096] and "bytes cut here" in kept and kept.endswith("LAST\n")
 
