@@ -48,8 +48,18 @@ def faulty_platform(services: dict, tmp_path_factory: pytest.TempPathFactory
     platform = new_platform(
         tmp_path_factory.mktemp("faults"), url.rsplit("/", 1)[0] + "/arena_faults",
         broker_url=services["redis"].url,
-        extra_server_env={"ARENA_REQUEUE_AFTER_S": "20", "ARENA_LOST_AFTER_S": "20",
-                          "ARENA_MAX_PLATFORM_FAILURES": "3"})
+        extra_server_env={"ARENA_REQUEUE_AFTER_S": "20", "ARENA_MAX_PLATFORM_FAILURES": "3",
+                          # a queued run missing from the broker (the restarted one) is resent
+                          # after two passes once it is this old: 20 s before, when the slow run
+                          # ahead of it outlasted that; with a shorter slow run the lost ones
+                          # would wait for it on an idle worker. Far above an enqueue's delay
+                          # after its commit (a resend is harmless anyway: a fresh token)
+                          "ARENA_LOST_AFTER_S": "10",
+                          # beyond the outages (a killed server's restart, a stopped Postgres)
+                          # that the workers' calls retry through (`WORKER_ENV`): a run lives
+                          # through them as intended, not lost and run again when the host is
+                          # slow to bring the server back (15 s, the e2e platforms', was)
+                          "ARENA_LEASE_SECONDS": "45"})
     try:
         platform.start_server()
         yield platform

@@ -23,6 +23,20 @@ PROTOCOL = {"name": "cross-domain", "tasks_per_dataset": 1}
 N_TASKS = 2  # tasks_per_dataset x the tiny collection's meta-test datasets
 """Two tasks are enough to see a run scored twice or half (a task id missing or repeated); each
 further task only lengthens every run the faults wait through."""
+SLOW_S = 5
+"""The slow model's meta-fit sleep: it keeps its run running through each fault (the broker down
+3 s, the server down 6 s plus its restart, Postgres down 8 s), counting from when the test sees
+the run running, before the run has even started its sandbox. Ten before: only waited longer."""
+WORKER_ENV = {"ARENA_WORKER_PREFAULT": "0", "ARENA_WORKER_HTTP_ATTEMPTS": "6",
+              "ARENA_WORKER_CLAIM_BACKOFF_S": "2"}
+"""These checks measure no isolation: the workers skip reading the 1 GB sandbox image into the
+page cache before each run (worker/prefault.py; 8-12 s a run on a loaded host). Their calls to
+the server retry for 31 s (1 + 2 + 4 + 8 + 16 s of pauses; 15 s by default), within the
+platform's 45 s lease (conftest), so a run outlives the killed server's restart even on a loaded
+host: with 15 s the restart at load 30 outlasted them, the worker dropped the run and it ran a
+second time (the check held, a whole run later). A job this host could not claim (its disk
+full) is tried again after 2 s, 4 s, ... instead of 10 s, 20 s, ...: the full disk's run waited
+~10 s for its retry after the operator had freed the disk."""
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +50,11 @@ def arena(faulty_platform: IsolatedPlatform, tiny_collection: Path, arena_cache:
                                      resources=resources)
     quota_phase = platform.create_phase(organizer, data, protocol=PROTOCOL, time_limit_s=120,
                                         resources=resources, quota_total=1)
-    platform.start_worker("w1")
+    platform.start_worker("w1", **WORKER_ENV)
     folder = tmp_path_factory.mktemp("zips")
     return {"platform": platform, "phase_id": phase_id, "quota_phase": quota_phase,
             "alice": platform.create_user("alice"),
-            "slow": make_model_zip(folder / "slow", meta_fit="time.sleep(10)"),
+            "slow": make_model_zip(folder / "slow", meta_fit=f"time.sleep({SLOW_S})"),
             "quick": make_model_zip(folder / "quick")}
 
 
@@ -178,7 +192,7 @@ def test_a_full_cache_disk_stops_the_worker_claiming_never_charged(arena):
     cache = platform.root / "worker-tiny" / "cache"
     mount_tmpfs(cache, "1m")
     try:
-        platform.start_worker("tiny")
+        platform.start_worker("tiny", **WORKER_ENV)
         first = platform.submit(token, arena["quota_phase"], arena["quick"])
         deadline, unhealthy = time.monotonic() + 180, None
         while unhealthy is None and time.monotonic() < deadline:
