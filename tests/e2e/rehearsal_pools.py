@@ -18,6 +18,11 @@ import httpx
 from rehearsal_support import ARENA
 
 POOL_NAME, POOL_WORKER = "lab-gpus", "lab-gpu-1"
+WORKER_ENV = {"ARENA_WORKER_PREFAULT": "0"}
+"""What every worker of the rehearsal adds: no pre-fault of the 1 GB sandbox image before a
+worker process's first run (and again after any reclaim on the host; 5-7 s a process at load
+35, four of them: w1's and the pool worker's two slots each): the rehearsal checks no
+page-cache isolation (tests/e2e/test_task_isolation_platform.py does)."""
 TOKEN_LINE = re.compile(r"^(arena_pool_\S+)$", re.M)
 
 
@@ -31,17 +36,18 @@ def pool_token_of(stdout: str) -> str:
 def start_pool_worker(root: Path, server_url: str, token: str) -> subprocess.Popen:
     """`arena worker --pool-token TOKEN` with the documented environment and nothing of the
     test's own (no ARENA_* variable leaks in: no broker URL, no database), in a home of its
-    own (the worker's data folder is the default one under it). Two additions a test needs:
+    own (the worker's data folder is the default one under it). Three additions a test needs:
     this host has no GPU, so two slots (ARENA_WORKER_CONCURRENCY) stand for
-    ARENA_WORKER_GPU_IDS='["0","1"]'; and the test server's leases last 15 s (a deployment's
-    default is longer), so heartbeats come every 3 s, and idle polls every 1 s."""
+    ARENA_WORKER_GPU_IDS='["0","1"]'; the test server's leases last 15 s (a deployment's
+    default is longer), so heartbeats come every 3 s, and idle polls every 1 s; and no
+    pre-fault of the 1 GB image before each slot's first run (`WORKER_ENV`)."""
     home = root / f"home-{POOL_WORKER}"
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")} | {
         "HOME": str(home), "ARENA_WORKER_SERVER_URL": server_url,
         "ARENA_WORKER_EXECUTOR": "docker", "ARENA_WORKER_NAME": POOL_WORKER,
         "ARENA_WORKER_CONCURRENCY": "2", "ARENA_WORKER_HEARTBEAT_INTERVAL_S": "3",
-        "ARENA_WORKER_POOL_POLL_S": "1"}
+        "ARENA_WORKER_POOL_POLL_S": "1", **WORKER_ENV}
     log = (root / f"worker-{POOL_WORKER}.log").open("ab")
     return subprocess.Popen([str(ARENA), "worker", "--pool-token", token], env=env,
                             stdout=log, stderr=log, start_new_session=True)

@@ -42,6 +42,7 @@ from platform_support import (
 from rehearsal_pools import (
     POOL_NAME,
     POOL_WORKER,
+    WORKER_ENV,
     HeldRuns,
     pool_token_of,
     start_pool_worker,
@@ -304,7 +305,7 @@ def test_06_submissions_by_cli_and_web_while_the_host_is_loaded(rh: Rehearsal):
     ensure_late_member_joined(rh)
     # Two runs at a time (each phase gives a run 1 CPU); it starts while the uploads go, so
     # its start-up and the first runs load the host too.
-    rh.platform.start_worker("w1", ARENA_WORKER_CONCURRENCY="2")
+    rh.platform.start_worker("w1", ARENA_WORKER_CONCURRENCY="2", **WORKER_ENV)
     folders = rh.root / "models"
     big_cli = model_folder(folders / "ana", weights=WEIGHTS_BYTES, flavour="ana")
     big_web = model_folder(folders / "dia", weights=WEIGHTS_BYTES, flavour="dia")
@@ -575,7 +576,7 @@ def test_15_the_published_final_ranks_one_entry_per_team(rh: Rehearsal):
     rh.needs("carried", "pool")
     # The final is the pool's: its organizer's worker evaluates it, as the docs start one; a
     # shared worker runs beside it and must take none of its runs.
-    rh.platform.start_worker("w2", ARENA_WORKER_CONCURRENCY="2")
+    rh.platform.start_worker("w2", ARENA_WORKER_CONCURRENCY="2", **WORKER_ENV)
     rh.pool_worker = start_pool_worker(rh.root, rh.platform.base_url, rh.pool_token)
     final = rh.ids["final"]
     finished = []
