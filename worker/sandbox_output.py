@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 FULL_SLACK_BYTES = 64 * 1024  # below this much free space, a write has (nearly) hit the bound
 SANDBOX_OWNER = (1000, 1000)
+UMOUNT_RETRY_S = (0.1, 0.3, 1.0)
+"""Pauses after each plain `umount` refused as busy, before the lazy one."""
 
 
 class OutputArea(Protocol):
@@ -135,21 +138,69 @@ class LoopArea:
 
     def close(self) -> None:
         """Copy the output out (nothing when over the bound), unmount and delete the image, even
-        when the copy fails."""
+        when the copy fails.
+
+        Every way out of a run comes through here, so the teardown never depends on the flag
+        alone (an exception between the mount and the flag, e.g. the worker's SIGTERM, left it
+        unset) and never gives up at a busy mount: a `umount` refused as busy (a host process
+        inside the folder) is retried, then done lazily (the mount leaves the namespace at once,
+        the loop device is freed with its last user). The image is deleted only once nothing is
+        mounted there: deleting it under a live mount (what the run folder's removal did after
+        a refused umount) left the mount and a loop device backed by a deleted file.
+
+        Raises:
+            SandboxPlatformError: the folder is still mounted after the lazy unmount.
+        """
         try:
             if self.mounted and not self.exceeded():
                 copy_regular_tree(self.mount_source, self.dest, self.limit_bytes)
         finally:
-            if self.mounted:
-                _run(["umount", str(self.mount_source)])
-                self.mounted = False
+            if self.mounted or os.path.ismount(self.mount_source):
+                try:
+                    _unmount(self.mount_source)
+                except BaseException:
+                    # Interrupted (SIGTERM's `WorkerStopped` may kill the umount half-way):
+                    # detach it before the caller removes the run folder through it.
+                    if os.path.ismount(self.mount_source):
+                        _try(["umount", "-l", str(self.mount_source)])
+                    raise
+            self.mounted = False
             remove_tree(self.workdir)
 
 
-def _run(command: list[str]) -> None:
+def _unmount(point: Path) -> None:
+    """Unmount `point`: plainly (a few tries while it is busy), else lazily; raises
+    SandboxPlatformError only when it is still mounted after that."""
+    failure = ""
+    for pause in UMOUNT_RETRY_S:
+        refused = _try(["umount", str(point)])
+        if refused is None or not os.path.ismount(point):
+            return
+        failure = refused
+        time.sleep(pause)
+    log.warning("run.sandbox.output_umount_busy", extra={"mount": str(point),
+                                                         "error": failure[:300]})
+    lazy = _try(["umount", "-l", str(point)])
+    if lazy is not None and os.path.ismount(point):
+        raise _platform_error(["umount", "-l", str(point)], lazy)
+
+
+def _try(command: list[str]) -> str | None:
+    """Run `command`; None when it succeeded, else what it said."""
     done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SandboxPlatformError(
-            f"bounded output folder: {' '.join(command)!r} exited {done.returncode}: "
-            f"{done.stderr.strip()[:500]}; expected success (root, loop devices, mkfs.ext4); "
-            "fix the host or run the worker with the 'watchdog' output mechanism")
+    if done.returncode == 0:
+        return None
+    return f"exited {done.returncode}: {done.stderr.strip()[:500]}"
+
+
+def _run(command: list[str]) -> None:
+    failure = _try(command)
+    if failure is not None:
+        raise _platform_error(command, failure)
+
+
+def _platform_error(command: list[str], failure: str) -> SandboxPlatformError:
+    return SandboxPlatformError(
+        f"bounded output folder: {' '.join(command)!r} {failure}; expected success (root, "
+        "loop devices, mkfs.ext4); fix the host or run the worker with the 'watchdog' output "
+        "mechanism")
