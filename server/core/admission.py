@@ -74,8 +74,11 @@ WAIT_MARGIN = 2.0
 """A newcomer queues only if its expected wait, times this, is within `max_wait_s`: the
 measured pace moves with the host's load, and a waiter the estimate got wrong is answered
 503 only after the whole bound."""
-UNMEASURED_ROUNDS = 2
-"""Until a lane has measured its pace, at most this many rounds (one request per slot) wait."""
+UNMEASURED_ROUNDS = 4
+"""Until a lane has measured its pace, at most this many rounds (one request per general slot,
+also for the heavy lane) wait:
+30 readers at once on 8 slots are all served (tests/load/test_upload_pressure.py); the first
+wave of 1,000 readers queued 256 and answered the later ones after the whole 20 s."""
 PACE_ROUNDS = 4
 """A lane's pace is measured over its last grants, at most this many rounds of them: grants
 come in bursts (a few slots freed in one turn of the loop, then a gap), and a running average
@@ -101,19 +104,22 @@ class Lane:
     since the queue last formed: the lane's measured pace (`pace_s`)."""
     since: float = 0.0
     """When the queue formed, or the last grant dropped from `grants`."""
+    queued: int = 0
+    """Requests waiting that found every slot taken (`waiting` also counts, for a moment, the
+    ones that take a free slot: `wait_for` runs the acquire as a task of its own)."""
 
     def waited(self, took: float) -> None:
         self.wait_s = (1 - HOLD_WEIGHT) * self.wait_s + HOLD_WEIGHT * took
 
     def queueing(self, now: float) -> None:
         """A request starts to wait at `now`: a queue that forms measures its pace anew."""
-        if not self.waiting:
+        if not self.queued:
             self.grants.clear()
             self.since = now
 
     def granted(self, now: float) -> None:
         """A queued request got its slot at `now`."""
-        if not self.waiting:  # the last waiter: the queue is gone
+        if not self.queued:  # the last waiter: the queue is gone
             self.grants.clear()
             return
         self.grants.append(now)
@@ -246,6 +252,7 @@ class AdmissionMiddleware:
         arrived, queued = time.monotonic(), lane.slots.locked()
         if queued:
             lane.queueing(arrived)
+            lane.queued += 1
         lane.waiting += 1
         try:
             if shed:
@@ -255,8 +262,9 @@ class AdmissionMiddleware:
                 await lane.slots.acquire()
         except BaseException as exc:
             lane.waiting -= 1
-            if not lane.waiting:  # emptied without a grant (time-outs, cancels): the
-                lane.grants.clear()  # next queue measures its own pace
+            lane.queued -= queued
+            if queued and not lane.queued:  # emptied without a grant (time-outs, cancels):
+                lane.grants.clear()  # the next queue measures its own pace
             if not isinstance(exc, TimeoutError):
                 raise
             lane.waited(time.monotonic() - arrived)
@@ -264,6 +272,7 @@ class AdmissionMiddleware:
             raise Busy(f"no slot freed within {self.max_wait_s:g} s",
                        self._retry_after(lane.expected_wait_s())) from None
         lane.waiting -= 1
+        lane.queued -= queued
         admitted = time.monotonic()
         lane.waited(admitted - arrived)
         if queued:
@@ -281,7 +290,7 @@ class AdmissionMiddleware:
         if expected * WAIT_MARGIN > self.max_wait_s:
             raise Busy(f"the expected wait is {expected:.0f} s",
                        self._retry_after(expected))
-        if lane.waiting >= UNMEASURED_ROUNDS * lane.limit and not lane.pace_s(time.monotonic()):
+        if lane.waiting >= UNMEASURED_ROUNDS * self.limit and not lane.pace_s(time.monotonic()):
             raise Busy(f"the lane's pace is not measured yet ({lane.waiting} waiting)",
                        self._retry_after(expected))
         if lane.waiting >= lane.limit and lane.wait_s > self.target_wait_s:
