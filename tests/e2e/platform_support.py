@@ -18,7 +18,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -114,6 +114,13 @@ class Platform:
         process.wait(timeout=30)
 
     def stop(self) -> None:
+        """Stop the server and the workers, then sweep what the workers left.
+
+        A worker's pool and its run's processes live in the worker's session: a main process
+        that outlives its warm shutdown, or dies before its children, would leave them polling
+        a queue and holding a run's loop-mounted output for the rest of the suite (loop devices
+        are few, host-wide). So the session goes after the main process, and each worker's data
+        folder is swept as a worker's start would sweep it (no worker starts there again)."""
         for process in [*self.workers, self.server]:
             if process is not None and process.poll() is None:
                 process.terminate()
@@ -121,6 +128,33 @@ class Platform:
                     process.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     process.kill()
+                    process.wait()
+        for process in self.workers:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        self._sweep_worker_folders()
+
+    def _sweep_worker_folders(self) -> None:
+        """Containers, mounts, loop devices and run folders the workers left under their data
+        folders (`worker.sweep`, under each folder's runs lock; one a live worker holds is left)."""
+        folders = sorted(self.root.glob("worker-*/runs"))
+        if not folders:
+            return
+        import docker
+        from worker.pipeline.execute import compute_deployment_id
+        from worker.sweep import hold_runs_lock, sweep_orphans
+
+        client = docker.from_env()
+        try:
+            for runs_dir in folders:
+                handle, exclusive = hold_runs_lock(runs_dir)
+                try:
+                    if exclusive:
+                        sweep_orphans(client, compute_deployment_id(self.base_url), runs_dir)
+                finally:
+                    handle.close()
+        finally:
+            client.close()
 
     # --- HTTP ------------------------------------------------------------------------------
     def api(self, token: str | None = None) -> httpx.Client:
