@@ -135,26 +135,7 @@ class Platform:
         self._sweep_worker_folders()
 
     def _sweep_worker_folders(self) -> None:
-        """Containers, mounts, loop devices and run folders the workers left under their data
-        folders (`worker.sweep`, under each folder's runs lock; one a live worker holds is left)."""
-        folders = sorted(self.root.glob("worker-*/runs"))
-        if not folders:
-            return
-        import docker
-        from worker.pipeline.execute import compute_deployment_id
-        from worker.sweep import hold_runs_lock, sweep_orphans
-
-        client = docker.from_env()
-        try:
-            for runs_dir in folders:
-                handle, exclusive = hold_runs_lock(runs_dir)
-                try:
-                    if exclusive:
-                        sweep_orphans(client, compute_deployment_id(self.base_url), runs_dir)
-                finally:
-                    handle.close()
-        finally:
-            client.close()
+        sweep_worker_folders(sorted(self.root.glob("worker-*/runs")), self.base_url)
 
     # --- HTTP ------------------------------------------------------------------------------
     def api(self, token: str | None = None) -> httpx.Client:
@@ -368,3 +349,28 @@ def make_model_zip(folder: Path, *, top: str = "", meta_fit: str = "pass", fit: 
         source = source.replace("{" + hook + "}", textwrap.indent(textwrap.dedent(code), " " * 8))
     (folder / "model.py").write_text(source)
     return build_submission_zip(folder, folder.with_suffix(".zip"))
+
+
+def sweep_worker_folders(runs_dirs: list[Path], base_url: str) -> None:
+    """What stopped workers left in their data folders (containers, a run's loop-mounted output
+    and its loop device, run folders: nothing removes them if no worker starts there again),
+    swept as a worker's start would (`worker.sweep`, under each folder's runs lock); a folder a
+    live worker still holds is left alone."""
+    runs_dirs = [folder for folder in runs_dirs if folder.is_dir()]
+    if not runs_dirs:
+        return
+    import docker
+    from worker.pipeline.execute import compute_deployment_id
+    from worker.sweep import hold_runs_lock, sweep_orphans
+
+    client = docker.from_env()
+    try:
+        for runs_dir in runs_dirs:
+            handle, exclusive = hold_runs_lock(runs_dir)
+            try:
+                if exclusive:
+                    sweep_orphans(client, compute_deployment_id(base_url), runs_dir)
+            finally:
+                handle.close()
+    finally:
+        client.close()

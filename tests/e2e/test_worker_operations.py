@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from platform_support import Platform, make_model_zip, wait_until
+from platform_support import Platform, make_model_zip, sweep_worker_folders, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
@@ -73,28 +73,9 @@ def fleet(platform: Platform, tiny_collection: Path, arena_cache: Path,
     yield fleet
     twin.join(timeout=300)
     _remove_orphans(platform)
-    _sweep_dead_workers([platform.root / f"worker-{name}" / "runs" for name in runs]
-                        + [folder / "twin2" / "runs"], platform)
-
-
-def _sweep_dead_workers(runs_dirs: list[Path], platform: Platform) -> None:
-    """What the SIGKILLed workers left in their data folders (their runs' loop-mounted output
-    and its loop device, which nothing else removes: no worker starts there again), swept as a
-    worker's start would; a folder a live worker still holds is left alone."""
-    import docker
-    from worker.pipeline.execute import compute_deployment_id
-    from worker.sweep import hold_runs_lock, sweep_orphans
-
-    client = docker.from_env()
-    for runs_dir in runs_dirs:
-        if not runs_dir.is_dir():
-            continue
-        handle, exclusive = hold_runs_lock(runs_dir)
-        try:
-            if exclusive:
-                sweep_orphans(client, compute_deployment_id(platform.base_url), runs_dir)
-        finally:
-            handle.close()
+    # what the SIGKILLed workers left (Platform.stop sweeps only the folders under its root)
+    sweep_worker_folders([platform.root / f"worker-{name}" / "runs" for name in runs]
+                         + [folder / "twin2" / "runs"], platform.base_url)
 
 
 def _stop_a_holding_twin(platform: Platform, fleet: dict) -> None:
