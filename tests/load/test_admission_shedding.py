@@ -462,3 +462,49 @@ def test_a_lane_measures_its_pace_over_its_last_rounds_of_grants_since_the_queue
         unmeasured, measured = pool.submit(asyncio.run, expected()).result(timeout=60)
     assert unmeasured == pytest.approx(0.75)
     assert measured >= 3 * 15.0  # 30 s over 2 grants a place, 3 places
+
+
+def test_a_burst_parsed_in_one_turn_of_the_loop_is_judged_request_by_request():
+    """At 1,000 readers the server parses a wave of requests in one turn of its loop, and each
+    request's task runs admission before any other yields. A free slot taken through
+    `wait_for` (a task of its own before Python 3.12) was taken only a turn later: every request
+    of the wave found the lane free, none was judged, and 721 of them waited the whole 20 s for
+    their 503 (issue 38.5). Here 40 requests start in one turn on a lane of 2 slots: 2 are
+    admitted, at most the unmeasured lane's 4 rounds (8) wait, the rest are answered 503 before
+    any wait."""
+    async def wave() -> tuple[AdmissionMiddleware, list[int], int]:
+        gate = asyncio.Event()
+
+        async def app(scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+            await gate.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        middleware = AdmissionMiddleware(app, limit=2, max_wait_s=120)
+        statuses: list[int] = []
+
+        async def request(port: int) -> None:
+            scope = {"type": "http", "method": "GET", "path": "/api/v1/phases", "headers": [],
+                     "query_string": b"", "client": ("127.0.0.1", port)}
+
+            async def receive() -> dict:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: dict) -> None:
+                if message["type"] == "http.response.start":
+                    statuses.append(message["status"])
+
+            await middleware(scope, receive, send)
+
+        tasks = [asyncio.create_task(request(40000 + i)) for i in range(40)]
+        for _ in range(20):  # every task runs to its first wait; the refused ones end
+            await asyncio.sleep(0)
+        waiting, refused_at_once = middleware.waiting, list(statuses)
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+        return middleware, refused_at_once, waiting
+
+    middleware, refused_at_once, waiting = asyncio.run(wave())
+    assert waiting <= 4 * 2, f"{waiting} requests of the wave queued, none judged"
+    assert refused_at_once == [503] * (40 - 2 - waiting), refused_at_once
+    assert middleware.late == 0
