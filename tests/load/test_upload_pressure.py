@@ -43,7 +43,12 @@ def test_slow_uploads_deny_no_one_and_each_accepted_one_is_stored_once(tmp_path,
     slow_users = 12
     result = upload_pressure(tmp_path, postgres=postgres, readers=30, slow_users=slow_users,
                              slow_per_user=3, slow_seconds=SLOW_S, fast=4,
-                             env={"ARENA_DB_POOL_TIMEOUT_S": str(POOL_WAIT_S)})
+                             env={"ARENA_DB_POOL_TIMEOUT_S": str(POOL_WAIT_S),
+                                  # what is checked is that slow uploads starve no one of the
+                                  # pool; the readers' burst on a loaded host is shed by its
+                                  # expected wait past half the 20 s bound (2 of 30 in a CI
+                                  # run), which tests/load/test_admission_shedding.py checks
+                                  "ARENA_REQUEST_MAX_WAIT_S": "120"})
     print(json.dumps(result, indent=2))
     (tmp_path / "pressure.json").write_text(json.dumps(result, indent=2))
 
