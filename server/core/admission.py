@@ -104,22 +104,19 @@ class Lane:
     since the queue last formed: the lane's measured pace (`pace_s`)."""
     since: float = 0.0
     """When the queue formed, or the last grant dropped from `grants`."""
-    queued: int = 0
-    """Requests waiting that found every slot taken (`waiting` also counts, for a moment, the
-    ones that take a free slot: `wait_for` runs the acquire as a task of its own)."""
 
     def waited(self, took: float) -> None:
         self.wait_s = (1 - HOLD_WEIGHT) * self.wait_s + HOLD_WEIGHT * took
 
     def queueing(self, now: float) -> None:
         """A request starts to wait at `now`: a queue that forms measures its pace anew."""
-        if not self.queued:
+        if not self.waiting:
             self.grants.clear()
             self.since = now
 
     def granted(self, now: float) -> None:
         """A queued request got its slot at `now`."""
-        if not self.queued:  # the last waiter: the queue is gone
+        if not self.waiting:  # the last waiter: the queue is gone
             self.grants.clear()
             return
         self.grants.append(now)
@@ -257,10 +254,8 @@ class AdmissionMiddleware:
             return time.monotonic()
         if shed and judge:
             self._judge(lane)
-        arrived, queued = time.monotonic(), lane.slots.locked()
-        if queued:
-            lane.queueing(arrived)
-            lane.queued += 1
+        arrived = time.monotonic()  # every slot taken: this request queues
+        lane.queueing(arrived)
         lane.waiting += 1
         try:
             if shed:
@@ -270,8 +265,7 @@ class AdmissionMiddleware:
                 await lane.slots.acquire()
         except BaseException as exc:
             lane.waiting -= 1
-            lane.queued -= queued
-            if queued and not lane.queued:  # emptied without a grant (time-outs, cancels):
+            if not lane.waiting:  # emptied without a grant (time-outs, cancels):
                 lane.grants.clear()  # the next queue measures its own pace
             if not isinstance(exc, TimeoutError):
                 raise
@@ -280,11 +274,9 @@ class AdmissionMiddleware:
             raise Busy(f"no slot freed within {self.max_wait_s:g} s",
                        self._retry_after(lane.expected_wait_s())) from None
         lane.waiting -= 1
-        lane.queued -= queued
         admitted = time.monotonic()
         lane.waited(admitted - arrived)
-        if queued:
-            lane.granted(admitted)
+        lane.granted(admitted)
         return admitted
 
     def _judge(self, lane: Lane) -> None:

@@ -434,7 +434,7 @@ def test_a_lane_measures_its_pace_over_its_last_rounds_of_grants_since_the_queue
 
     lane = Lane(limit=2)
     lane.queueing(99.0)  # the queue forms
-    lane.queued = 5
+    lane.waiting = 5
     lane.granted(100.0)
     assert lane.pace_s(101.0) == 0.0  # one grant: less than a round
     lane.granted(100.001)  # the first round: a burst, then nothing for 2 s
@@ -444,7 +444,7 @@ def test_a_lane_measures_its_pace_over_its_last_rounds_of_grants_since_the_queue
         lane.granted(200.0 + at)
     assert len(lane.grants) == PACE_ROUNDS * lane.limit and lane.since == 211.0
     assert lane.pace_s(220.0) == pytest.approx(9.0 / 8)
-    lane.queued = 0
+    lane.waiting = 0
     lane.granted(221.0)  # the last waiter: the queue is gone, the next one measures anew
     assert lane.pace_s(222.0) == 0.0
     lane.queueing(230.0)
