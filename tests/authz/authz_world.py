@@ -141,6 +141,30 @@ BODIES = {("POST", "/api/v1/competitions/{competition_id}/phases"): {"name": "ex
               lambda world: {"code": world.ids["code"]}}
 
 
+def snapshot(env: InProcess) -> dict[str, list]:
+    """Every row of every table, and the jobs handed to the queue. Read through the driver's
+    own cursor (raw values, one transaction): the result layer's type processing made this the
+    forms test's largest cost, and equality of raw rows is the same check."""
+    from server.models import Base
+
+    rows: dict[str, list] = {}
+    connection = env.db.engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        for table in Base.metadata.sorted_tables:
+            order = ", ".join(f'"{c.name}"' for c in table.primary_key.columns)
+            cursor.execute(f'SELECT * FROM "{table.name}" ORDER BY {order}')
+            rows[table.name] = [tuple(r) for r in cursor.fetchall()]
+        connection.rollback()
+    finally:
+        connection.close()
+    return {**rows, "queue jobs": list(env.queue.jobs)}
+
+
+def changed_tables(before: dict, after: dict) -> list[str]:
+    return sorted(name for name in before if before[name] != after[name])
+
+
 def outcome(response) -> str:
     """'denied' (401, 403, 404, or a redirect to the login page), 'error' (5xx), else 'allowed'."""
     if response.status_code >= 500:

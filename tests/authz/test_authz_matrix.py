@@ -3,11 +3,14 @@ against an explicit table of expectations keyed by (method, path). A route witho
 the test, so a new route cannot ship without someone deciding who may call it.
 
 Roles: anonymous, the participant who owns the submission, another participant, the organizer of
-the competition, the organizer of another competition, an admin. Each route that may change
-state is called on a fresh world (the owner's submission finished, the phase open); the GET
-routes, which read (the mailed verification link, a GET that writes, refuses the world's
-made-up one), share one, built as the others (58 of the 134 routes: 76 worlds built instead of
-134, the world being most of the test's time). Each answer is classified as
+the competition, the organizer of another competition, an admin. The roles a route that may
+change state lets in are called on a fresh world of its own (the owner's submission finished,
+the phase open); the GET routes, which read (the mailed verification link, a GET that writes,
+refuses the world's made-up one), and the denials of every route share one world, built as the
+others: a denial is checked to change nothing (every table and the queue as before its route's
+denials), so that world stays as built. (A world per route was 134 worlds, the world being most
+of the test's time; the GETs' one 76; the denials' one 39: the 38 routes that let no one in
+build none.) Each answer is classified as
 allowed, denied (401, 403, 404 — hiding counts as denying — or a redirect to the login page) or
 a server error (never acceptable). Web-form POSTs are CSRF-protected: without the form's token
 every role is denied (their role checks with a valid token: test_authz_forms.py).
@@ -16,7 +19,16 @@ every role is denied (their role checks with a valid token: test_authz_forms.py)
 from __future__ import annotations
 
 import pytest
-from authz_world import ROLES, World, app_routes, build_world, call, outcome
+from authz_world import (
+    ROLES,
+    World,
+    app_routes,
+    build_world,
+    call,
+    changed_tables,
+    outcome,
+    snapshot,
+)
 from inprocess_support import InProcess, inprocess_app
 
 # One letter per role, in ROLES order: A allowed, D denied, * either (never a 5xx).
@@ -207,24 +219,39 @@ def test_every_route_has_a_rule_and_every_rule_a_route(app_env):
     assert sorted(set(EXPECTED) - served) == [], "rules for routes that no longer exist"
 
 
+def check(world: World, method: str, path: str, role: str, want: str) -> list[str]:
+    """Call the route as `role`; the failure found (none if its answer is as the rule says)."""
+    answer = call(world, method, path, role)
+    got = outcome(answer)
+    if got == "error" or (want != "*" and got != {"A": "allowed", "D": "denied"}[want]):
+        return [f"{method} {path} as {role}: expected {want}, got "
+                f"{answer.status_code} {answer.text[:120]!r}"]
+    return []
+
+
 def test_the_matrix_holds_for_every_route_and_role(app_env):
     failures, cells = [], 0
-    reading: World | None = None  # the GET routes' world (they change nothing)
+    shared = build_world(app_env)  # the GET routes' and every denial's: they change nothing
     for method, path in served_routes(app_env):
         rule = EXPECTED.get((method, path))
         if rule is None:
             continue  # reported by the test above
-        if method == "GET":
-            reading = world = reading or build_world(app_env)
-        else:
-            world = build_world(app_env)  # one per route: denials come before any change
-        for role, want in zip(ROLES, rule, strict=True):
-            answer = call(world, method, path, role)
-            got = outcome(answer)
-            cells += 1
-            if got == "error" or (want != "*" and got != {"A": "allowed", "D": "denied"}[want]):
-                failures.append(f"{method} {path} as {role}: expected {want}, got "
-                                f"{answer.status_code} {answer.text[:120]!r}")
+        wants = dict(zip(ROLES, rule, strict=True))
+        # A route that may change state: its denials on the shared world, checked to leave
+        # every table and the queue as they were; then the roles it may let in, in order, on
+        # a fresh world of the route's own.
+        denied = [] if method == "GET" else [r for r in ROLES if wants[r] == "D"]
+        before = snapshot(app_env) if denied else None
+        for role in denied:
+            failures += check(shared, method, path, role, wants[role])
+        if before is not None and (changed := changed_tables(before, snapshot(app_env))):
+            failures.append(f"{method} {path}: denied to {', '.join(denied)} but changed "
+                            f"{changed}")
+        rest = [r for r in ROLES if r not in denied]
+        world = shared if method == "GET" or not rest else build_world(app_env)
+        for role in rest:
+            failures += check(world, method, path, role, wants[role])
+        cells += len(denied) + len(rest)
     assert cells >= 6 * 60
     assert failures == []
 
