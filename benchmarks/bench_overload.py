@@ -15,7 +15,8 @@ Each round: the server (as `arena serve` runs it, plus a probe of its loop's lag
 `load_platform.py` (10,000 finished submissions on one open phase); then `--quiet-seconds` with
 only the uploaders and the workers' probers (their quiet latency), then `--seconds` with the
 readers as well. Reported per phase and class: readers answered 200, readers answered 503 (on
-arrival / after the whole wait), uploads (201, or 429 from the upload gate), the workers' API
+arrival / while they waited, once their expected wait passed their bound / after the whole
+wait), uploads (201, or 429 from the upload gate), the workers' API
 (a heartbeat with a token no run has: its lane, the app and the run's lookup, answered 401),
 client time-outs and any other status. `--trees` runs the same rounds against other checkouts
 (a `git worktree` of an older commit), alternating, so that before and after meet the same host.
@@ -190,6 +191,8 @@ async def drive(base: str, phase_id: int, readers: list[str], uploaders: list[st
             retry_after_s = float(lower[at:lower.find(b"\r\n", at)])
             if b"no slot freed" in body:
                 return "read_503_after_wait"
+            if b"while it waited" in body:
+                return "read_503_while_waiting"
             why = next((w for w, m in REASONS if m in body), "other")
             return f"read_503 {why}"
         return "read_200" if status == 200 else f"read_{status}"
@@ -358,7 +361,8 @@ def brief(result: dict) -> str:
             f"internal quiet {cell('quiet', 'internal')} loaded {cell('loaded', 'internal')} | "
             f"upload quiet {cell('quiet', 'upload')} loaded {cell('loaded', 'upload')} | "
             f"read 200 {cell('loaded', 'read_200')} | 503 {cell('loaded', 'read_503')} | "
-            f"after wait {loaded.get('read_503_after_wait', {}).get('n', 0)} | "
+            f"while waiting {cell('loaded', 'read_503_while_waiting')} | "
+            f"after wait {cell('loaded', 'read_503_after_wait')} | "
             f"early repeats {cell('loaded', 'read_503_repeat')} | "
             + " ".join(f"{k[9:]} {cell('loaded', k)}" for k in loaded if k.startswith("read_503 "))
             + " | "

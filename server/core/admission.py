@@ -5,7 +5,7 @@ it waits (between dependencies and the handler) for a worker thread. With more r
 flight than connections, requests holding connections wait for threads held by requests
 waiting for connections: at 80 concurrent readers the 30-connection pool timed out into
 71 x 500 (issue 21). `AdmissionMiddleware` lets at most `limit` requests into the app at once;
-the others wait their turn on a semaphore (a coroutine each, no connection, no thread), so the
+the others wait their turn in its queue (a coroutine each, no connection, no thread), so the
 pool (`Settings.db_pool`: two connections per admitted request, a read and a write session,
 plus headroom) can never run dry.
 
@@ -20,9 +20,20 @@ is answered 503 `server.busy` with Retry-After (the expected wait) at once, befo
 or thread is spent on it. `max_wait_s` bounds the actual wait of the ones that queue (one bound
 for a whole-board read's two lanes, judged once on arrival): one refused after it is one the
 estimate got wrong, counted in `late`. Until a lane has measured its pace it falls back on its
-hold time (`hold_s / limit` a place) and lets at most UNMEASURED_ROUNDS rounds (two requests
-per slot) wait: the first wave of 1,000 readers found nothing measured and 256 queued, served
-~15 a second, and the later ones were answered after the whole 20 s.
+hold time and lets at most UNMEASURED_ROUNDS rounds (four requests per slot) wait: the first
+wave of 1,000 readers found nothing measured and 256 queued, served ~15 a second, and the later
+ones were answered after the whole 20 s.
+
+A waiter stays judged while it waits (`_rejudge`, every REJUDGE_S): one whose expected wait
+at its place in the queue passes the time its bound has left is answered 503 then, with
+Retry-After, not at the bound (counted in `withdrawn`). Before a lane has measured a release
+its hold time is unknown, and the first wave's waiters were admitted on an expected wait of
+0: whole-board reads that held a slot ~5 s left 15 of a 1,000-reader wave waiting the whole
+20 s (docs/performance.md). So the hold time a lane reckons with is at least the time its
+current holders have held their slots already (the lower median of them, `Lane.hold_at`), and
+the hold times measured before are kept after the queue empties. The slots then free at their
+holders' remaining time, then a hold later each (`Lane.waits`): 30 readers at once on 8 slots
+(tests/load/test_upload_pressure.py) wait a few rounds of short holds and are all served.
 
 The hold time alone missed what a starved event loop adds (a waiter wakes when the loop gets to
 it): at 1,000 readers on 2 loaded cores 10-17% of the 503s were waiters that timed out. Each
@@ -83,9 +94,52 @@ PACE_ROUNDS = 4
 """A lane's pace is measured over its last grants, at most this many rounds of them: grants
 come in bursts (a few slots freed in one turn of the loop, then a gap), and a running average
 weighted per grant read ~0 right after a burst (835 waiters timed out in one run)."""
+REJUDGE_S = 0.25
+"""How often a lane with waiters judges them again (`AdmissionMiddleware._rejudge`): a waiter
+whose expected wait passes what its bound has left is answered within this of that being
+known."""
 REPEAT_DELAY_MAX_S = 5.0
 """The longest a connection's early return after a 503 is held (see `_hold`):
 well within a client's time-out (60 s is common)."""
+
+
+@dataclass(eq=False)
+class Waiter:
+    """A request queued for a slot: `future` is given a result when a slot is handed to it, or
+    Busy when it is refused where it waits; `deadline` (time.monotonic) is when its bound ends."""
+
+    future: asyncio.Future[None]
+    deadline: float
+
+
+class Slots:
+    """A lane's slots, handed out in the order requests queued for them (as asyncio's
+    Semaphore does), where a waiter can also be taken out of the queue and refused: the
+    semaphore's waiters cannot be told apart, nor their place in the queue known."""
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self.queue: deque[Waiter] = deque()
+
+    def locked(self) -> bool:
+        """Every slot taken, or someone queued for the next one."""
+        return self.free == 0 or bool(self.queue)
+
+    def take(self) -> bool:
+        """Take a free slot at once (the caller does not yield), if there is one."""
+        if self.locked():
+            return False
+        self.free -= 1
+        return True
+
+    def give_back(self) -> None:
+        """Hand the slot to the first waiter, or free it."""
+        while self.queue:
+            waiter = self.queue.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(None)
+                return
+        self.free += 1
 
 
 @dataclass
@@ -93,10 +147,11 @@ class Lane:
     """Slots of one kind of request, those waiting for one, and how long a slot is held."""
 
     limit: int
-    slots: asyncio.Semaphore | None = None  # made in the server's event loop
+    slots: Slots | None = None  # made in the server's event loop
     waiting: int = 0
     hold_s: float = 0.0
-    """Running average of the time a request held its slot (0 until one was released)."""
+    """Running average of the time a request held its slot (0 until one was released); kept
+    when the queue empties, for the next wave."""
     wait_s: float = 0.0
     """Running average of the time a request waited for its slot, as it was measured."""
     grants: deque[float] = field(default_factory=deque)
@@ -104,6 +159,10 @@ class Lane:
     since the queue last formed: the lane's measured pace (`pace_s`)."""
     since: float = 0.0
     """When the queue formed, or the last grant dropped from `grants`."""
+    holding: list[float] = field(default_factory=list)
+    """When each request that holds a slot now took it."""
+    tick: asyncio.TimerHandle | None = None
+    """The next `_rejudge` of this lane's waiters, while it has some."""
 
     def waited(self, took: float) -> None:
         self.wait_s = (1 - HOLD_WEIGHT) * self.wait_s + HOLD_WEIGHT * took
@@ -133,21 +192,40 @@ class Lane:
             return 0.0
         return (now - self.since) / len(self.grants)
 
+    def hold_at(self, now: float) -> float:
+        """The hold time to reckon with: the measured one, or more while the slots' current
+        holders have held theirs longer already (their lower median: one long request among
+        many short ones does not count; before the first release, the only measure)."""
+        held = sorted(now - started for started in self.holding)
+        return max(self.hold_s, held[(len(held) - 1) // 2] if held else 0.0)
+
+    def waits(self, places: int, now: float) -> list[float]:
+        """The expected wait at each of the first `places` places in the queue: the place
+        times the measured pace; until that is measured, the slots free when their holders'
+        time is up (`hold_at`), then a hold later each, round after round."""
+        pace = self.pace_s(now)
+        if pace:
+            return [pace * place for place in range(1, places + 1)]
+        hold = self.hold_at(now)
+        free = sorted(max(0.0, hold - (now - started)) for started in self.holding)
+        free += [0.0] * (self.limit - len(free))  # slots taken that no holder is noted for
+        return [free[at % self.limit] + at // self.limit * hold for at in range(places)]
+
     def expected_wait_s(self) -> float:
-        """What a request arriving now would wait: nothing with a slot free; else its position
-        in the queue times the lane's measured pace (`hold_s / limit` until that is
-        measured)."""
+        """What a request arriving now would wait: nothing with a slot free; else the wait at
+        its place in the queue (`waits`)."""
         if self.slots is None or not self.slots.locked():
             return 0.0
-        pace = self.pace_s(time.monotonic()) or self.hold_s / self.limit
-        return pace * (self.waiting + 1)
+        return self.waits(self.waiting + 1, time.monotonic())[-1]
 
-    def release(self, started: float | None) -> None:
-        """Give the slot back; `started` None: the request was not served (refused or cancelled
-        while it waited for its next lane), so its time is no hold time of this lane's."""
+    def release(self, started: float, served: bool = True) -> None:
+        """Give the slot taken at `started` back; not `served`: the request was refused or
+        cancelled while it waited for its next lane, so its time is no hold time of this
+        lane's."""
         assert self.slots is not None
-        self.slots.release()
-        if started is None:
+        self.slots.give_back()
+        self.holding.remove(started)
+        if not served:
             return
         took = time.monotonic() - started
         self.hold_s = took if self.hold_s == 0 else (
@@ -165,8 +243,9 @@ class Busy(Exception):
 class AdmissionMiddleware:
     """Admit at most `limit` HTTP requests into `app` at once (`heavy_limit` of them whole-board
     reads); a request whose expected wait (times WAIT_MARGIN) passes `max_wait_s`, or that
-    finds `max_waiting` waiting, is answered 503 with Retry-After at once; one that queued and
-    waits `max_wait_s` is answered so then (counted in `late`)."""
+    finds `max_waiting` waiting, is answered 503 with Retry-After at once; one that queued is
+    answered so as soon as its expected wait passes what its bound has left (`withdrawn`), or
+    else at the bound (`late`)."""
 
     def __init__(self, app: ASGIApp, limit: int, max_waiting: int | None = None,
                  max_wait_s: float = 20.0, internal_limit: int = 4,
@@ -188,6 +267,9 @@ class AdmissionMiddleware:
         self.late = 0
         """Requests admitted to a queue and refused after the whole `max_wait_s`: the ones
         the expected wait got wrong."""
+        self.withdrawn = 0
+        """Requests admitted to a queue and refused there before the bound, once their
+        expected wait passed what the bound had left (`_rejudge`)."""
         self._due: dict[object, float] = {}
         """When each refused connection (the client's address and port) was told to return."""
 
@@ -221,17 +303,17 @@ class AdmissionMiddleware:
                         lane, shed=True, deadline=deadline, judge=not at)))  # it waits on
                 break
             except Busy as busy:
-                for lane, _ in reversed(entered):
-                    lane.release(None)
+                for lane, started in reversed(entered):
+                    lane.release(started, served=False)
                 if not held and await self._hold(scope):
                     held = True  # came back before its Retry-After: judged again when due
                     continue
                 await self._refuse(scope, send, busy)
                 return
             except BaseException:  # cancelled while waiting (shutdown, a disconnect): the
-                for lane, _ in reversed(entered):  # whole-board slot already taken goes back,
-                    lane.release(None)  # or two such leaks would close the heavy lane for good
-                raise
+                for lane, started in reversed(entered):  # whole-board slot already taken goes
+                    lane.release(started, served=False)  # back, or two such leaks would close
+                raise  # the heavy lane for good
         try:
             await self.app(scope, receive, send)
         finally:
@@ -243,41 +325,87 @@ class AdmissionMiddleware:
         """Take a slot of `lane` (waiting for it if worth it, until `deadline` when shed: a
         whole-board read's wait for a heavy slot counts in its bound); the time it was taken."""
         if lane.slots is None:
-            lane.slots = asyncio.Semaphore(lane.limit)
-        if not lane.slots.locked():
+            lane.slots = Slots(lane.limit)
+        if lane.slots.take():
             # A free slot is taken here, before this task yields: through `wait_for` (a task
             # of its own before Python 3.12) it was taken a turn of the loop later, so every
             # request of a burst parsed in one turn found the lane free, none was judged, and
             # all but `limit` of them waited the whole bound (721 of a 1,000-reader wave).
-            await lane.slots.acquire()  # returns at once: no waiter, a slot free
+            taken = time.monotonic()
+            lane.holding.append(taken)
             lane.waited(0.0)
-            return time.monotonic()
+            return taken
         if shed and judge:
             self._judge(lane)
         arrived = time.monotonic()  # every slot taken: this request queues
         lane.queueing(arrived)
         lane.waiting += 1
+        loop = asyncio.get_running_loop()
+        waiter = Waiter(loop.create_future(), deadline if shed else math.inf)
+        lane.slots.queue.append(waiter)
+        expiry = loop.call_later(max(0.0, deadline - arrived), self._expire, lane, waiter) \
+            if shed else None
+        if shed and lane.tick is None:
+            lane.tick = loop.call_later(REJUDGE_S, self._rejudge, lane)
         try:
-            if shed:
-                await asyncio.wait_for(lane.slots.acquire(),
-                                       timeout=max(0.0, deadline - arrived))
-            else:
-                await lane.slots.acquire()
+            await waiter.future
         except BaseException as exc:
             lane.waiting -= 1
+            future = waiter.future
+            if future.done() and not future.cancelled() and future.exception() is None:
+                lane.slots.give_back()  # handed a slot as it was cancelled: the next one's
+            elif waiter in lane.slots.queue:
+                lane.slots.queue.remove(waiter)
             if not lane.waiting:  # emptied without a grant (time-outs, cancels):
                 lane.grants.clear()  # the next queue measures its own pace
-            if not isinstance(exc, TimeoutError):
-                raise
-            lane.waited(time.monotonic() - arrived)
-            self.late += 1
-            raise Busy(f"no slot freed within {self.max_wait_s:g} s",
-                       self._retry_after(lane.expected_wait_s())) from None
+            if isinstance(exc, Busy):  # refused where it waited (`_rejudge`, `_expire`)
+                lane.waited(time.monotonic() - arrived)
+            raise
+        finally:
+            if expiry is not None:
+                expiry.cancel()
         lane.waiting -= 1
         admitted = time.monotonic()
+        lane.holding.append(admitted)
         lane.waited(admitted - arrived)
         lane.granted(admitted)
         return admitted
+
+    def _expire(self, lane: Lane, waiter: Waiter) -> None:
+        """The waiter's bound is up and no slot freed for it: 503 now (`late`)."""
+        assert lane.slots is not None
+        if waiter.future.done():
+            return
+        lane.slots.queue.remove(waiter)
+        self.late += 1
+        waiter.future.set_exception(Busy(f"no slot freed within {self.max_wait_s:g} s",
+                                         self._retry_after(lane.expected_wait_s())))
+
+    def _rejudge(self, lane: Lane) -> None:
+        """Refuse each waiter whose expected wait at its place in the queue (`Lane.waits`) has
+        passed what its bound has left; the places behind it move up. Again in REJUDGE_S while
+        any wait: before a lane has measured a release, the hold time it reckons with grows
+        with its holders' time (`Lane.hold_at`)."""
+        lane.tick = None
+        if lane.slots is None or not lane.slots.queue:
+            return
+        now = time.monotonic()
+        waits = lane.waits(len(lane.slots.queue), now)
+        kept: deque[Waiter] = deque()
+        for waiter in lane.slots.queue:
+            expected = waits[len(kept)]
+            if waiter.future.done():
+                continue
+            if expected <= waiter.deadline - now:
+                kept.append(waiter)
+                continue
+            self.withdrawn += 1
+            waiter.future.set_exception(Busy(
+                f"the expected wait grew to {expected:.0f} s while it waited, past its "
+                f"{self.max_wait_s:g} s bound", self._retry_after(expected)))
+        lane.slots.queue = kept
+        if kept:
+            lane.tick = asyncio.get_running_loop().call_later(REJUDGE_S, self._rejudge, lane)
 
     def _judge(self, lane: Lane) -> None:
         """Raise Busy if a request arriving now at `lane` is refused before it waits."""
@@ -287,15 +415,15 @@ class AdmissionMiddleware:
         if lane.waiting >= self.max_waiting:
             raise Busy(f"{lane.waiting} requests are already waiting",
                        self._retry_after(expected))
+        if lane.waiting >= lane.limit and lane.wait_s > self.target_wait_s:
+            raise Busy(f"requests waited {lane.wait_s:.1f} s of late",
+                       self._retry_after(max(expected, lane.wait_s)))
         if expected * WAIT_MARGIN > self.max_wait_s:
             raise Busy(f"the expected wait is {expected:.0f} s",
                        self._retry_after(expected))
         if lane.waiting >= UNMEASURED_ROUNDS * self.limit and not lane.pace_s(time.monotonic()):
             raise Busy(f"the lane's pace is not measured yet ({lane.waiting} waiting)",
                        self._retry_after(expected))
-        if lane.waiting >= lane.limit and lane.wait_s > self.target_wait_s:
-            raise Busy(f"requests waited {lane.wait_s:.1f} s of late",
-                       self._retry_after(max(expected, lane.wait_s)))
 
     def _retry_after(self, expected_s: float) -> int:
         """Come back when the queue ahead should have drained: at least `retry_after_s`."""
