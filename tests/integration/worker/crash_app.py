@@ -14,6 +14,10 @@ from worker.celery_app import create_celery_app
 from worker.settings import WorkerSettings
 
 app = create_celery_app(WorkerSettings(), include_tasks=False)
+app.conf.worker_lost_wait = 1.0
+"""How long the pool waits for a result the killed process may have sent before it calls the job
+lost (Celery's default 10 s: each test waited it out). The job dies before it could send one,
+and what makes it come back is the worker's own `task_acks_late` + `task_reject_on_worker_lost`."""
 
 
 @app.task(name="arena.test.crash_once")
