@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from platform_support import TLS
 from rehearsal_support import ARENA
 
 POOL_NAME, POOL_WORKER = "lab-gpus", "lab-gpu-1"
@@ -91,7 +92,7 @@ class HeldRuns:
             self._thread.join(timeout=30)
 
     def _watch(self) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=30) as http:
+        with httpx.Client(base_url=self.base_url, timeout=30, verify=TLS) as http:
             while not self._stop.wait(1.0):
                 try:
                     self._look(http)

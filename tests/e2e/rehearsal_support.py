@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 from PIL import Image
-from platform_support import Platform, make_model_zip, wait_until
+from platform_support import TLS, Platform, make_model_zip, wait_until
 
 from starting_kit.sample_data import generate_collection
 
@@ -99,7 +99,8 @@ class Visitor:
     http: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(base_url=self.base_url, timeout=180, follow_redirects=True)
+        self.http = httpx.Client(base_url=self.base_url, timeout=180, follow_redirects=True,
+                                 verify=TLS)
 
     def get(self, path: str) -> httpx.Response:
         return self.http.get(path)

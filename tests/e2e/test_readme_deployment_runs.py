@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from platform_support import REDIS_URL, Platform, free_port, make_model_zip, wait_until
+from platform_support import REDIS_URL, TLS, Platform, free_port, make_model_zip, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
@@ -65,7 +65,7 @@ def test_the_readme_deployment_blocks_run_as_printed(tmp_path, tiny_collection, 
 
         def answers() -> bool:
             try:
-                return httpx.get(f"{base}/api/v1/phases", timeout=2).status_code == 200
+                return httpx.get(f"{base}/api/v1/phases", timeout=2, verify=TLS).status_code == 200
             except httpx.HTTPError:
                 return False
 

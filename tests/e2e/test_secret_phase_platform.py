@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from platform_support import Platform, make_model_zip
+from platform_support import TLS, Platform, make_model_zip
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
@@ -62,7 +62,8 @@ def readable(platform: Platform, token: str, phase_id: int, submission_id: int) 
             f"/api/v1/submissions/{submission_id}/logs", "/api/v1/me/submissions",
             f"/api/v1/phases/{phase_id}/leaderboard",
             f"/api/v1/phases/{phase_id}/leaderboard?format=csv")]
-    with httpx.Client(base_url=platform.base_url, timeout=30, follow_redirects=False) as web:
+    with httpx.Client(base_url=platform.base_url, timeout=30, follow_redirects=False,
+                      verify=TLS) as web:
         page = web.get("/login")
         nonce = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
         assert web.post("/login", data={"csrf_token": nonce, "token": token}).status_code == 303
