@@ -117,7 +117,7 @@ def test_5_shot_tasks_run_on_the_sample_datas_spurious_domain(tmp_path):
     # "spurious" as the sample data has it; stripes (meta-train) and spectra (meta-test, no
     # attributes) only make the collection whole, so they are small: each domain is a function
     # of (seed, domain) alone, and FewSTAB plans "spurious" from its own pixels and the seed.
-    # At the default size they were two thirds of this test's CPU (writing and compiling them).
+    # At the default size, writing and compiling them was ~30 % of this file's CPU.
     generate_collection(tmp_path / "c", n_classes=5, n_images=10, domains=["stripes", "spectra"])
     splits = (tmp_path / "c" / "info" / "meta_splits.txt").read_text()
     generate_collection(tmp_path / "c", domains=["spurious"])
