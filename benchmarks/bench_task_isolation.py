@@ -14,7 +14,7 @@
 
     .venv/bin/python benchmarks/bench_task_isolation.py [--tasks 200] [--rounds-per-task 3]
         [--busy N] [--run-tasks 300] [--naive-tasks 30] [--scales 100 1000 6000]
-        [--per-task-only]
+        [--per-task-only] [--compare-tree DIR [--compare-whole] [--rounds N]]
 
 `--busy N` runs N busy Python loops beside every measurement (a loaded host, issue 38: ~20 on
 2 cores); the load average is printed with each figure.
@@ -128,6 +128,7 @@ def time_shared(submission: Path, run: Path) -> float:
     import torch
 
     spec = importlib.util.spec_from_file_location("trivial_model", submission / "model.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     plan = read_task_plan(run / "answers")
@@ -189,7 +190,7 @@ def scale_child(collection_dir: str, cache: str, out: str, tasks: int) -> None:
     submission = write_trivial(root / "trivial")
     result = run_local(submission, Path(collection_dir), root / "out", protocol=protocol(tasks),
                        cache_dir=Path(cache), keep_work=True)
-    assert result.state == "finished", result.message
+    assert result.state == "finished" and result.scores is not None, result.message
     plan = read_task_plan(root / "out" / ".work" / "answers")
     distinct = {(t.dataset, int(i)) for t in plan.tasks
                 for name in ("support_index", "query_index") for i in plan.window(name, t)}
@@ -230,6 +231,59 @@ print(json.dumps({"isolated": isolated, "shared": bench.time_shared(submission, 
 """
 
 
+WHOLE_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+import bench_task_isolation as bench
+submission, collection, cache, plan, out = (Path(a) for a in sys.argv[1:6])
+tasks, naive = int(sys.argv[6]), int(sys.argv[7])
+cpu = lambda who: sum(getattr(resource.getrusage(who), f) for f in ("ru_utime", "ru_stime"))
+decoding = time.process_time()
+before = bench.time_plain_decode(collection, cache, plan, naive)
+decoding = time.process_time() - decoding
+own, children = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+started = time.perf_counter()
+result = bench.run_local(submission, collection, out, protocol=bench.protocol(tasks),
+                         cache_dir=cache)
+whole = time.perf_counter() - started
+assert result.state == "finished", result.message
+used = cpu(resource.RUSAGE_SELF) - own + cpu(resource.RUSAGE_CHILDREN) - children
+decoded = time.process_time()
+after = bench.time_plain_decode(collection, cache, plan, naive)
+decoding += time.process_time() - decoded
+print(json.dumps({"whole": whole, "cpu": used, "plain": (before + after) / 2 * tasks,
+                  "plain_cpu": decoding / 2 / naive * tasks}))
+"""
+
+
+def compare_whole(submission: Path, root: Path, collection_dir: Path, cache: Path, tasks: int,
+                  naive: int, other: Path, rounds: int) -> None:
+    """A whole `arena run` of `tasks` tasks with this tree and with `other` (a whole checkout),
+    alternating, each against the plain decode of the same tasks' files timed just before and
+    after it in the same child (the host's load drifts); CPU is that of the child and every
+    process it waited for (the trusted side, meta-train, meta-test and the tasks), against the
+    decode's own (steadier than wall clock on a loaded host)."""
+    plan = prepared(root, collection_dir, cache, tasks, "whole-compare")
+    here = Path(__file__).resolve().parents[1]
+    for round_ in range(rounds):
+        for name, tree in (("other", other.resolve()), ("this", here)):
+            env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
+            load = os.getloadavg()[0]
+            done = subprocess.run([sys.executable, "-c", WHOLE_CHILD, str(submission),
+                                   str(collection_dir), str(cache), str(plan),
+                                   str(root / f"whole-{name}"), str(tasks), str(naive)],
+                                  env=env, capture_output=True, text=True, check=False, cwd=tree)
+            if done.returncode:
+                raise SystemExit(f"the {name} tree failed:\n{done.stderr[-4000:]}")
+            figures = json.loads(done.stdout.strip().splitlines()[-1])
+            plain_cpu = figures.get("plain_cpu", float("nan"))  # (an older child's: none)
+            print(f"round {round_}, {name} tree: arena run of {tasks} tasks {figures['whole']:.1f} "
+                  f"s ({figures['cpu']:.1f} s CPU), plain decode {figures['plain']:.1f} s "
+                  f"({plain_cpu:.1f} s CPU): {figures['plain'] / figures['whole']:.2f}x wall, "
+                  f"{plain_cpu / figures['cpu']:.2f}x CPU; load {load:.1f} -> "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+
+
 def compare(submission: Path, root: Path, collection_dir: Path, cache: Path, tasks: int,
             other: Path, rounds: int, own_session: bool = False) -> None:
     """Per-task cost of this tree's meta-test (task server and participant side) and `other`'s
@@ -266,6 +320,9 @@ def main() -> None:
                         "08e9140 submission_api | tar -x -C DIR`): its meta-test side is timed "
                         "on the same tasks, alternating with this one's, --rounds times")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--compare-whole", action="store_true",
+                        help="with --compare-tree: alternate whole `arena run`s of --run-tasks "
+                             "tasks, each against the plain decode, instead of per-task rounds")
     parser.add_argument("--own-session", action="store_true",
                         help="launch the meta-test side in a session of its own, as `arena "
                              "run` does (by default, in this benchmark's session)")
@@ -284,6 +341,10 @@ def main() -> None:
         generate_collection(collection_dir, n_classes=20, n_images=40)
     submission = write_trivial(root / "trivial")
 
+    if args.compare_tree and args.compare_whole:
+        compare_whole(submission, root, collection_dir, cache, args.run_tasks, args.naive_tasks,
+                      args.compare_tree, args.rounds)
+        return
     if args.compare_tree:
         compare(submission, root, collection_dir, cache, args.tasks, args.compare_tree,
                 args.rounds, args.own_session)

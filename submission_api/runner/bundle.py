@@ -180,6 +180,11 @@ class TaskImages:
                      (np.dtype(np.int64), (task.n_support,)),
                      (np.dtype(np.uint8), (task.n_query, *IMAGE_SHAPE))], fill)
 
+    def read_rows(self, dataset: str, indices: np.ndarray, out: np.ndarray) -> None:
+        """`out[j]` = image `indices[j]` of `dataset`, uint8 `[128, 128, 3]` (`out` is
+        C-contiguous; a row cache's misses, `runner/row_cache.py`)."""
+        self._reader.read(self.datasets[dataset].images, indices, out)
+
     def _fill(self, task: AnswerTask, support: np.ndarray, query: np.ndarray) -> None:
         images = self.datasets[task.dataset].images
         self._reader.read(images, self.plan.window("support_index", task), support)

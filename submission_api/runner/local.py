@@ -10,10 +10,14 @@ removed when the run ends, however it ends, unless `keep_work` asks to keep it f
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import shutil
 import sys
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +143,27 @@ def write_scores(output_dir: Path, scored: ScoredRun, title: str,
     return document
 
 
+REPORT_MODULES = ("jinja2", "matplotlib.figure", "matplotlib.backends.backend_agg",
+                  "matplotlib.ticker", "submission_api.report", "submission_api.scoring.aggregate",
+                  "submission_api.scoring.summary")
+"""What scoring and the report import after the last task (matplotlib: most of a second on a
+quiet host): imported while meta-train runs instead, when this process only waits (issue 38.2)."""
+
+
+def import_while_waiting(names: Sequence[str]) -> threading.Thread:
+    """Import `names` in a thread of this process (what fails is imported again, with its
+    error, where it is used). The caller joins it before it goes on to import anything itself:
+    meanwhile it only waits (for meta-train), so no two threads import the same modules."""
+    def imports() -> None:
+        for name in names:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=imports, name="arena-report-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def _set_writable(tree: Path, writable: bool) -> None:
     """The learner is read-only while tasks run (Landlock enforces it where the kernel has it);
     made writable again afterwards so the participant can delete or replace it."""
@@ -221,7 +246,11 @@ def _run_and_score(submission: Path, collection_dir: Path, output_dir: Path, wor
     prepare_run(collection, protocol, seed, bundle, answers, threads)
     python = sys.executable
     command = meta_train_command(python, str(submission), str(bundle), str(output_dir))
-    train = _run_participant(command, output_dir, time_limit_s, show_progress)
+    importing = import_while_waiting(REPORT_MODULES)
+    try:
+        train = _run_participant(command, output_dir, time_limit_s, show_progress)
+    finally:
+        importing.join()
     verdict = decide_verdict(build_record(train, output_dir, answers, time_limit_s))
     if verdict.kind is not VerdictKind.SCORE:
         return _result(verdict, output_dir)

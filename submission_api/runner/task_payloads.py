@@ -25,6 +25,7 @@ from submission_api.runner.channel import (
     send_control,
     send_sealed,
 )
+from submission_api.runner.row_cache import RowCache, row_cache_bytes
 from submission_api.runner.task_files import TaskFiles
 
 
@@ -53,15 +54,42 @@ class Payloads:
     release of a task nor the reading of its answer waits for a cut; the same thread starts the
     next task (`submit`). The files are reused (`runner/task_files.py`): a task's is written
     again only once `release`d; at most three are held at a time (the running task's, the next
-    one's, the one cut ahead)."""
+    one's, the one cut ahead). Each distinct image is converted once per run where the row
+    cache holds it (`runner/row_cache.py`, `ARENA_ROW_CACHE_MIB`), and copied from there."""
 
-    def __init__(self, images: TaskImages) -> None:
+    def __init__(self, images: TaskImages, cache_bytes: int | None = None) -> None:
         self.images = images
+        self.rows = RowCache(images, row_cache_bytes() if cache_bytes is None else cache_bytes)
         self.files = TaskFiles(max((layout_of(task_specs(t))[1] for t in images.plan.tasks),
                                    default=0))
         self._ahead: tuple[int, Future[SealedArrays]] | None = None
         self._cutter = ThreadPoolExecutor(1, thread_name_prefix="arena-task-cutter")
         self._cutting = threading.Lock()  # `images.cut` reuses its buffers
+        self._cut_asked = threading.Event()
+        """A cut or a start was asked for: warming the row cache stops."""
+
+    def warm(self) -> None:
+        """Fill the row cache with the images of the run's tasks, in their order, in the cutting
+        thread, until it is full or the first cut is asked for: the supervisor's start (its
+        fork server's imports, about a second) leaves the trusted side idle, and the first
+        tasks' cuts are then copies. A failure here is nobody's: each task is cut at its turn,
+        with its error then."""
+        if self.rows.capacity:
+            self._cutter.submit(self._warm)
+
+    def _warm(self) -> None:
+        plan = self.images.plan
+        for task in plan.tasks:
+            if self._cut_asked.is_set() or self.rows.full:
+                return
+            indices = np.concatenate([plan.window("support_index", task),
+                                      plan.window("query_index", task)])
+            with self._cutting:
+                try:
+                    if not self.rows.warm(task.dataset, indices):
+                        return
+                except Exception:  # noqa: BLE001 - cut again at its turn, its error then
+                    return
 
     def take(self, task: AnswerTask) -> SealedArrays:
         """`task`'s file: the one cut ahead, or cut now.
@@ -69,6 +97,7 @@ class Payloads:
         Raises:
             TaskDataError: the platform cannot read the task's images.
         """
+        self._cut_asked.set()
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             payload = result_or_none(ahead[1])
@@ -86,6 +115,7 @@ class Payloads:
     def cut_ahead(self, task: AnswerTask | None) -> None:
         """Start cutting `task` for later. A failure there is not the running task's: nothing
         is kept, and the task is cut again, with its error then, when its turn comes."""
+        self._cut_asked.set()
         if task is None or self._ahead is not None:
             return
         self._ahead = (task.id, self._cutter.submit(self._cut, task))
@@ -94,7 +124,13 @@ class Payloads:
         """`task`'s tensors, converted from its images into a free file (in the cutting thread,
         or at the task's turn when the cut ahead failed)."""
         def fill(views: list[np.ndarray]) -> None:
-            support, labels, query = self.images.cut(task)
+            plan = self.images.plan
+            if self.rows.gather(task.dataset,
+                                [(plan.window("support_index", task), views[0]),
+                                 (plan.window("query_index", task), views[2])]):
+                views[1][...] = plan.window("support_labels", task)
+                return
+            support, labels, query = self.images.cut(task)  # more images than the cache holds
             convert_into(support, views[0])
             views[1][...] = labels
             convert_into(query, views[2])
@@ -108,14 +144,17 @@ class Payloads:
 
     def submit(self, job: Callable[..., T], *args: Any) -> Future[T]:
         """Run `job(*args)` in the cutting thread, after what was asked of it before."""
+        self._cut_asked.set()
         return self._cutter.submit(job, *args)
 
     def close(self) -> None:
+        self._cut_asked.set()
         ahead, self._ahead = self._ahead, None
         if ahead is not None and (payload := result_or_none(ahead[1])) is not None:
             payload.close()
         self._cutter.shutdown(wait=True)
         self.files.close()
+        self.rows.close()
 
 
 T = TypeVar("T")

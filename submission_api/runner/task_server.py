@@ -157,11 +157,12 @@ class TaskServer:
             try:
                 plan = read_task_plan(self.answers_dir)
                 images = TaskImages(plan)
+                payloads = Payloads(images)
             except Exception as error:  # noqa: BLE001 - whatever it is, it is ours
                 raise TaskDataError(f"the platform could not open the run's test tasks: "
                                     f"{type(error).__name__}: {error}") from error
             self.report.n_tasks = len(plan.tasks)
-            payloads = Payloads(images)
+            payloads.warm()  # while the supervisor starts
             if not self._accept():
                 return
             self.report.startup_s = round(time.monotonic() - started, 3)

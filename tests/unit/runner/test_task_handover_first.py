@@ -34,6 +34,7 @@ from submission_api.runner.channel import (
     unix_address,
 )
 from submission_api.runner.prepare import prepare_run
+from submission_api.runner.task_payloads import Payloads
 from submission_api.runner.task_server import TaskServer
 
 THREE_TASKS = ProtocolParams.from_dict({"name": "fixed", "n_ways": 2, "n_shots": 1,
@@ -73,9 +74,9 @@ def test_the_next_task_is_handed_over_before_its_images_are_cut(
     prepare_run(collection, THREE_TASKS, (0, 0), tmp_path / "bundle", answers)
     n_tasks = len(read_task_plan(answers).tasks)
     assert n_tasks >= 2
-    cut, calls, proceed = task_server.TaskImages.cut, [], threading.Event()
+    cut, calls, proceed = Payloads._cut, [], threading.Event()
 
-    def held(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
+    def held(self: Payloads, task: task_server.AnswerTask):  # noqa: ANN202
         calls.append(task.id)
         if task.id == 1 and calls.count(1) == 1:  # task 1's cut ahead, while task 0 runs
             if not proceed.wait(WAIT_S):
@@ -84,7 +85,7 @@ def test_the_next_task_is_handed_over_before_its_images_are_cut(
                 raise OSError(5, "Input/output error", "images.u8")
         return cut(self, task)
 
-    monkeypatch.setattr(task_server.TaskImages, "cut", held)
+    monkeypatch.setattr(Payloads, "_cut", held)
     with TaskServer(answers, tmp_path / "channel", time.monotonic() + 120) as server:
         control = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with unix_address(server.socket_path) as address:

@@ -14,6 +14,7 @@ import pytest
 from submission_api.protocols import ProtocolParams
 from submission_api.runner import task_server
 from submission_api.runner.local import run_local
+from submission_api.runner.task_payloads import Payloads
 
 RANDOM_BASELINE = Path(__file__).resolve().parents[3] / "starting_kit" / "baselines" / "random"
 TWO_TASKS = ProtocolParams.from_dict({"name": "cross-domain", "tasks_per_dataset": 2})
@@ -24,14 +25,14 @@ TIME_LIMIT_S = 600.0
 def test_images_the_platform_cannot_cut_end_the_run_at_once_as_a_platform_error(
         tmp_path: Path, tiny_collection: Path, arena_cache: Path,
         monkeypatch: pytest.MonkeyPatch):
-    cut = task_server.TaskImages.cut
+    cut = Payloads._cut
 
-    def failing_cut(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
+    def failing_cut(self: Payloads, task: task_server.AnswerTask):  # noqa: ANN202
         if task.id == 1:  # cut ahead while task 0 runs, then again at its own turn
             raise OSError(5, "Input/output error", "images.u8")
         return cut(self, task)
 
-    monkeypatch.setattr(task_server.TaskImages, "cut", failing_cut)
+    monkeypatch.setattr(Payloads, "_cut", failing_cut)
     result = run_local(RANDOM_BASELINE, tiny_collection, tmp_path / "out", protocol=TWO_TASKS,
                        cache_dir=arena_cache, time_limit_s=TIME_LIMIT_S)
 
@@ -55,17 +56,18 @@ def test_test_tasks_the_platform_cannot_open_end_the_run_at_once_as_a_platform_e
 
 
 def counting_cuts(monkeypatch: pytest.MonkeyPatch, fail_first: set[int]) -> list[int]:
-    """Patch the server's cut to record each task id it cuts; the first cut of each task in
+    """Patch the server's cut (a task's images read, or taken from the row cache, and
+    converted into its file) to record each task id it cuts; the first cut of each task in
     `fail_first` fails."""
-    cut, calls = task_server.TaskImages.cut, []
+    cut, calls = Payloads._cut, []
 
-    def recorded(self: task_server.TaskImages, task: task_server.AnswerTask):  # noqa: ANN202
+    def recorded(self: Payloads, task: task_server.AnswerTask):  # noqa: ANN202
         calls.append(task.id)
         if task.id in fail_first and calls.count(task.id) == 1:
             raise OSError(5, "Input/output error", "images.u8")
         return cut(self, task)
 
-    monkeypatch.setattr(task_server.TaskImages, "cut", recorded)
+    monkeypatch.setattr(Payloads, "_cut", recorded)
     return calls
 
 
@@ -76,7 +78,7 @@ def test_every_task_is_cut_once_the_next_while_the_current_runs(
     result = run_local(RANDOM_BASELINE, tiny_collection, tmp_path / "out", protocol=TWO_TASKS,
                        cache_dir=arena_cache, time_limit_s=TIME_LIMIT_S)
 
-    assert result.state == "finished", result.message
+    assert result.state == "finished" and result.scores is not None, result.message
     assert calls == list(range(len(result.scores["tasks"])))
 
 
