@@ -140,10 +140,15 @@ except OSError as error:
     print(f"OUTPUT-FULL after {written // 2**20} MiB: {error}", flush=True)
 '''
 
+# 64 MiB: a thousand times the log's cap, and past any buffer between the container and the
+# worker many times over (a worker that stopped reading past its cap would leave the writes
+# blocked until the time limit: seen, with such a worker this run never finished). The
+# gigabyte it was went through the engine and the worker's reader for minutes on a loaded host
+# (271 s at load 40, past the run's backstop: retried), for the same checks.
 FLOODS = r'''
 line = b"A" * 1023 + b"\n"
 block = line * 1024
-for _ in range(1024):  # 1 GiB
+for _ in range(64):  # 64 MiB
     sys.stdout.buffer.write(block)
 sys.stdout.flush()
 junk = bytes(range(256)) * 32 + b"\x00\xff\xfe\x1b[2J\x1b]0;owned\x07" + os.urandom(32 * 1024)
@@ -151,10 +156,13 @@ os.write(2, junk)
 print("FLOODS-DONE", file=sys.stderr, flush=True)
 '''
 
+# A hang asleep, not spinning: its charged wall clock runs out at the limit all the same, and
+# the three of them no longer hold a core each for the rest of their 12 s (a spin is stopped
+# by the same wall clock, or by CPU time: a CPU-bound run's charge is checked in
+# tests/integration/sandbox/test_sandbox_loaded_host.py).
 ENDLESS = r'''
-spin = 0
 while True:
-    spin += 1
+    time.sleep(1)
 '''
 
 SIGNALS = r'''

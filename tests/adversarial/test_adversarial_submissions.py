@@ -5,7 +5,7 @@ normal submission scores exactly as it did before the batch.
 
 The whole batch is uploaded at once (a module fixture), right behind the normal submission, so
 that the runs queue back to back on one worker with two slots, the longest first; each test then
-reads one verdict. The three attacks that must leave a run finished as normal (a gigabyte of
+reads one verdict. The three attacks that must leave a run finished as normal (a flood of
 output, the probes, links planted in the output folder) share one submission: the flood first (the
 probes' report is then the last line of the log's kept tail), then the probes, which see none of
 the links. Each of them still fails its own checks: a report cut from the log fails the probes'
@@ -47,18 +47,18 @@ class Case:
     same_run_as: str | None = None  # read the verdict of that case's submission
 
 
-# In the order they are submitted: those that take longest first (the gigabyte of output, the
+# In the order they are submitted: those that take longest first (the flood of output, the
 # probes' waits and fills, the bombs, a time limit reached after meta-train), so that the last
 # runs to start are short ones.
 CASES = {
-    # The gigabyte first: the probes' report is then the last line of the stdout's kept tail (in
+    # The flood first: the probes' report is then the last line of the stdout's kept tail (in
     # the head, the log frame's cut took its first characters: no "ARENA-PROBE" left to find).
     "probe_network_writes_secrets": Case({"meta_fit": probes.FLOODS + probes.PROBE
                                           + probes.SYMLINKS},
                                          "finished", None, log_words=("ARENA-PROBE",)),
-    "gigabyte_stdout_and_binary_stderr": Case({}, "finished", None,
-                                              log_words=("==> stdout (truncated)", "FLOODS-DONE"),
-                                              same_run_as="probe_network_writes_secrets"),
+    "flooded_stdout_and_binary_stderr": Case({}, "finished", None,
+                                             log_words=("==> stdout (truncated)", "FLOODS-DONE"),
+                                             same_run_as="probe_network_writes_secrets"),
     "symlinks_out_of_output": Case({}, "finished", None,
                                    same_run_as="probe_network_writes_secrets"),
     "fork_bomb": Case({"meta_fit": probes.FORK_BOMB}, "failed", "meta_fit_error",
@@ -190,8 +190,8 @@ def test_no_secret_or_label_is_reachable_from_the_sandbox(arena):
 
 
 def test_logs_are_capped_and_stay_text(arena):
-    log = read_log(arena, arena["ids"]["gigabyte_stdout_and_binary_stderr"])
-    assert len(log.encode()) < 256 * 1024  # 1 GiB went in; the worker keeps 64 KiB per stream
+    log = read_log(arena, arena["ids"]["flooded_stdout_and_binary_stderr"])
+    assert len(log.encode()) < 256 * 1024  # 64 MiB went in; the worker keeps 64 KiB per stream
     assert "\x00" not in log
     json.dumps(log)  # what the API returned is plain JSON text
 
