@@ -40,35 +40,41 @@ def fleet(platform: Platform, tiny_collection: Path, arena_cache: Path,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Every test's worker(s), started at once, each test's on a queue and a phase of its own
     (a worker only ever takes its own test's runs), with the test's runs queued before: the
-    start-ups and first runs overlap instead of following each other test by test."""
+    start-ups and first runs overlap instead of following each other test by test. The idle
+    worker is the INFO test's: once the dashboard has shown it idle, its run is queued."""
     organizer = platform.create_user("ops-organizer", "organizer")
     alice = platform.create_user("ops-alice")
     data = platform.register_collection(tiny_collection, arena_cache)
     folder = tmp_path_factory.mktemp("ops")
-    runs = {"ops-idle": [], "ops-info": ["pass"], "ops-ctrlc": [HELD], "ops-term": [HELD],
+    runs = {"ops-info": ["pass"], "ops-ctrlc": [HELD], "ops-term": [HELD],
             "ops-twin": [HELD, HELD]}
     fleet: dict = {"alice": alice, "sids": {}, "workers": {}}
     for name, meta_fits in runs.items():
         queue = f"{platform.queue}-{name}"
         phase = platform.create_phase(organizer, data, queue=queue, time_limit_s=900,
                                       protocol={"name": "cross-domain",
-                                                "tasks_per_dataset": 2})
-        fleet["sids"][name] = [
-            platform.submit(alice, phase, make_model_zip(folder / f"{name}{i}", meta_fit=code))
-            for i, code in enumerate(meta_fits)]
+                                                "tasks_per_dataset": 1})
         # No pre-fault of the 1 GB image before each run: what is checked is what operators
         # see, not page-cache isolation.
         env = {"ARENA_WORKER_QUEUES": f'["{queue}"]', "ARENA_WORKER_MAX_TIME_LIMIT_S": "900",
                "ARENA_WORKER_PREFAULT": "0"}
-        fleet["workers"][name] = [platform.start_worker(name, **env)]
-        if name == "ops-idle":
-            # Seen before any other worker starts: the dashboard pings the broker for idle
-            # workers only while no worker reports (`web/organizer.py`), and the others report
-            # as soon as they claim their runs (looked for later, it failed in 4 of 5 runs).
+        if name == "ops-info":
+            fleet["workers"]["ops-idle"] = [platform.start_worker("ops-idle", **env)]
+            # Seen before any other worker starts and before its own run is queued: the
+            # dashboard pings the broker for idle workers only while no worker reports
+            # (`web/organizer.py`), and workers report as soon as they claim a run (looked for
+            # after the others started, it failed in 4 of 5 runs).
             wait_until(lambda: "worker.ready" in _log(platform, "ops-idle"), 120, "the worker")
             fleet["idle_page"] = wait_until(
                 lambda: (p := _dashboard(platform)) and "ops-idle" in p and p, 60,
                 "the idle worker on the dashboard")
+        fleet["sids"][name] = [
+            platform.submit(alice, phase, make_model_zip(folder / f"{name}{i}", meta_fit=code))
+            for i, code in enumerate(meta_fits)]
+        if name == "ops-info":
+            fleet["workers"][name] = fleet["workers"]["ops-idle"]
+            continue
+        fleet["workers"][name] = [platform.start_worker(name, **env)]
         if name == "ops-twin":
             fleet["workers"][name].append(platform.start_worker(
                 name, **env, ARENA_WORKER_DATA_DIR=str(folder / "twin2")))
@@ -82,7 +88,7 @@ def fleet(platform: Platform, tiny_collection: Path, arena_cache: Path,
     twin.join(timeout=300)
     _remove_orphans(platform)
     # what the SIGKILLed workers left (Platform.stop sweeps only the folders under its root)
-    sweep_worker_folders([platform.root / f"worker-{name}" / "runs" for name in runs]
+    sweep_worker_folders([platform.root / f"worker-{name}" / "runs" for name in fleet["workers"]]
                          + [folder / "twin2" / "runs"], platform.base_url)
 
 
@@ -96,7 +102,7 @@ def _stop_a_holding_twin(platform: Platform, fleet: dict) -> None:
         done["holders"] = holders = wait_until(
             lambda: len(h := {w["name"]: w["current_run_id"] for w in _workers(platform)
                               if w["name"].startswith("ops-twin/") and w["current_run_id"]})
-            == 2 and h, 240, "both twins to hold a run")
+            == 2 and h, 240, "both twins to hold a run", every_s=1)
         if len(set(holders.values())) == 2:  # else the test fails on it: nothing to stop
             [done["stopped"]] = [n for n in holders if f":{first.pid}:" in n]
             platform.kill_worker(first)  # stopped while it holds its run
@@ -139,21 +145,18 @@ def _stop(platform: Platform, worker) -> None:  # noqa: ANN001 - subprocess.Pope
         platform.kill_worker(worker)
 
 
-def test_an_idle_worker_is_on_the_dashboard(platform, fleet):
-    """The fleet saw the idle worker on the dashboard before any other worker started."""
-    [worker] = fleet["workers"]["ops-idle"]
-    try:
-        page = fleet["idle_page"]
-        assert 'id="idle-workers"' in page and "No worker has reported yet" not in page
-    finally:
-        _stop(platform, worker)
+def test_an_idle_worker_is_on_the_dashboard(fleet):
+    """The fleet saw the idle worker on the dashboard before any other worker started (it
+    takes the INFO test's run afterwards: that test stops it)."""
+    page = fleet["idle_page"]
+    assert 'id="idle-workers"' in page and "No worker has reported yet" not in page
 
 
 def test_a_finished_run_logs_at_info_and_never_its_token(platform, fleet):
     [worker], [sid] = fleet["workers"]["ops-info"], fleet["sids"]["ops-info"]
     try:
         assert platform.wait_terminal(fleet["alice"], sid)["state"] == "finished"
-        log = wait_until(lambda: (t := _log(platform, "ops-info")) and "run.finished" in t and t,
+        log = wait_until(lambda: (t := _log(platform, "ops-idle")) and "run.finished" in t and t,
                          30, "the run.finished line")
         assert re.search(r" INFO worker\.pipeline\.evaluate run\.finished .*score=", log), log
         assert " INFO worker.pipeline.evaluate run.claimed" in log
@@ -165,7 +168,7 @@ def test_a_finished_run_logs_at_info_and_never_its_token(platform, fleet):
 def _running(platform: Platform, fleet: dict, name: str):  # noqa: ANN202
     [worker], [sid] = fleet["workers"][name], fleet["sids"][name]
     wait_until(lambda: platform.submission(fleet["alice"], sid)["runs"][0]["state"] == "running",
-               240, "the run to start")
+               240, "the run to start", every_s=1)
     time.sleep(3)  # into meta-training
     return worker, sid
 
@@ -225,10 +228,10 @@ def test_two_workers_with_one_name_hold_runs_as_two_owners(platform, fleet):
         assert len(set(holders.values())) == 2, holders  # two owners, two runs
         stopped = fleet["twin"]["stopped"]
         wait_until(lambda: {w["name"]: w for w in _workers(platform)}[stopped]
-                   ["current_run_id"] is None, 90, "the stopped twin to hold no run")
+                   ["current_run_id"] is None, 90, "the stopped twin to hold no run", every_s=2)
         page = wait_until(lambda: (p := _dashboard(platform)) and re.search(
             rf"<code>{re.escape(stopped)}</code>.*?offline", p, re.S) and p, 90,
-            "the stopped twin shown offline")
+            "the stopped twin shown offline", every_s=2)
         assert page
     finally:
         _stop(platform, first)
