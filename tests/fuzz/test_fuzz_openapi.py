@@ -45,10 +45,11 @@ def api_operations() -> list[tuple[str, str]]:
     from server.app import create_app
     from server.core.config import Settings
 
-    folder = Path(tempfile.mkdtemp(prefix="arena-openapi-"))
-    app = create_app(Settings(data_dir=folder, reconcile_interval_s=0), queue=RecordingJobQueue())
-    return sorted((method.upper(), path) for path, item in app.openapi()["paths"].items()
-                  for method in item)
+    with tempfile.TemporaryDirectory(prefix="arena-openapi-") as folder:
+        app = create_app(Settings(data_dir=Path(folder), reconcile_interval_s=0),
+                         queue=RecordingJobQueue())
+        return sorted((method.upper(), path) for path, item in app.openapi()["paths"].items()
+                      for method in item)
 
 
 @pytest.fixture(scope="module")
