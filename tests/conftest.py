@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import resource
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -163,7 +165,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return SerialGroupScheduling(config, log)
 
 
-_SPENT: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+_SPENT: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+_CPU_MARK = [0.0]
+
+
+def _cpu_now() -> float:
+    """CPU of this test process and of the children it has reaped (servers, workers, CLI runs;
+    not the containers, which run under containerd)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    _CPU_MARK[0] = _cpu_now()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+    """Each phase's CPU on its report (`cpu_s`; xdist carries a report's extra attributes to
+    the controller): the suite is CPU-bound on 2 cores, so CPU, not wall, says what a file costs."""
+    outcome = yield
+    now = _cpu_now()
+    outcome.get_result().cpu_s = round(now - _CPU_MARK[0], 3)
+    _CPU_MARK[0] = now
 """Per test folder: [tests, seconds (setup + call + teardown)], for the summary below."""
 
 
@@ -178,6 +202,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     spent = _SPENT[_folder(report.nodeid)]
     spent[0] += report.when == "call"
     spent[1] += report.duration
+    spent[2] += getattr(report, "cpu_s", 0.0)
     _UNIT_SPENT[xdist_unit(report.nodeid)] += report.duration
 
 
@@ -192,14 +217,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's own type
-    """Where the time went, per tier folder: the breakdown docs/testing.md keeps."""
+    """Where the time went, per tier folder: the breakdown docs/testing.md keeps (CPU: the test
+    processes' own and their reaped children's, not the containers')."""
     if not _SPENT:
         return
     terminalreporter.section("time per test folder")
-    for folder, (count, seconds) in sorted(_SPENT.items(), key=lambda kv: -kv[1][1]):
-        terminalreporter.write_line(f"{seconds:8.1f} s  {count:5d} tests  {folder}")
-    terminalreporter.write_line(f"{sum(s for _, s in _SPENT.values()):8.1f} s  "
-                                f"{sum(c for c, _ in _SPENT.values()):5d} tests  all")
+    for folder, (count, seconds, cpu) in sorted(_SPENT.items(), key=lambda kv: -kv[1][1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {cpu:7.1f} s CPU  {count:5d} tests  "
+                                    f"{folder}")
+    terminalreporter.write_line(f"{sum(v[1] for v in _SPENT.values()):8.1f} s  "
+                                f"{sum(v[2] for v in _SPENT.values()):7.1f} s CPU  "
+                                f"{sum(v[0] for v in _SPENT.values()):5.0f} tests  all")
 
 
 # At import, not in pytest_configure: the conftests of the folders named on the command line
