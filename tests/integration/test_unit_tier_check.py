@@ -64,6 +64,30 @@ def test_a_socketpair_is_no_network():
 
 def test_plain_code():
     assert sum(range(4)) == 6
+
+import threading
+_go, _done = threading.Event(), threading.Event()
+
+def _bind_when_told():
+    _go.wait()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+    _done.set()
+
+threading.Thread(target=_bind_when_told, daemon=True).start()  # at import, before any test
+
+def test_a_thread_running_before_the_test_is_not_its_doing():
+    _go.set()
+    assert _done.wait(10)
+
+def _bind():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+
+def test_a_thread_the_test_starts_is_its_doing():
+    thread = threading.Thread(target=_bind)
+    thread.start()
+    thread.join()
 """
 
 
@@ -80,6 +104,8 @@ def test_the_unit_check_fails_what_spawns_or_opens_a_socket_and_nothing_else(tmp
               if line.startswith("PASSED ")}
     assert errored == {"test_subprocess", "test_a_fixture_that_spawns",
                        "test_multiprocessing_fork", "test_os_system",
-                       "test_internet_socket"}, report[-3000:]
-    assert {"test_a_socketpair_is_no_network", "test_plain_code"} <= passed, report[-3000:]
+                       "test_internet_socket", "test_a_thread_the_test_starts_is_its_doing"}, \
+        report[-3000:]
+    assert {"test_a_socketpair_is_no_network", "test_plain_code",
+            "test_a_thread_running_before_the_test_is_not_its_doing"} <= passed, report[-3000:]
     assert "list its file in SPAWNING_UNIT_FILES" in report, report[-3000:]

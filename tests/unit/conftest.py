@@ -15,6 +15,7 @@ import _posixsubprocess
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,10 +24,15 @@ import pytest
 
 _SEEN: list[list[str]] = []
 """What the running unit test did; empty (the list of lists) outside a unit test."""
+_FOREIGN: list[set[int]] = []
+"""The threads that were running before the test's phase began (beside the one running it):
+an integration test's leftover thread in the same process (an xdist worker runs both tiers) that
+connects during a unit test is not that test's doing (a connect to 127.0.0.1:1 failed a scipy
+check at teardown in a whole run)."""
 
 
 def _record(what: str) -> None:
-    if _SEEN:
+    if _SEEN and threading.get_ident() not in _FOREIGN[-1]:
         _SEEN[-1].append(what)
 
 
@@ -74,9 +80,12 @@ def _guard(item: pytest.Item) -> Iterator[None]:
         yield
         return
     _SEEN.append(getattr(item, "_arena_spawned", []))
+    _FOREIGN.append({thread.ident for thread in threading.enumerate()
+                     if thread.ident is not None} - {threading.get_ident()})
     try:
         yield
     finally:
+        _FOREIGN.pop()
         item._arena_spawned = _SEEN.pop()  # type: ignore[attr-defined]
 
 
