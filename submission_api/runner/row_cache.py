@@ -50,6 +50,15 @@ def row_cache_bytes() -> int:
     return int(mib * 2**20)
 
 
+def _distinct_within(indices: np.ndarray, size: int) -> np.ndarray:
+    """The distinct `indices`, sorted; IndexError if one is outside a dataset of `size` images."""
+    wanted = np.unique(indices)
+    if len(wanted) and (wanted[0] < 0 or wanted[-1] >= size):
+        raise IndexError(f"image indices in [{wanted[0]}, {wanted[-1]}] for a dataset of "
+                         f"{size} images; the episode does not fit its dataset.")
+    return wanted
+
+
 class RowCache:
     """Float32 rows of the images of `images`' datasets, at most `limit_bytes` of them."""
 
@@ -89,10 +98,8 @@ class RowCache:
             OSError: the dataset's file could not be read.
         """
         slot_of = self._slot_of[dataset]
-        wanted = np.unique(np.concatenate([np.asarray(i, np.int64) for i, _ in parts]))
-        if len(wanted) and (wanted[0] < 0 or wanted[-1] >= len(slot_of)):
-            raise IndexError(f"image indices in [{wanted[0]}, {wanted[-1]}] for a dataset of "
-                             f"{len(slot_of)} images; the episode does not fit its dataset.")
+        wanted = _distinct_within(np.concatenate([np.asarray(i, np.int64) for i, _ in parts]),
+                                  len(slot_of))
         if len(wanted) > self.capacity:
             return False
         self._tick += 1
@@ -118,10 +125,7 @@ class RowCache:
             OSError: the dataset's file could not be read.
         """
         slot_of = self._slot_of[dataset]
-        wanted = np.unique(np.asarray(indices, np.int64))
-        if len(wanted) and (wanted[0] < 0 or wanted[-1] >= len(slot_of)):
-            raise IndexError(f"image indices in [{wanted[0]}, {wanted[-1]}] for a dataset of "
-                             f"{len(slot_of)} images; the episode does not fit its dataset.")
+        wanted = _distinct_within(np.asarray(indices, np.int64), len(slot_of))
         missing = wanted[slot_of[wanted] < 0]
         if len(missing) > self.capacity - self._used:
             return False

@@ -6,6 +6,7 @@ cache evicted or failed to read before, and the cache is never inherited by a ch
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -43,8 +44,18 @@ class Images:
         out[...] = self.datasets[dataset].images[indices]
 
 
-def cache_of(images: Images, rows: int) -> RowCache:
-    return RowCache(cast(TaskImages, images), rows * ROW_BYTES)
+@pytest.fixture
+def cache_of() -> Iterator[Callable[[Images, int], RowCache]]:
+    """Caches of `rows` rows over `images`, each closed when the test ends."""
+    made: list[RowCache] = []
+
+    def make(images: Images, rows: int) -> RowCache:
+        made.append(RowCache(cast(TaskImages, images), rows * ROW_BYTES))
+        return made[-1]
+
+    yield make
+    for cache in made:
+        cache.close()
 
 
 def dataset(seed: int, n: int = 40) -> np.ndarray:
@@ -62,103 +73,87 @@ def converted(images: np.ndarray, indices: list[int]) -> bytes:
     return images_to_tensor(images[np.array(indices, np.int64)]).numpy().tobytes()
 
 
-def test_gathered_rows_are_the_conversion_bit_for_bit_through_evictions():
+def test_gathered_rows_are_the_conversion_bit_for_bit_through_evictions(cache_of):
     a, b = dataset(0), dataset(1, 25)
     images = Images(a=a, b=b)
     cache = cache_of(images, 12)
     rng = np.random.default_rng(2)
-    try:
-        for _ in range(60):
-            name, source = ("a", a) if rng.random() < 0.6 else ("b", b)
-            distinct = rng.choice(len(source), int(rng.integers(1, 11)), replace=False)
-            support = rng.choice(distinct, int(rng.integers(1, 9))).tolist()  # repeats too
-            query = rng.choice(distinct, int(rng.integers(0, 9))).tolist()
-            outs = gathered(cache, name, support, query)
-            assert outs is not None
-            assert outs[0].tobytes() == converted(source, support)
-            assert outs[1].tobytes() == converted(source, query)
-        assert cache.hits and cache.misses > cache.capacity, "no eviction was exercised"
-        assert images.read == cache.misses  # each miss read once, each hit not at all
-    finally:
-        cache.close()
+    for _ in range(60):
+        name, source = ("a", a) if rng.random() < 0.6 else ("b", b)
+        distinct = rng.choice(len(source), int(rng.integers(1, 11)), replace=False)
+        support = rng.choice(distinct, int(rng.integers(1, 9))).tolist()  # repeats too
+        query = rng.choice(distinct, int(rng.integers(0, 9))).tolist()
+        outs = gathered(cache, name, support, query)
+        assert outs is not None
+        assert outs[0].tobytes() == converted(source, support)
+        assert outs[1].tobytes() == converted(source, query)
+    assert cache.hits and cache.misses > cache.capacity, "no eviction was exercised"
+    assert images.read == cache.misses  # each miss read once, each hit not at all
 
 
-def test_the_least_recently_used_row_goes_first_and_a_gather_never_evicts_its_own():
+def test_the_least_recently_used_row_goes_first_and_a_gather_never_evicts_its_own(cache_of):
     a = dataset(3, 10)
     images = Images(a=a)
     cache = cache_of(images, 3)
-    try:
-        gathered(cache, "a", [0, 1, 2])
-        gathered(cache, "a", [2])
-        gathered(cache, "a", [0])
-        gathered(cache, "a", [3])  # 1 is the least recently used
-        assert images.read == 4
-        outs = gathered(cache, "a", [0, 2], [3])
-        assert images.read == 4, "0, 2 and 3 were kept"
-        assert outs is not None and outs[0].tobytes() == converted(a, [0, 2])
-        outs = gathered(cache, "a", [1, 0], [4])  # 1 and 4 in, 2 and 3 out; 0 stays
-        assert images.read == 6 and outs is not None
-        assert outs[0].tobytes() == converted(a, [1, 0]) and outs[1].tobytes() == converted(a, [4])
-        gathered(cache, "a", [0, 1, 4])
-        assert images.read == 6
-    finally:
-        cache.close()
+    gathered(cache, "a", [0, 1, 2])
+    gathered(cache, "a", [2])
+    gathered(cache, "a", [0])
+    gathered(cache, "a", [3])  # 1 is the least recently used
+    assert images.read == 4
+    outs = gathered(cache, "a", [0, 2], [3])
+    assert images.read == 4, "0, 2 and 3 were kept"
+    assert outs is not None and outs[0].tobytes() == converted(a, [0, 2])
+    outs = gathered(cache, "a", [1, 0], [4])  # 1 and 4 in, 2 and 3 out; 0 stays
+    assert images.read == 6 and outs is not None
+    assert outs[0].tobytes() == converted(a, [1, 0]) and outs[1].tobytes() == converted(a, [4])
+    gathered(cache, "a", [0, 1, 4])
+    assert images.read == 6
 
 
-def test_more_distinct_images_than_the_cache_holds_are_left_to_the_caller():
+def test_more_distinct_images_than_the_cache_holds_are_left_to_the_caller(cache_of):
     images = Images(a=dataset(4, 10))
     cache = cache_of(images, 3)
     off = cache_of(images, 0)
-    try:
-        assert gathered(cache, "a", [0, 1], [2, 3]) is None
-        assert gathered(cache, "a", [0, 1, 0], [1, 2, 2]) is not None  # 3 distinct: fits
-        assert gathered(off, "a", [0]) is None
-        with pytest.raises(IndexError):
-            gathered(cache, "a", [0, 10])
-        with pytest.raises(IndexError):
-            gathered(cache, "a", [-1])
-    finally:
-        cache.close()
-        off.close()
+    assert gathered(cache, "a", [0, 1], [2, 3]) is None
+    assert gathered(cache, "a", [0, 1, 0], [1, 2, 2]) is not None  # 3 distinct: fits
+    assert gathered(off, "a", [0]) is None
+    with pytest.raises(IndexError):
+        gathered(cache, "a", [0, 10])
+    with pytest.raises(IndexError):
+        gathered(cache, "a", [-1])
 
 
-def test_a_failed_read_leaves_no_image_pointing_at_a_row_it_lacks():
+def test_a_failed_read_leaves_no_image_pointing_at_a_row_it_lacks(cache_of):
     a = dataset(5, 10)
     images = Images(a=a)
     cache = cache_of(images, 4)
-    try:
-        gathered(cache, "a", [0, 1, 2, 3])
-        images.fail = True
-        with pytest.raises(OSError):
-            gathered(cache, "a", [4, 5, 0])  # evicts two of 1, 2, 3 for 4 and 5, then fails
-        images.fail = False
-        for indices in ([4, 5], [1, 2], [0, 3, 4, 5], [6, 1]):
-            outs = gathered(cache, "a", indices)
-            assert outs is not None and outs[0].tobytes() == converted(a, indices)
-    finally:
-        cache.close()
+    gathered(cache, "a", [0, 1, 2, 3])
+    images.fail = True
+    with pytest.raises(OSError):
+        gathered(cache, "a", [4, 5, 0])  # evicts two of 1, 2, 3 for 4 and 5, then fails
+    images.fail = False
+    for indices in ([4, 5], [1, 2], [0, 3, 4, 5], [6, 1]):
+        outs = gathered(cache, "a", indices)
+        assert outs is not None and outs[0].tobytes() == converted(a, indices)
 
 
-def test_warming_fills_free_rows_in_order_and_never_evicts():
+def test_warming_fills_free_rows_in_order_and_never_evicts(cache_of):
     a = dataset(7, 10)
     images = Images(a=a)
     cache = cache_of(images, 5)
-    try:
-        assert cache.warm("a", np.array([0, 1, 2, 1]))
-        assert cache.warm("a", np.array([2, 3]))
-        assert not cache.warm("a", np.array([4, 5]))  # one free row for two: nothing done
-        assert images.read == 4 and not cache.full
-        assert cache.warm("a", np.array([4, 0]))
-        assert cache.full and images.read == 5
-        assert not cache.warm("a", np.array([6]))
-        outs = gathered(cache, "a", [4, 3], [0, 1, 2])
-        assert images.read == 5 and cache.misses == 0
-        assert outs is not None and outs[0].tobytes() == converted(a, [4, 3])
-        assert outs[1].tobytes() == converted(a, [0, 1, 2])
-        with pytest.raises(IndexError):
-            cache.warm("a", np.array([10]))
-    finally:
-        cache.close()
+    assert cache.warm("a", np.array([0, 1, 2, 1]))
+    assert cache.warm("a", np.array([2, 3]))
+    assert not cache.warm("a", np.array([4, 5]))  # one free row for two: nothing done
+    assert images.read == 4 and not cache.full
+    assert cache.warm("a", np.array([4, 0]))
+    assert cache.full and images.read == 5
+    assert not cache.warm("a", np.array([6]))
+    outs = gathered(cache, "a", [4, 3], [0, 1, 2])
+    assert images.read == 5 and cache.misses == 0
+    assert outs is not None and outs[0].tobytes() == converted(a, [4, 3])
+    assert outs[1].tobytes() == converted(a, [0, 1, 2])
+    with pytest.raises(IndexError):
+        cache.warm("a", np.array([10]))
 
 
 def _vm_flags(address: int) -> list[str]:
@@ -174,19 +169,16 @@ def _vm_flags(address: int) -> list[str]:
     raise AssertionError(f"no mapping holds {address:#x}")
 
 
-def test_the_cache_is_never_inherited_by_a_child_process():
+def test_the_cache_is_never_inherited_by_a_child_process(cache_of):
     cache = cache_of(Images(a=dataset(6, 4)), 4)
-    try:
-        assert "dc" in _vm_flags(cache.rows.ctypes.data)  # MADV_DONTFORK: not copied on fork
-        plain = mmap.mmap(-1, 4 * ROW_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        try:  # the check can tell
-            view = np.frombuffer(plain, np.uint8)
-            assert "dc" not in _vm_flags(view.ctypes.data)
-            del view
-        finally:
-            plain.close()
+    assert "dc" in _vm_flags(cache.rows.ctypes.data)  # MADV_DONTFORK: not copied on fork
+    plain = mmap.mmap(-1, 4 * ROW_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:  # the check can tell
+        view = np.frombuffer(plain, np.uint8)
+        assert "dc" not in _vm_flags(view.ctypes.data)
+        del view
     finally:
-        cache.close()
+        plain.close()
 
 
 def test_the_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch):
