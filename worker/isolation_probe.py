@@ -34,19 +34,28 @@ def reported_task_isolation() -> str | None:
     return _found.get("task_isolation")
 
 
-def probe_task_namespaces(client: Any, image: str, code_dir: Path | None = None,
-                          profile: bool = True) -> bool | None:
+def probe_task_namespaces(client: Any, image: str, runs_dir: Path, deployment: str,
+                          code_dir: Path | None = None, profile: bool = True) -> bool | None:
     """True: tasks get their own namespaces here; False: the shared fallback; None: the probe
     could not run (an engine or image failure: the run's own probe still decides). `profile`
     False: under Docker's default seccomp profile (what a host that refuses ours amounts to;
-    tests)."""
+    tests).
+
+    The probe's container is named and mounted like a run's of this worker (`arena-<deployment>-
+    run-probe-...`, its folder a `run-probe-*` one in `runs_dir`): a worker killed while it
+    probes leaves it behind like a run's, and the next worker's start-up sweep (worker/sweep.py)
+    removes both; the driver removes it whenever the probe ends. An exclusive host hold's sweep
+    (`wiring.build_host_lock`) removes it too: a secret run never shares the host with it."""
     from worker.sandbox import SandboxLimits, SandboxPlatformError, SandboxSpec, run_sandbox
 
-    with tempfile.TemporaryDirectory(prefix="arena-probe-") as folder:
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="run-probe-", dir=runs_dir) as folder:
+        suffix = Path(folder).name.removeprefix("run-probe-")
         spec = SandboxSpec(image=image, command=("python3", "-c", PROBE),
                            submission_dir=Path(folder), bundle_dir=None,
                            output_dir=Path(folder) / "output", code_dir=code_dir,
-                           task_namespaces=profile, workdir="/tmp")
+                           task_namespaces=profile, workdir="/tmp",
+                           name=f"arena-{deployment}-run-probe-{suffix}")
         try:
             # No loop-mounted output (the probe writes none): a worker stopped while its
             # background probe ran left the mount, and a loop device, behind at every start.
@@ -63,11 +72,11 @@ def probe_task_namespaces(client: Any, image: str, code_dir: Path | None = None,
     return words[1:2] == ["True"]
 
 
-def check_host_isolation(client: Any, image: str, code_dir: Path | None = None,
-                         profile: bool = True) -> bool | None:
+def check_host_isolation(client: Any, image: str, runs_dir: Path, deployment: str,
+                         code_dir: Path | None = None, profile: bool = True) -> bool | None:
     """`probe_task_namespaces`, logged: a WARNING naming the fallback when tasks would share
     namespaces, an INFO line otherwise."""
-    private = probe_task_namespaces(client, image, code_dir, profile)
+    private = probe_task_namespaces(client, image, runs_dir, deployment, code_dir, profile)
     if private is not None:
         _found["task_isolation"] = "own" if private else "shared"
     if private is False:

@@ -143,14 +143,24 @@ def build_executor(settings: WorkerSettings) -> Executor:
 _ISOLATION_CHECKED = threading.Event()
 
 
-def _check_isolation_once(docker_client: Any, image: str, code_dir: Path | None) -> None:
+def _isolation_probe_args(docker_client: Any, settings: WorkerSettings,
+                          code_dir: Path | None) -> tuple[Any, ...]:
+    """`check_host_isolation`'s arguments: the probe's container is one of this worker's run
+    containers to its start-up sweep (its deployment, its folder in the runs folder)."""
+    return (docker_client, settings.default_image, settings.runs_dir,
+            compute_deployment_id(settings.server_url), code_dir)
+
+
+def _check_isolation_once(docker_client: Any, settings: WorkerSettings,
+                          code_dir: Path | None) -> None:
     """At start-up, in the background: a host that would give runs only the shared fallback
     says so in a WARNING (worker/isolation_probe.py; issue 34.4)."""
     from worker.isolation_probe import check_host_isolation
 
     if not _ISOLATION_CHECKED.is_set():
         _ISOLATION_CHECKED.set()
-        threading.Thread(target=check_host_isolation, args=(docker_client, image, code_dir),
+        threading.Thread(target=check_host_isolation,
+                         args=_isolation_probe_args(docker_client, settings, code_dir),
                          name="arena-isolation-probe", daemon=True).start()
 
 
@@ -167,7 +177,7 @@ def probe_isolation_when_ready(docker_client: Any, settings: WorkerSettings) -> 
 
     def on_ready(**_: Any) -> None:
         threading.Thread(target=check_host_isolation,
-                         args=(docker_client, settings.default_image, code_dir),
+                         args=_isolation_probe_args(docker_client, settings, code_dir),
                          name="arena-isolation-probe", daemon=True).start()
 
     worker_ready.connect(on_ready, weak=False)
@@ -203,7 +213,7 @@ def build_sandbox(settings: WorkerSettings) -> tuple[Executor, EngineCheck | Non
         code_dir = sync_sandbox_code(settings.sandbox_code_dir)
         executor = make_docker_executor(docker_client, code_dir, prefault=settings.prefault,
                                         reset_dentries=settings.reset_dentries)
-        _check_isolation_once(docker_client, settings.default_image, code_dir)
+        _check_isolation_once(docker_client, settings, code_dir)
         _check_dentry_reset_once(settings)
         return executor, docker_client.ping
     if settings.executor == "docker":
