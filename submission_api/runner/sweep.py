@@ -57,11 +57,31 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
+def _dead(pid: int) -> bool:
+    """Whether every thread of `pid` has exited: a zombie its tracer has not waited for yet (a
+    profiler on the host holds a traced child's exit until it does; only then can we reap it).
+    A zombie leader whose other threads still run is not dead."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for thread in threads:
+        try:
+            stat_line = Path(f"/proc/{pid}/task/{thread}/stat").read_bytes()
+        except OSError:
+            continue
+        if stat_line.rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
+            return False
+    return True
+
+
 def kill_descendants(keep: Iterable[int] = ()) -> int:
     """SIGKILL every descendant of this process but `keep` and reap it; return how many.
 
     The caller must be a subreaper: a grandchild whose parent dies is reparented to it, so
-    repeating until no child is left catches every escape by fork.
+    repeating until no child is left catches every escape by fork. A child that is dead but
+    not reapable (a tracer outside holds its exit) counts as gone: it runs nothing, and its
+    own children were reparented to us when it exited.
 
     Raises:
         RuntimeError: processes still there after SWEEP_ROUNDS rounds.
@@ -72,7 +92,7 @@ def kill_descendants(keep: Iterable[int] = ()) -> int:
             if child not in kept:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(child, os.WNOHANG)
-        children = [c for c in _children_of(me) if c not in kept]
+        children = [c for c in _children_of(me) if c not in kept and not _dead(c)]
         if not children:
             return killed
         for pid in children:
