@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +118,38 @@ def test_a_process_reparented_away_from_the_fork_server_is_a_stray(uid: int) -> 
     finally:
         server.kill()
         server.wait()
+
+
+LEADER_EXITS = """
+import ctypes, threading, time
+threading.Thread(target=time.sleep, args=(120,)).start()
+print("ready", flush=True)
+ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: the main thread only; the process shows as Z
+"""
+
+
+def _state(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+
+
+def test_a_zombie_leader_with_a_running_thread_is_not_dead_but_an_unreaped_exit_is():
+    """`kill_descendants` counts a dead child it cannot reap (a host tracer holds its exit) as
+    gone; a process whose main thread exited while another runs looks like that zombie and
+    must not pass for it."""
+    hider = subprocess.Popen([sys.executable, "-c", LEADER_EXITS], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert hider.stdout is not None and hider.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 30
+        while _state(hider.pid) != b"Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(hider.pid) == b"Z"
+        assert not sweep._dead(hider.pid)
+        os.kill(hider.pid, signal.SIGKILL)
+        while not sweep._dead(hider.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sweep._dead(hider.pid)  # exited, not yet reaped by us (its parent)
+        assert os.path.exists(f"/proc/{hider.pid}")
+    finally:
+        hider.kill()
+        hider.wait()
