@@ -24,6 +24,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -35,18 +36,41 @@ CACHE_SETTING = "ARENA_ROW_CACHE_MIB"
 DEFAULT_CACHE_MIB = 256.0
 """1,365 rows: more than any task holds (the largest NeurIPS'22 task, 20 ways of 20 shots and 20
 queries, is 800 images), beside the task files' ~3 x 80 MiB."""
+AVAILABLE_SHARE = 8
+"""Unset, the bound is at most this fraction of the memory available when the run starts: a
+worker's pool slots each hold a cache in the worker's memory, beside their sandboxes, and a
+cache only saves time, so on a small or busy host it shrinks instead of pressing the runs."""
 
 
-def row_cache_bytes() -> int:
-    """The bound set by `ARENA_ROW_CACHE_MIB` (a number of MiB, 0 to turn the cache off).
+def _available_bytes(meminfo: Path) -> int | None:
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def row_cache_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """The bound set by `ARENA_ROW_CACHE_MIB` (a number of MiB, 0 to turn the cache off); unset,
+    `DEFAULT_CACHE_MIB` or an `AVAILABLE_SHARE`th of the memory available, whichever is less.
 
     Raises:
         ValueError: the setting is not a number >= 0.
     """
     text = os.environ.get(CACHE_SETTING, "").strip()
-    mib = float(text) if text else DEFAULT_CACHE_MIB
+    if not text:
+        default = int(DEFAULT_CACHE_MIB * 2**20)
+        available = _available_bytes(meminfo)
+        return default if available is None else min(default, available // AVAILABLE_SHARE)
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = float("nan")
     if not mib >= 0:  # NaN too
-        raise ValueError(f"{CACHE_SETTING}={text!r}: expected a number of MiB >= 0")
+        raise ValueError(f"{CACHE_SETTING}={text!r}: expected a number of MiB >= 0 (0 turns "
+                         "the cache off; unset, the platform picks one)")
     return int(mib * 2**20)
 
 

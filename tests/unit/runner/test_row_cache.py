@@ -181,16 +181,33 @@ def test_the_cache_is_never_inherited_by_a_child_process(cache_of):
         plain.close()
 
 
-def test_the_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch):
+def _meminfo(tmp_path: Path, available_kib: int | None) -> Path:
+    path = tmp_path / "meminfo"
+    lines = ["MemTotal:       25000000 kB", "MemFree:         1000000 kB"]
+    if available_kib is not None:
+        lines.append(f"MemAvailable:   {available_kib:>9} kB")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.delenv(CACHE_SETTING, raising=False)
-    assert row_cache_bytes() == int(DEFAULT_CACHE_MIB * 2**20)
+    default = int(DEFAULT_CACHE_MIB * 2**20)
+    # unset: the default on a host with room, an eighth of what is available on a small or
+    # busy one (each of a worker's pool slots holds one), the default where nothing says
+    assert row_cache_bytes(_meminfo(tmp_path, 20_000_000)) == default
+    assert row_cache_bytes(_meminfo(tmp_path, 1_048_576)) == 128 * 2**20
+    assert row_cache_bytes(_meminfo(tmp_path, None)) == default
+    assert row_cache_bytes(tmp_path / "absent") == default
+    monkeypatch.setenv(CACHE_SETTING, "512")  # set: the operator's, whatever is available
+    assert row_cache_bytes(_meminfo(tmp_path, 1_048_576)) == 512 * 2**20
     monkeypatch.setenv(CACHE_SETTING, "0")
     assert row_cache_bytes() == 0
     monkeypatch.setenv(CACHE_SETTING, "1.5")
     assert row_cache_bytes() == 3 * 2**19
     for wrong in ("-1", "nan", "lots"):
         monkeypatch.setenv(CACHE_SETTING, wrong)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="expected a number of MiB >= 0"):
             row_cache_bytes()
 
 
