@@ -171,9 +171,13 @@ def call(world: AccountWorld, cell: Cell, role: str):
             return client.request(cell.method, url, headers=world.headers[role],
                                   follow_redirects=False, **kwargs)
         cookie = world.cookie_for(role)
-        cookies = {"arena_session": cookie} if cookie else {}
         client.cookies.clear()
-        return client.request(cell.method, url, cookies=cookies, follow_redirects=False)
+        if cookie:
+            client.cookies.set("arena_session", cookie)
+        try:
+            return client.request(cell.method, url, follow_redirects=False)
+        finally:  # the next call's role brings its own, or none
+            client.cookies.clear()
     cookie = world.cookie_for(role)
     form = dict(body or {})
     client.cookies.clear()

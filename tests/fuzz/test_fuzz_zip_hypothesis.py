@@ -22,6 +22,9 @@ from submission_api.submission_zip import (
     safe_extract,
 )
 
+pytestmark = pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
+"""Duplicate names are among the generated attacks: zipfile warns of each as it writes one."""
+
 LIMITS = ZipLimits(max_files=40, max_total_uncompressed=2 * 1024**2,
                    max_file_uncompressed=1024**2, max_ratio=50.0, ratio_min_size=64 * 1024)
 SEGMENTS = st.one_of(
