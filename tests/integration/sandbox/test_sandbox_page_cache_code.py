@@ -72,9 +72,12 @@ def test_a_later_run_cannot_read_what_an_earlier_run_touched_in_the_platforms_co
     table.write_text("TABLE = (\n" + "    0,\n" * (2 * BITS * 4096 // 7) + ")\n")
     for path in [tmp_path, *tmp_path.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
-    evict(table)
-    in_container(docker_client, code, json.dumps(PATTERN))
-    assert decoded(docker_client, code) == PATTERN  # the control: carried between runs
+    for _ in range(3):  # the control, read again when another process's reclaim came between
+        evict(table)  # (stop 44's check beside a 6 GB image build once lost it so)
+        in_container(docker_client, code, json.dumps(PATTERN))
+        if (found := decoded(docker_client, code)) == PATTERN:
+            break
+    assert found == PATTERN  # the control: carried between runs
 
     evict(table)
     in_container(docker_client, code, json.dumps(PATTERN))
