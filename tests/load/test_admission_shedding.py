@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -400,6 +401,29 @@ def queue_one_by_one(pool, url: str, middleware: AdmissionMiddleware, n: int) ->
     return queued
 
 
+@contextmanager
+def a_held_slot_and_a_queue(middleware: AdmissionMiddleware, inner: GatedApp,
+                            waiting: int) -> Iterator[tuple]:
+    """The one slot held by a request to `/slow`, `waiting` more queued behind it in order:
+    (the server's URL, the holder's future, the queued ones' futures); the gate opens on the
+    way out."""
+    for url in serve(middleware):
+        try:
+            with ThreadPoolExecutor(waiting + 1) as pool:
+                held = pool.submit(httpx.get, f"{url}/slow", timeout=150)
+                wait_for(lambda: inner.inside == 1, "the slot taken")
+                yield url, held, queue_one_by_one(pool, url, middleware, waiting)
+        finally:
+            inner.gate.set()
+
+
+def assert_refused_while_waiting(answers: list[httpx.Response], retry_after_s: int = 0) -> None:
+    for refused in answers:
+        assert refused.status_code == 503
+        assert "while it waited" in refused.json()["error"]["message"]
+        assert int(refused.headers["retry-after"]) >= retry_after_s
+
+
 def test_a_waiter_whose_expected_wait_grows_past_its_bound_is_refused_while_those_ahead_wait():
     """The first wave finds nothing measured: four requests queue behind the one held slot on
     an expected wait of ~0. Then the lane learns that its requests hold a slot ~25 s (what a
@@ -410,24 +434,14 @@ def test_a_waiter_whose_expected_wait_grows_past_its_bound_is_refused_while_thos
     behind whole-board reads that held their slots ~5 s)."""
     inner = GatedApp()
     middleware = AdmissionMiddleware(inner, limit=1, max_wait_s=60)
-    for url in serve(middleware):
-        try:
-            with ThreadPoolExecutor(5) as pool:
-                held = pool.submit(httpx.get, f"{url}/slow", timeout=150)
-                wait_for(lambda: inner.inside == 1, "the slot taken")
-                queued = queue_one_by_one(pool, url, middleware, 4)
-                middleware.general.hold_s = 25.0
-                wait_for(lambda q=queued: q[2].done() and q[3].done(), "the last two answered")
-                assert not queued[0].done() and not queued[1].done(), "those ahead answered"
-                for refused in (queued[2].result(), queued[3].result()):
-                    assert refused.status_code == 503
-                    assert "while it waited" in refused.json()["error"]["message"]
-                    assert int(refused.headers["retry-after"]) >= 60
-                assert (middleware.waiting, middleware.withdrawn, middleware.late) == (2, 2, 0)
-                inner.gate.set()
-                assert [f.result().status_code for f in (held, *queued[:2])] == [200] * 3
-        finally:
-            inner.gate.set()
+    with a_held_slot_and_a_queue(middleware, inner, 4) as (_, held, queued):
+        middleware.general.hold_s = 25.0
+        wait_for(lambda: queued[2].done() and queued[3].done(), "the last two answered")
+        assert not queued[0].done() and not queued[1].done(), "those ahead answered"
+        assert_refused_while_waiting([queued[2].result(), queued[3].result()], 60)
+        assert (middleware.waiting, middleware.withdrawn, middleware.late) == (2, 2, 0)
+        inner.gate.set()
+        assert [f.result().status_code for f in (held, *queued[:2])] == [200] * 3
     assert middleware.shed == 2
 
 
@@ -439,29 +453,20 @@ def test_before_any_release_the_time_the_holder_has_held_its_slot_counts_as_the_
     a newcomer is refused on arrival; the hold time measured stays unset."""
     inner = GatedApp()
     middleware = AdmissionMiddleware(inner, limit=1, max_wait_s=30)
-    for url in serve(middleware):
-        try:
-            with ThreadPoolExecutor(4) as pool:
-                held = pool.submit(httpx.get, f"{url}/slow", timeout=150)
-                wait_for(lambda: inner.inside == 1, "the slot taken")
-                queued = queue_one_by_one(pool, url, middleware, 3)
-                taken = middleware.general.holding[0]
-                middleware.general.holding[0] = taken - 40.0  # as if taken 40 s ago
-                wait_for(lambda q=queued: q[1].done() and q[2].done(), "the last two answered")
-                assert not queued[0].done(), "the first in the queue was answered"
-                for refused in (queued[1].result(), queued[2].result()):
-                    assert refused.status_code == 503
-                    assert "while it waited" in refused.json()["error"]["message"]
-                newcomer = httpx.get(f"{url}/slow", timeout=150)
-                assert newcomer.status_code == 503
-                assert "expected wait is" in newcomer.json()["error"]["message"]
-                assert int(newcomer.headers["retry-after"]) >= 40  # a whole hold: 40 s or more
-                assert middleware.waiting == 1 and middleware.general.hold_s == 0.0
-                middleware.general.holding[0] = taken  # the release finds its slot
-                inner.gate.set()
-                assert [held.result().status_code, queued[0].result().status_code] == [200] * 2
-        finally:
-            inner.gate.set()
+    with a_held_slot_and_a_queue(middleware, inner, 3) as (url, held, queued):
+        taken = middleware.general.holding[0]
+        middleware.general.holding[0] = taken - 40.0  # as if taken 40 s ago
+        wait_for(lambda: queued[1].done() and queued[2].done(), "the last two answered")
+        assert not queued[0].done(), "the first in the queue was answered"
+        assert_refused_while_waiting([queued[1].result(), queued[2].result()])
+        newcomer = httpx.get(f"{url}/slow", timeout=150)
+        assert newcomer.status_code == 503
+        assert "expected wait is" in newcomer.json()["error"]["message"]
+        assert int(newcomer.headers["retry-after"]) >= 40  # a whole hold: 40 s or more
+        assert middleware.waiting == 1 and middleware.general.hold_s == 0.0
+        middleware.general.holding[0] = taken  # the release finds its slot
+        inner.gate.set()
+        assert [held.result().status_code, queued[0].result().status_code] == [200] * 2
     assert (middleware.shed, middleware.withdrawn, middleware.late) == (3, 2, 0)
 
 
