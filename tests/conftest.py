@@ -166,6 +166,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 
 _SPENT: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+"""Per test folder: [tests, seconds (setup + call + teardown), CPU seconds (`cpu_s`)], for the
+summary below."""
 _CPU_MARK = [0.0]
 
 
@@ -188,7 +190,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     now = _cpu_now()
     outcome.get_result().cpu_s = round(now - _CPU_MARK[0], 3)
     _CPU_MARK[0] = now
-"""Per test folder: [tests, seconds (setup + call + teardown)], for the summary below."""
 
 
 def _folder(nodeid: str) -> str:
